@@ -1,0 +1,154 @@
+//! Configuring a [`LockClient`].
+
+use crate::backoff::BackoffBounds;
+use crate::client::{LockClient, Settings};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, InvalidInput};
+use crate::limits::{self, MIN_LEASE};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Builds a [`LockClient`]; get one from [`LockClient::builder`]. Every setting is validated by
+/// [`build`](Self::build).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> Result<(), ddb_lock::Error> {
+/// use ddb_lock::LockClient;
+/// use std::time::Duration;
+///
+/// let config = aws_config::load_from_env().await;
+/// let client = LockClient::builder(aws_sdk_dynamodb::Client::new(&config))
+///     .table_name("locks")
+///     .owner("billing-worker")
+///     .lease(Duration::from_secs(60))
+///     .acquire_timeout(Duration::from_secs(5))
+///     .build()?;
+/// client.check_table().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockClientBuilder {
+    dynamodb: aws_sdk_dynamodb::Client,
+    table_name: Option<String>,
+    key_prefix: String,
+    owner: Option<String>,
+    lease: Duration,
+    acquire_timeout: Duration,
+    backoff: BackoffBounds,
+    ttl_grace: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl LockClientBuilder {
+    /// Default key prefix: items are keyed `LOCK#<resource>`.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "LOCK#";
+    /// Default lease.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+    /// Default acquire timeout.
+    pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Default time between a lease's end and the `TTL` DynamoDB may delete the item at.
+    pub const DEFAULT_TTL_GRACE: Duration = Duration::from_secs(60 * 60);
+
+    pub(crate) fn new(dynamodb: aws_sdk_dynamodb::Client) -> Self {
+        LockClientBuilder {
+            dynamodb,
+            table_name: None,
+            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            owner: None,
+            lease: Self::DEFAULT_LEASE,
+            acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
+            backoff: BackoffBounds::default(),
+            ttl_grace: Self::DEFAULT_TTL_GRACE,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The lock table (required).
+    pub fn table_name(mut self, table_name: impl Into<String>) -> Self {
+        self.table_name = Some(table_name.into());
+        self
+    }
+
+    /// Prefix of every partition key (default `LOCK#`), so lock items can share a table with
+    /// other items.
+    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.key_prefix = key_prefix.into();
+        self
+    }
+
+    /// Owner used when [`AcquireOptions`](crate::AcquireOptions) names none (default: `ddb-lock-`
+    /// followed by a UUID, unique to this client).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Lease used when the options give none.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Acquire timeout used when the options give none.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Bounds of the jittered backoff between acquire attempts.
+    pub fn backoff(mut self, backoff: BackoffBounds) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How long after a lease ends the item's `TTL` lets DynamoDB delete it.
+    pub fn ttl_grace(mut self, grace: Duration) -> Self {
+        self.ttl_grace = grace;
+        self
+    }
+
+    /// The wall clock that decides expiry (default [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validates the settings and builds the client. Sends no request: call
+    /// [`LockClient::check_table`] or [`LockClient::create_table`] to verify the table.
+    pub fn build(self) -> Result<LockClient, Error> {
+        let table_name = self
+            .table_name
+            .ok_or(InvalidInput::Empty { field: "table_name" })?;
+        limits::table_name(&table_name)?;
+        limits::key_prefix(&self.key_prefix)?;
+        let owner = self
+            .owner
+            .unwrap_or_else(|| format!("ddb-lock-{}", uuid::Uuid::new_v4()));
+        limits::owner(&owner)?;
+        limits::duration("lease", self.lease, MIN_LEASE)?;
+        limits::duration("acquire_timeout", self.acquire_timeout, Duration::ZERO)?;
+        limits::duration("ttl_grace", self.ttl_grace, Duration::ZERO)?;
+        limits::duration("backoff", self.backoff.initial(), Duration::from_millis(1))?;
+        limits::duration("backoff", self.backoff.max(), Duration::from_millis(1))?;
+        if self.backoff.initial() > self.backoff.max() {
+            return Err(InvalidInput::BackoffOrder {
+                initial: self.backoff.initial(),
+                max: self.backoff.max(),
+            }
+            .into());
+        }
+        Ok(LockClient::from_settings(Settings {
+            dynamodb: self.dynamodb,
+            table_name,
+            key_prefix: self.key_prefix,
+            owner,
+            lease: self.lease,
+            acquire_timeout: self.acquire_timeout,
+            backoff: self.backoff,
+            ttl_grace: self.ttl_grace,
+            clock: self.clock,
+        }))
+    }
+}

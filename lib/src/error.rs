@@ -1,0 +1,205 @@
+//! What can go wrong: bad input, a timeout, a misconfigured table, a malformed item, or DynamoDB.
+//!
+//! Contention is not an error: a lock held by someone else is `Ok(None)` from
+//! [`try_acquire`](crate::LockClient::try_acquire) and a typed outcome from release and extend.
+//! `Err` means the input, the table or the backend is wrong, or a wait ran out.
+
+use crate::lock::Holder;
+use crate::timestamp;
+use std::fmt;
+use std::time::Duration;
+
+/// Errors returned by [`LockClient`](crate::LockClient).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A caller-supplied value is out of bounds; nothing was sent to DynamoDB.
+    #[error("invalid input: {0}")]
+    InvalidInput(#[from] InvalidInput),
+
+    /// [`acquire`](crate::LockClient::acquire) gave up after its timeout.
+    #[error("timed out after {waited:?} waiting for lock `{resource}`{}", HolderSuffix(.holder.as_ref()))]
+    Timeout {
+        /// The resource that could not be locked.
+        resource: String,
+        /// How long the caller waited.
+        waited: Duration,
+        /// The holder seen on the last attempt.
+        holder: Option<Holder>,
+    },
+
+    /// The lock table does not have the shape the library needs.
+    #[error("table `{table}`: {problem}")]
+    Table {
+        /// The table name.
+        table: String,
+        /// What is wrong with it.
+        problem: TableProblem,
+    },
+
+    /// The item stored under a resource's key is not a lock item this library can read. It is left
+    /// untouched; [`force_release`](crate::LockClient::force_release) removes it.
+    #[error("lock item for `{resource}` is malformed: attribute `{attribute}` {problem}")]
+    MalformedItem {
+        /// The resource whose item is malformed.
+        resource: String,
+        /// The attribute at fault.
+        attribute: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+
+    /// The endpoint answered in a way the DynamoDB API does not allow (for example a failed
+    /// condition without the item that `ReturnValuesOnConditionCheckFailure = ALL_OLD` asks for).
+    #[error("DynamoDB {operation} answered unexpectedly: {detail}")]
+    UnexpectedResponse {
+        /// The DynamoDB operation.
+        operation: &'static str,
+        /// What was missing or wrong.
+        detail: &'static str,
+    },
+
+    /// DynamoDB (or the network, or credentials) failed the request.
+    #[error("DynamoDB {operation} failed: {source}")]
+    Backend {
+        /// The DynamoDB operation, e.g. `PutItem`.
+        operation: &'static str,
+        /// The cause: for a request DynamoDB answered, an [`aws_sdk_dynamodb::Error`] (downcast to
+        /// match on its error code, e.g. throttling).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Error {
+    /// A failed SDK request, converted to [`aws_sdk_dynamodb::Error`] whose message carries the
+    /// service's error code (the SDK's own `SdkError` displays only "service error").
+    pub(crate) fn backend<E>(operation: &'static str, err: E) -> Self
+    where
+        aws_sdk_dynamodb::Error: From<E>,
+    {
+        Self::backend_other(operation, aws_sdk_dynamodb::Error::from(err))
+    }
+
+    /// A failure outside a service answer: building a request, waiting for a table.
+    pub(crate) fn backend_other(
+        operation: &'static str,
+        err: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Backend {
+            operation,
+            source: Box::new(err),
+        }
+    }
+}
+
+/// A value rejected before any request: each variant names the field and the limit it broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidInput {
+    /// The field must not be empty.
+    #[error("`{field}` must not be empty")]
+    Empty {
+        /// The field.
+        field: &'static str,
+    },
+    /// The field is longer than its limit, in bytes of UTF-8.
+    #[error("`{field}` is {bytes} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// The field.
+        field: &'static str,
+        /// Its size.
+        bytes: usize,
+        /// The largest size allowed.
+        limit: usize,
+    },
+    /// The duration is shorter than allowed (for a lease: zero).
+    #[error("`{field}` is {value:?}, under the minimum of {min:?}")]
+    DurationTooShort {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The shortest allowed.
+        min: Duration,
+    },
+    /// The duration is longer than [`MAX_DURATION`](crate::limits::MAX_DURATION).
+    #[error("`{field}` is {value:?}, over the maximum of {max:?}")]
+    DurationTooLong {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
+    /// A duration given as signed milliseconds was negative.
+    #[error("`{field}` is {millis} ms; durations cannot be negative")]
+    NegativeDuration {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        millis: i64,
+    },
+    /// The backoff's initial delay exceeds its maximum.
+    #[error("`backoff`: initial delay {initial:?} exceeds the maximum delay {max:?}")]
+    BackoffOrder {
+        /// The initial delay.
+        initial: Duration,
+        /// The maximum delay.
+        max: Duration,
+    },
+    /// A lock id is not a UUID.
+    #[error("`lock_id` is not a lock id (a UUID such as 67e55044-10b1-426f-9247-bb680e5fe0c8)")]
+    MalformedLockId,
+    /// A table name breaks DynamoDB's rules.
+    #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
+    TableName {
+        /// The name given.
+        name: String,
+    },
+}
+
+/// What is wrong with a lock table, found by [`check_table`](crate::LockClient::check_table).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TableProblem {
+    /// The table does not exist.
+    #[error("does not exist (create it with LockClient::create_table)")]
+    Missing,
+    /// The key schema is not `PK` (HASH, string) and `SK` (RANGE, string).
+    #[error("key schema is {found}, expected PK (HASH, S) + SK (RANGE, S)")]
+    KeySchema {
+        /// The schema found, e.g. `id (HASH, S)`.
+        found: String,
+    },
+    /// Time to live is not enabled, so expired lock items are never cleaned up.
+    #[error("time to live is {status}, expected ENABLED on attribute `TTL`")]
+    TtlDisabled {
+        /// The TTL status DynamoDB reported.
+        status: String,
+    },
+    /// Time to live is enabled on another attribute.
+    #[error("time to live is enabled on `{attribute}`, expected `TTL`")]
+    TtlAttribute {
+        /// The attribute TTL is enabled on.
+        attribute: String,
+    },
+}
+
+/// Renders ": held by `owner` until <expiry>" for error messages.
+struct HolderSuffix<'a>(Option<&'a Holder>);
+
+impl fmt::Display for HolderSuffix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(h) => write!(
+                f,
+                ": held by `{}` until {}",
+                h.owner,
+                timestamp::format(h.expires_at)
+            ),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Distributed locks for serverless systems on Amazon DynamoDB.
+//!
+//! A lock is one item per resource (`PK = LOCK#<resource>`, `SK = LOCK`). Acquiring is one
+//! conditional PutItem that succeeds only if no live lock exists; releasing is one conditional
+//! DeleteItem that succeeds only for the same acquisition. Expiry is decided by the item's
+//! `ExpiresAt`, never by DynamoDB's (late) TTL deletion. `lib/DESIGN.md` gives every request with its
+//! exact condition and every failure case.
+//!
+//! - [`LockClient::try_acquire`]: one attempt; `Ok(None)` if someone else holds the lock.
+//! - [`LockClient::acquire`]: retries with jittered backoff until a timeout.
+//! - [`LockClient::release`], [`LockClient::extend`]: typed outcomes when the lock was lost.
+//! - [`LockClient::status`], [`LockClient::force_release`]: inspection and administration.
+//! - [`LockClient::create_table`], [`LockClient::check_table`]: the table.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use ddb_lock::{AcquireOptions, LockClient};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), ddb_lock::Error> {
+//! let config = aws_config::load_from_env().await;
+//! let client = LockClient::builder(aws_sdk_dynamodb::Client::new(&config))
+//!     .table_name("locks")
+//!     .build()?;
+//! client.create_table().await?;
+//!
+//! let opts = AcquireOptions::new()
+//!     .owner("worker-1")
+//!     .lease(Duration::from_secs(30))
+//!     .timeout(Duration::from_secs(5));
+//! let lock = client.acquire("user/42/default-graph", &opts).await?;
+//! // ... the critical section: re-check state, mutate, commit ...
+//! client.release(&lock).await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod backoff;
+mod builder;
+mod client;
+mod clock;
+mod error;
+pub mod item;
+pub mod limits;
+mod lock;
+mod options;
+mod outcome;
+mod table;
+mod timestamp;
+
+pub use backoff::BackoffBounds;
+pub use builder::LockClientBuilder;
+pub use client::LockClient;
+pub use clock::{Clock, SystemClock};
+pub use error::{Error, InvalidInput, TableProblem};
+pub use limits::duration_from_millis;
+pub use lock::{Holder, Lock, LockHandle, LockId};
+pub use options::AcquireOptions;
+pub use outcome::{ExtendOutcome, LockStatus, ReleaseOutcome};

@@ -1,0 +1,166 @@
+//! Input limits and their validation.
+//!
+//! Every value a caller hands the library is checked here before any request is sent, so bad input
+//! is an [`InvalidInput`] naming the field and the limit, and never reaches DynamoDB half-formed.
+
+use crate::error::InvalidInput;
+use std::time::Duration;
+
+/// DynamoDB's maximum size of a partition key value, in bytes. The key prefix counts towards it.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+
+/// Maximum size of an owner name, in bytes (a Step Functions execution ARN is well under this).
+pub const MAX_OWNER_BYTES: usize = 1024;
+
+/// Shortest lease: timestamps have millisecond precision.
+pub const MIN_LEASE: Duration = Duration::from_millis(1);
+
+/// Longest lease, acquire timeout, backoff delay or TTL grace period: 366 days, a little over the
+/// longest Step Functions standard workflow (one year). Anything longer is a mistake.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+/// Shortest table name DynamoDB accepts.
+pub const MIN_TABLE_NAME_LEN: usize = 3;
+
+/// Longest table name DynamoDB accepts.
+pub const MAX_TABLE_NAME_LEN: usize = 255;
+
+/// Checks a resource name: not empty, and `prefix + resource` within [`MAX_PARTITION_KEY_BYTES`].
+pub(crate) fn resource(resource: &str, key_prefix: &str) -> Result<(), InvalidInput> {
+    if resource.is_empty() {
+        return Err(InvalidInput::Empty { field: "resource" });
+    }
+    let limit = MAX_PARTITION_KEY_BYTES - key_prefix.len();
+    if resource.len() > limit {
+        return Err(InvalidInput::TooLarge {
+            field: "resource",
+            bytes: resource.len(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Checks an owner name: not empty, within [`MAX_OWNER_BYTES`].
+pub(crate) fn owner(owner: &str) -> Result<(), InvalidInput> {
+    if owner.is_empty() {
+        return Err(InvalidInput::Empty { field: "owner" });
+    }
+    if owner.len() > MAX_OWNER_BYTES {
+        return Err(InvalidInput::TooLarge {
+            field: "owner",
+            bytes: owner.len(),
+            limit: MAX_OWNER_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `value` lies in `min..=MAX_DURATION`.
+pub(crate) fn duration(
+    field: &'static str,
+    value: Duration,
+    min: Duration,
+) -> Result<(), InvalidInput> {
+    if value < min {
+        return Err(InvalidInput::DurationTooShort { field, value, min });
+    }
+    if value > MAX_DURATION {
+        return Err(InvalidInput::DurationTooLong {
+            field,
+            value,
+            max: MAX_DURATION,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a table name against DynamoDB's rules: 3 to 255 characters of `a-z A-Z 0-9 _ - .`.
+pub(crate) fn table_name(name: &str) -> Result<(), InvalidInput> {
+    let valid_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !(MIN_TABLE_NAME_LEN..=MAX_TABLE_NAME_LEN).contains(&name.len()) || !valid_chars {
+        return Err(InvalidInput::TableName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a key prefix: it must leave room for at least one byte of resource name.
+pub(crate) fn key_prefix(prefix: &str) -> Result<(), InvalidInput> {
+    if prefix.len() >= MAX_PARTITION_KEY_BYTES {
+        return Err(InvalidInput::TooLarge {
+            field: "key_prefix",
+            bytes: prefix.len(),
+            limit: MAX_PARTITION_KEY_BYTES - 1,
+        });
+    }
+    Ok(())
+}
+
+/// Converts a signed millisecond count from an untyped source (a JSON event, a command line) into a
+/// [`Duration`], rejecting negative values with an error naming `field`.
+///
+/// Range checks (zero, too long) happen where the duration is used, as for any other duration.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::{duration_from_millis, InvalidInput};
+/// use std::time::Duration;
+///
+/// assert_eq!(duration_from_millis("lease_ms", 1500), Ok(Duration::from_millis(1500)));
+/// assert_eq!(
+///     duration_from_millis("lease_ms", -1),
+///     Err(InvalidInput::NegativeDuration { field: "lease_ms", millis: -1 })
+/// );
+/// ```
+pub fn duration_from_millis(field: &'static str, millis: i64) -> Result<Duration, InvalidInput> {
+    u64::try_from(millis)
+        .map(Duration::from_millis)
+        .map_err(|_| InvalidInput::NegativeDuration { field, millis })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_limit_counts_the_prefix() {
+        let fits = "r".repeat(MAX_PARTITION_KEY_BYTES - 5);
+        assert_eq!(resource(&fits, "LOCK#"), Ok(()));
+        let over = "r".repeat(MAX_PARTITION_KEY_BYTES - 4);
+        assert_eq!(
+            resource(&over, "LOCK#"),
+            Err(InvalidInput::TooLarge {
+                field: "resource",
+                bytes: MAX_PARTITION_KEY_BYTES - 4,
+                limit: MAX_PARTITION_KEY_BYTES - 5
+            })
+        );
+    }
+
+    #[test]
+    fn resource_limit_is_in_bytes_not_characters() {
+        let wide = "é".repeat(1022); // 2044 bytes
+        assert!(resource(&wide, "LOCK#").is_err());
+    }
+
+    #[test]
+    fn durations_outside_the_range_are_rejected() {
+        assert!(duration("lease", Duration::ZERO, MIN_LEASE).is_err());
+        assert!(duration("lease", MIN_LEASE, MIN_LEASE).is_ok());
+        assert!(duration("lease", MAX_DURATION, MIN_LEASE).is_ok());
+        assert!(duration("lease", MAX_DURATION + Duration::from_millis(1), MIN_LEASE).is_err());
+    }
+
+    #[test]
+    fn table_names_follow_dynamodb_rules() {
+        assert!(table_name("locks.v1_prod-A").is_ok());
+        for bad in ["ab", "has space", "x".repeat(256).as_str(), "slash/"] {
+            assert!(table_name(bad).is_err(), "{bad}");
+        }
+    }
+}
