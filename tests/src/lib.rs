@@ -1,0 +1,128 @@
+//! Shared fixtures of the integration tests: a DynamoDB client for the local endpoint named by
+//! `DYNAMODB_ENDPOINT` (set by `scripts/test.sh`), the lock table, unique resource names, a fixed
+//! clock, and a fault-injecting TCP proxy.
+
+pub mod proxy;
+
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use ddb_lock::{Clock, LockClient, LockClientBuilder};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The lock table every lock test shares; tests stay apart by resource name.
+pub const TABLE: &str = "ddb-lock-integration";
+
+/// The endpoint under test.
+pub fn endpoint() -> String {
+    std::env::var("DYNAMODB_ENDPOINT").expect(
+        "DYNAMODB_ENDPOINT is not set: run the tests through scripts/test.sh, or start an endpoint \
+         with scripts/dynamodb-local.sh start and export DYNAMODB_ENDPOINT",
+    )
+}
+
+/// An SDK client for `endpoint` with dummy credentials, and the SDK's default retries.
+pub fn dynamodb_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    dynamodb_with(endpoint, |b| b)
+}
+
+/// An SDK client for `endpoint`, further configured by `configure`.
+pub fn dynamodb_with(
+    endpoint: &str,
+    configure: impl FnOnce(aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder,
+) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+        .endpoint_url(endpoint);
+    aws_sdk_dynamodb::Client::from_conf(configure(config).build())
+}
+
+/// An SDK client for the endpoint under test.
+pub fn dynamodb() -> aws_sdk_dynamodb::Client {
+    dynamodb_at(&endpoint())
+}
+
+/// A builder for a client of the shared table.
+pub fn builder(dynamodb: aws_sdk_dynamodb::Client) -> LockClientBuilder {
+    init_tracing();
+    LockClient::builder(dynamodb).table_name(TABLE)
+}
+
+/// A client of the shared table (created if missing), talking to the endpoint directly.
+pub async fn lock_client() -> LockClient {
+    let client = builder(dynamodb()).build().expect("valid settings");
+    client.create_table().await.expect("lock table ready");
+    client
+}
+
+/// A resource name no other test uses.
+pub fn unique(name: &str) -> String {
+    format!("{name}-{}", uuid::Uuid::new_v4())
+}
+
+/// The raw lock item of `resource` in the shared table, read strongly consistently.
+pub async fn raw_item(resource: &str) -> Option<HashMap<String, AttributeValue>> {
+    dynamodb()
+        .get_item()
+        .table_name(TABLE)
+        .key("PK", AttributeValue::S(format!("LOCK#{resource}")))
+        .key("SK", AttributeValue::S("LOCK".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item
+}
+
+/// A string attribute of an item.
+pub fn string_attr<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a str {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => s,
+        other => panic!("attribute {name} is {other:?}, expected a string"),
+    }
+}
+
+/// A clock stopped at one instant.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub DateTime<Utc>);
+
+impl FixedClock {
+    /// The clock as the trait object the builder takes.
+    pub fn shared(at: DateTime<Utc>) -> Arc<dyn Clock> {
+        Arc::new(FixedClock(at))
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0
+    }
+}
+
+/// A clock running a fixed offset from the system clock.
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetClock(pub chrono::TimeDelta);
+
+impl OffsetClock {
+    /// The clock as the trait object the builder takes.
+    pub fn shared(offset: chrono::TimeDelta) -> Arc<dyn Clock> {
+        Arc::new(OffsetClock(offset))
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now() + self.0
+    }
+}
+
+/// Shows the library's tracing output for failing tests (`RUST_LOG=ddb_lock=debug`).
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

@@ -1,0 +1,208 @@
+//! A TCP proxy between a client and the endpoint that counts DynamoDB operations and can drop the
+//! answer to a request after forwarding it, as a network that loses a response would.
+//!
+//! Requests are recognized by their `X-Amz-Target: DynamoDB_20120810.<Operation>` header. An SDK
+//! client sends one request at a time per connection, so the next bytes the endpoint sends on that
+//! connection are that request's answer.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const TARGET_PREFIX: &[u8] = b"DynamoDB_20120810.";
+
+/// Counts of one operation seen by the proxy.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Requests forwarded to the endpoint.
+    pub requests: usize,
+    /// Answers relayed back to the client.
+    pub answered: usize,
+    /// Answers received from the endpoint and thrown away.
+    pub dropped: usize,
+}
+
+/// A running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    counts: watch::Receiver<HashMap<String, OpCounts>>,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    counts: watch::Sender<HashMap<String, OpCounts>>,
+    /// Operations whose next answer is to be dropped.
+    drop_next: Mutex<Vec<String>>,
+}
+
+impl Proxy {
+    /// Starts a proxy on loopback in front of the endpoint URL `upstream` (`http://host:port`).
+    pub async fn start(upstream: &str) -> Proxy {
+        let upstream: SocketAddr = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("endpoint is http://<ip>:<port>");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let (counts_tx, counts) = watch::channel(HashMap::new());
+        let shared = Arc::new(Shared {
+            counts: counts_tx,
+            drop_next: Mutex::new(Vec::new()),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let shared = Arc::clone(&accept_shared);
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(upstream).await {
+                        relay(client, server, &shared).await;
+                    }
+                });
+            }
+        });
+        Proxy {
+            addr,
+            counts,
+            shared,
+            task,
+        }
+    }
+
+    /// The proxy's endpoint URL.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Forward the next `operation` request, then throw its answer away and close the connection.
+    pub fn drop_next_answer(&self, operation: &str) {
+        self.shared
+            .drop_next
+            .lock()
+            .expect("proxy lock")
+            .push(operation.to_owned());
+    }
+
+    /// Counts of `operation` so far.
+    pub fn counts(&self, operation: &str) -> OpCounts {
+        self.counts
+            .borrow()
+            .get(operation)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Waits until `operation`'s counts satisfy `done`.
+    pub async fn wait_for(&self, operation: &str, done: impl Fn(OpCounts) -> bool) {
+        let mut counts = self.counts.clone();
+        counts
+            .wait_for(|all| done(all.get(operation).copied().unwrap_or_default()))
+            .await
+            .expect("proxy running");
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
+    let mut from_client = vec![0u8; 64 * 1024];
+    let mut from_server = vec![0u8; 64 * 1024];
+    // The tail of the previous chunk, so that a header split across reads is still recognized.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut pending: Option<(String, bool)> = None; // (operation, drop its answer)
+    loop {
+        tokio::select! {
+            read = client.read(&mut from_client) => {
+                let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
+                let chunk = &from_client[..n];
+                let mut window = std::mem::take(&mut tail);
+                let overlap = window.len();
+                window.extend_from_slice(chunk);
+                for operation in operations_in(&window, overlap) {
+                    let drop_answer = {
+                        let mut drop_next = shared.drop_next.lock().expect("proxy lock");
+                        match drop_next.iter().position(|op| *op == operation) {
+                            Some(i) => { drop_next.remove(i); true }
+                            None => false,
+                        }
+                    };
+                    shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
+                    pending = Some((operation, drop_answer));
+                }
+                tail = window[window.len().saturating_sub(64)..].to_vec();
+                if server.write_all(chunk).await.is_err() { return; }
+            }
+            read = server.read(&mut from_server) => {
+                let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
+                match pending.take() {
+                    Some((operation, true)) => {
+                        shared.counts.send_modify(|c| c.entry(operation).or_default().dropped += 1);
+                        return; // closes both connections without answering the client
+                    }
+                    Some((operation, false)) => {
+                        shared.counts.send_modify(|c| c.entry(operation).or_default().answered += 1);
+                    }
+                    None => {}
+                }
+                if client.write_all(&from_server[..n]).await.is_err() { return; }
+            }
+        }
+    }
+}
+
+/// Operation names whose target header is complete in `window` but was not in its first `overlap`
+/// bytes (those were scanned, and their complete names counted, with the previous chunk).
+fn operations_in(window: &[u8], overlap: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = find(&window[from..], TARGET_PREFIX) {
+        let start = from + at + TARGET_PREFIX.len();
+        let len = window[start..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        let end = start + len;
+        // Only a complete name (followed by a delimiter) counts.
+        if end < window.len() && len > 0 && end >= overlap {
+            found.push(String::from_utf8_lossy(&window[start..end]).into_owned());
+        }
+        from = end.max(from + at + 1);
+    }
+    found
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_complete_operation_names_once() {
+        let req = b"POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.PutItem\r\n\r\n{}";
+        assert_eq!(operations_in(req, 0), ["PutItem"]);
+        // A name cut at the end of the window is left for the next read.
+        assert!(operations_in(b"x-amz-target: DynamoDB_20120810.Put", 0).is_empty());
+        // A name wholly inside the overlap was counted already.
+        let n = req.len();
+        assert!(operations_in(req, n).is_empty());
+        // A name that ended exactly where the previous window ended is counted now.
+        let cut = b"x-amz-target: DynamoDB_20120810.PutItem";
+        let mut joined = cut.to_vec();
+        joined.extend_from_slice(b"\r\n");
+        assert!(operations_in(cut, 0).is_empty());
+        assert_eq!(operations_in(&joined, cut.len()), ["PutItem"]);
+    }
+}

@@ -1,0 +1,99 @@
+//! Many tasks contending for one resource: each acquisition is exclusive. Every task, inside its
+//! critical section, reads a counter item and writes it back incremented (a lost update shows up as
+//! a short count) and records when it held the lock (an overlap shows up directly).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use ddb_lock::AcquireOptions;
+use ddb_lock_tests::{dynamodb, lock_client, unique, TABLE};
+use std::time::Duration;
+use tokio::time::Instant;
+
+const TASKS: usize = 16;
+const ACQUISITIONS_PER_TASK: usize = 50;
+
+async fn read_counter(dynamodb: &aws_sdk_dynamodb::Client, key: &str) -> u64 {
+    let item = dynamodb
+        .get_item()
+        .table_name(TABLE)
+        .key("PK", AttributeValue::S(key.to_owned()))
+        .key("SK", AttributeValue::S("COUNTER".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("read counter")
+        .item;
+    match item.as_ref().and_then(|i| i.get("Count")) {
+        Some(AttributeValue::N(n)) => n.parse().expect("numeric count"),
+        _ => 0,
+    }
+}
+
+async fn write_counter(dynamodb: &aws_sdk_dynamodb::Client, key: &str, count: u64) {
+    dynamodb
+        .put_item()
+        .table_name(TABLE)
+        .item("PK", AttributeValue::S(key.to_owned()))
+        .item("SK", AttributeValue::S("COUNTER".into()))
+        .item("Count", AttributeValue::N(count.to_string()))
+        .send()
+        .await
+        .expect("write counter");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_tasks_never_hold_one_lock_at_once_and_lose_no_update() {
+    let client = lock_client().await;
+    let resource = unique("stress");
+    let counter = format!("COUNTER#{resource}");
+    let started = Instant::now();
+
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let client = client.clone();
+            let resource = resource.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let dynamodb = dynamodb();
+                let opts = AcquireOptions::new()
+                    .owner(format!("task-{task}"))
+                    .lease(Duration::from_secs(120))
+                    .timeout(Duration::from_secs(600));
+                let mut intervals = Vec::with_capacity(ACQUISITIONS_PER_TASK);
+                for _ in 0..ACQUISITIONS_PER_TASK {
+                    let lock = client.acquire(&resource, &opts).await.expect("acquire");
+                    let entered = Instant::now();
+                    let count = read_counter(&dynamodb, &counter).await;
+                    tokio::task::yield_now().await; // invite interleaving inside the section
+                    write_counter(&dynamodb, &counter, count + 1).await;
+                    let left = Instant::now();
+                    assert_eq!(
+                        client.release(&lock).await.expect("release"),
+                        ddb_lock::ReleaseOutcome::Released
+                    );
+                    intervals.push((entered - started, left - started, task));
+                }
+                intervals
+            })
+        })
+        .collect();
+
+    let mut intervals = Vec::new();
+    for task in tasks {
+        intervals.extend(task.await.expect("task finished"));
+    }
+    let total = TASKS * ACQUISITIONS_PER_TASK;
+    assert_eq!(intervals.len(), total);
+    assert_eq!(
+        read_counter(&dynamodb(), &counter).await,
+        total as u64,
+        "lost updates: the critical sections overlapped"
+    );
+    intervals.sort();
+    for pair in intervals.windows(2) {
+        let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
+        assert!(
+            end < start,
+            "task {a} held the lock until {end:?} but task {b} entered at {start:?}"
+        );
+    }
+}
