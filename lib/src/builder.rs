@@ -118,9 +118,9 @@ impl LockClientBuilder {
     /// Validates the settings and builds the client. Sends no request: call
     /// [`LockClient::check_table`] or [`LockClient::create_table`] to verify the table.
     pub fn build(self) -> Result<LockClient, Error> {
-        let table_name = self
-            .table_name
-            .ok_or(InvalidInput::Empty { field: "table_name" })?;
+        let table_name = self.table_name.ok_or(InvalidInput::Empty {
+            field: "table_name",
+        })?;
         limits::table_name(&table_name)?;
         limits::key_prefix(&self.key_prefix)?;
         let owner = self

@@ -204,10 +204,7 @@ impl LockClient {
                 .to_std()
                 .unwrap_or(Duration::ZERO)
                 + Duration::from_millis(1);
-            let delay = backoff
-                .next_delay()
-                .min(until_free)
-                .min(deadline - now);
+            let delay = backoff.next_delay().min(until_free).min(deadline - now);
             debug!(resource, holder = %holder.owner, delay_ms = millis(delay), "lock held; backing off");
             tokio::time::sleep(delay).await;
         }
@@ -274,11 +271,9 @@ impl LockClient {
             Err(err) => match err.as_service_error() {
                 Some(DeleteItemError::ConditionalCheckFailedException(failed)) => {
                     let outcome = match self.record(handle.resource(), failed.item())? {
-                        Some(record) if record.holder.is_live_at(now) => {
-                            ReleaseOutcome::NotOwner {
-                                holder: record.holder,
-                            }
-                        }
+                        Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
+                            holder: record.holder,
+                        },
                         _ => ReleaseOutcome::NotFound,
                     };
                     info!(
@@ -502,12 +497,12 @@ impl LockClient {
         else {
             return Err(Error::backend("PutItem", err));
         };
-        let record = self
-            .record(request.resource, failed.item())?
-            .ok_or(Error::UnexpectedResponse {
-                operation: "PutItem",
-                detail: "condition failed but no item came back for ALL_OLD",
-            })?;
+        let record =
+            self.record(request.resource, failed.item())?
+                .ok_or(Error::UnexpectedResponse {
+                    operation: "PutItem",
+                    detail: "condition failed but no item came back for ALL_OLD",
+                })?;
         if record.lock_id == lock.lock_id() {
             // An earlier try of this very request (an SDK retry after a lost answer) wrote it.
             debug!(

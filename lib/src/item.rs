@@ -67,9 +67,18 @@ pub(crate) fn encode(key_prefix: &str, lock: &Lock, ttl_epoch_seconds: i64) -> I
     item.extend([
         (LOCK_ID.to_owned(), s(lock.lock_id().to_string())),
         (OWNER.to_owned(), s(lock.owner())),
-        (ACQUIRED_AT.to_owned(), s(timestamp::format(lock.acquired_at()))),
-        (EXPIRES_AT.to_owned(), s(timestamp::format(lock.expires_at()))),
-        (TTL.to_owned(), AttributeValue::N(ttl_epoch_seconds.to_string())),
+        (
+            ACQUIRED_AT.to_owned(),
+            s(timestamp::format(lock.acquired_at())),
+        ),
+        (
+            EXPIRES_AT.to_owned(),
+            s(timestamp::format(lock.expires_at())),
+        ),
+        (
+            TTL.to_owned(),
+            AttributeValue::N(ttl_epoch_seconds.to_string()),
+        ),
     ]);
     item
 }
@@ -94,8 +103,8 @@ pub(crate) fn decode(resource: &str, item: &Item) -> Result<Record, Error> {
             )
         })
     };
-    let lock_id = LockId::parse(string(LOCK_ID)?)
-        .map_err(|_| malformed(LOCK_ID, "is not a UUID"))?;
+    let lock_id =
+        LockId::parse(string(LOCK_ID)?).map_err(|_| malformed(LOCK_ID, "is not a UUID"))?;
     Ok(Record {
         lock_id,
         holder: Holder {
@@ -166,17 +175,37 @@ mod tests {
         item.insert(EXPIRES_AT.into(), s("tomorrow"));
         let err = decode("orders/42", &item).unwrap_err();
         assert!(
-            matches!(err, Error::MalformedItem { attribute: EXPIRES_AT, .. }),
+            matches!(
+                err,
+                Error::MalformedItem {
+                    attribute: EXPIRES_AT,
+                    ..
+                }
+            ),
             "{err}"
         );
         item.remove(OWNER);
         let err = decode("orders/42", &item).unwrap_err();
-        assert!(matches!(err, Error::MalformedItem { attribute: OWNER, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::MalformedItem {
+                    attribute: OWNER,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
     fn every_placeholder_in_the_expressions_has_a_name() {
-        for expr in [ACQUIRE_CONDITION, RELEASE_CONDITION, EXTEND_UPDATE, EXTEND_CONDITION] {
+        for expr in [
+            ACQUIRE_CONDITION,
+            RELEASE_CONDITION,
+            EXTEND_UPDATE,
+            EXTEND_CONDITION,
+        ] {
             let used: Vec<&str> = expr
                 .split(|c: char| !(c.is_alphanumeric() || c == '#' || c == '_'))
                 .filter(|word| word.starts_with('#'))

@@ -36,10 +36,16 @@ mod tests {
 
     #[test]
     fn every_timestamp_has_the_same_width() {
-        for t in [at(2026, 1, 1, 0, 0, 0, 0), at(2099, 12, 31, 23, 59, 59, 999)] {
+        for t in [
+            at(2026, 1, 1, 0, 0, 0, 0),
+            at(2099, 12, 31, 23, 59, 59, 999),
+        ] {
             assert_eq!(format(t).len(), WIDTH, "{}", format(t));
         }
-        assert_eq!(format(at(2026, 11, 21, 9, 5, 7, 30)), "2026-11-21T09:05:07.030Z");
+        assert_eq!(
+            format(at(2026, 11, 21, 9, 5, 7, 30)),
+            "2026-11-21T09:05:07.030Z"
+        );
     }
 
     #[test]
