@@ -3,7 +3,9 @@
 
 use ddb_lock::AcquireOptions;
 use ddb_lock_tests::proxy::Proxy;
-use ddb_lock_tests::{builder, dynamodb_with, endpoint, lock_client, raw_item, string_attr, unique};
+use ddb_lock_tests::{
+    builder, dynamodb_with, endpoint, lock_client, raw_item, string_attr, unique,
+};
 use std::time::Duration;
 
 #[tokio::test]
@@ -28,7 +30,10 @@ async fn a_retried_acquire_whose_first_answer_was_lost_is_acquired_not_held() {
         .expect("the first attempt's write is ours: acquired");
 
     let puts = proxy.counts("PutItem");
-    assert_eq!(puts.dropped, 1, "the first answer was really lost: {puts:?}");
+    assert_eq!(
+        puts.dropped, 1,
+        "the first answer was really lost: {puts:?}"
+    );
     assert_eq!(puts.requests, 2, "the SDK retried once: {puts:?}");
     let item = raw_item(&resource).await.unwrap();
     assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());

@@ -8,7 +8,9 @@ use ddb_lock_tests::{builder, dynamodb, lock_client, unique, FixedClock};
 use std::time::Duration;
 
 fn at(rfc3339: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(rfc3339).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(rfc3339)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 fn client_at(now: DateTime<Utc>) -> LockClient {
@@ -26,7 +28,10 @@ async fn assert_expiry_boundary(expires_at: &str) {
     let lease = Duration::from_millis(999);
     let holder = client_at(expires_at - TimeDelta::milliseconds(999));
     let lock = holder
-        .try_acquire(&resource, &AcquireOptions::new().owner("holder").lease(lease))
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("holder").lease(lease),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -38,14 +43,20 @@ async fn assert_expiry_boundary(expires_at: &str) {
     ] {
         let contender = client_at(before);
         assert!(
-            matches!(contender.status(&resource).await.unwrap(), LockStatus::Held { .. }),
+            matches!(
+                contender.status(&resource).await.unwrap(),
+                LockStatus::Held { .. }
+            ),
             "at {before} a lock expiring at {expires_at} is held"
         );
         let taken = contender
             .try_acquire(&resource, &AcquireOptions::new().owner("early"))
             .await
             .unwrap();
-        assert!(taken.is_none(), "taken at {before}, before expiry {expires_at}");
+        assert!(
+            taken.is_none(),
+            "taken at {before}, before expiry {expires_at}"
+        );
     }
 
     let after = client_at(expires_at + TimeDelta::milliseconds(1));

@@ -26,9 +26,20 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
     assert_eq!(string_attr(&item, "Owner"), "alice");
     let acquired_at = string_attr(&item, "AcquiredAt");
     let expires_at = string_attr(&item, "ExpiresAt");
-    assert_eq!(acquired_at, lock.acquired_at().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-    assert_eq!(expires_at, lock.expires_at().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-    assert_eq!(lock.expires_at() - lock.acquired_at(), TimeDelta::seconds(30));
+    assert_eq!(
+        acquired_at,
+        lock.acquired_at()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    assert_eq!(
+        expires_at,
+        lock.expires_at()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    assert_eq!(
+        lock.expires_at() - lock.acquired_at(),
+        TimeDelta::seconds(30)
+    );
     let ttl: i64 = match &item["TTL"] {
         aws_sdk_dynamodb::types::AttributeValue::N(n) => n.parse().unwrap(),
         other => panic!("TTL is {other:?}, expected a number"),
@@ -37,21 +48,44 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
     assert_eq!(ttl, (lock.expires_at() + TimeDelta::hours(1)).timestamp());
     assert_eq!(item.len(), 7, "unexpected attributes in {item:?}");
 
-    assert_eq!(client.release(&lock).await.unwrap(), ReleaseOutcome::Released);
-    assert!(raw_item(&resource).await.is_none(), "release deletes the item");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "release deletes the item"
+    );
 }
 
 #[tokio::test]
 async fn a_held_lock_is_not_acquired_by_another_owner() {
     let client = lock_client().await;
     let resource = unique("contention");
-    let held = client.try_acquire(&resource, &as_owner("alice")).await.unwrap().unwrap();
-    let second = client.try_acquire(&resource, &as_owner("bob")).await.unwrap();
+    let held = client
+        .try_acquire(&resource, &as_owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let second = client
+        .try_acquire(&resource, &as_owner("bob"))
+        .await
+        .unwrap();
     assert_eq!(second, None, "bob must not get alice's lock");
     // Not re-entrant either: the same owner contends like anyone else.
-    assert_eq!(client.try_acquire(&resource, &as_owner("alice")).await.unwrap(), None);
+    assert_eq!(
+        client
+            .try_acquire(&resource, &as_owner("alice"))
+            .await
+            .unwrap(),
+        None
+    );
     let item = raw_item(&resource).await.unwrap();
-    assert_eq!(string_attr(&item, "LockID"), held.lock_id().to_string(), "item unchanged");
+    assert_eq!(
+        string_attr(&item, "LockID"),
+        held.lock_id().to_string(),
+        "item unchanged"
+    );
 }
 
 #[tokio::test]
@@ -59,16 +93,25 @@ async fn an_expired_lock_is_taken_over_and_the_old_holder_can_no_longer_release_
     let client = lock_client().await;
     let resource = unique("takeover");
     let old = client
-        .try_acquire(&resource, &as_owner("crashed").lease(Duration::from_millis(200)))
+        .try_acquire(
+            &resource,
+            &as_owner("crashed").lease(Duration::from_millis(200)),
+        )
         .await
         .unwrap()
         .unwrap();
     // acquire waits until the lease ends (it reads ExpiresAt from the failed attempt), then wins.
     let new = client
-        .acquire(&resource, &as_owner("successor").timeout(Duration::from_secs(30)))
+        .acquire(
+            &resource,
+            &as_owner("successor").timeout(Duration::from_secs(30)),
+        )
         .await
         .expect("expired lock taken over");
-    assert!(new.acquired_at() > old.expires_at(), "taken over only after expiry");
+    assert!(
+        new.acquired_at() > old.expires_at(),
+        "taken over only after expiry"
+    );
     assert_ne!(new.lock_id(), old.lock_id());
 
     match client.release(&old).await.unwrap() {
@@ -80,14 +123,22 @@ async fn an_expired_lock_is_taken_over_and_the_old_holder_can_no_longer_release_
         other => panic!("extend after takeover must be rejected, got {other:?}"),
     }
     let item = raw_item(&resource).await.unwrap();
-    assert_eq!(string_attr(&item, "LockID"), new.lock_id().to_string(), "new lock intact");
+    assert_eq!(
+        string_attr(&item, "LockID"),
+        new.lock_id().to_string(),
+        "new lock intact"
+    );
 }
 
 #[tokio::test]
 async fn release_with_the_wrong_owner_or_lock_id_is_rejected_and_the_lock_stays_held() {
     let client = lock_client().await;
     let resource = unique("wrong-release");
-    let lock = client.try_acquire(&resource, &as_owner("alice")).await.unwrap().unwrap();
+    let lock = client
+        .try_acquire(&resource, &as_owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
 
     let wrong_owner = LockHandle::new(&resource, "mallory", lock.lock_id());
     match client.release(&wrong_owner).await.unwrap() {
@@ -105,16 +156,29 @@ async fn release_with_the_wrong_owner_or_lock_id_is_rejected_and_the_lock_stays_
         LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "alice"),
         LockStatus::Free => panic!("a rejected release must leave the lock held"),
     }
-    assert_eq!(client.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
 }
 
 #[tokio::test]
 async fn releasing_twice_reports_not_found() {
     let client = lock_client().await;
     let resource = unique("double-release");
-    let lock = client.try_acquire(&resource, &as_owner("alice")).await.unwrap().unwrap();
-    assert_eq!(client.release(&lock).await.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(client.release(&lock).await.unwrap(), ReleaseOutcome::NotFound);
+    let lock = client
+        .try_acquire(&resource, &as_owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
 }
 
 #[tokio::test]
@@ -128,8 +192,10 @@ async fn extend_moves_expires_at_and_ttl_of_a_live_lock() {
         .unwrap();
     let before = raw_item(&resource).await.unwrap();
 
-    let ExtendOutcome::Extended(extended) =
-        client.extend(&lock, Duration::from_secs(3600)).await.unwrap()
+    let ExtendOutcome::Extended(extended) = client
+        .extend(&lock, Duration::from_secs(3600))
+        .await
+        .unwrap()
     else {
         panic!("a live lock must be extended");
     };
@@ -140,10 +206,15 @@ async fn extend_moves_expires_at_and_ttl_of_a_live_lock() {
     let after = raw_item(&resource).await.unwrap();
     assert_eq!(
         string_attr(&after, "ExpiresAt"),
-        extended.expires_at().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        extended
+            .expires_at()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     );
     assert_ne!(after["TTL"], before["TTL"], "TTL moves with the lease");
-    assert_eq!(string_attr(&after, "AcquiredAt"), string_attr(&before, "AcquiredAt"));
+    assert_eq!(
+        string_attr(&after, "AcquiredAt"),
+        string_attr(&before, "AcquiredAt")
+    );
 }
 
 #[tokio::test]
@@ -167,7 +238,8 @@ async fn extend_of_a_lapsed_lease_is_refused_even_if_nobody_took_it() {
     let item = raw_item(&resource).await.unwrap();
     assert_eq!(
         string_attr(&item, "ExpiresAt"),
-        lock.expires_at().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        lock.expires_at()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "a refused extension changes nothing"
     );
 }
@@ -176,13 +248,20 @@ async fn extend_of_a_lapsed_lease_is_refused_even_if_nobody_took_it() {
 async fn extend_of_a_released_lock_reports_not_found_and_creates_nothing() {
     let client = lock_client().await;
     let resource = unique("extend-released");
-    let lock = client.try_acquire(&resource, &as_owner("alice")).await.unwrap().unwrap();
+    let lock = client
+        .try_acquire(&resource, &as_owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
     client.release(&lock).await.unwrap();
     assert_eq!(
         client.extend(&lock, Duration::from_secs(30)).await.unwrap(),
         ExtendOutcome::NotFound
     );
-    assert!(raw_item(&resource).await.is_none(), "extend must not recreate the item");
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "extend must not recreate the item"
+    );
 }
 
 #[tokio::test]
@@ -221,12 +300,23 @@ async fn force_release_removes_anyones_lock_and_says_whose() {
     let resource = unique("force");
     assert_eq!(client.force_release(&resource).await.unwrap(), None);
 
-    let lock = client.try_acquire(&resource, &as_owner("stuck")).await.unwrap().unwrap();
+    let lock = client
+        .try_acquire(&resource, &as_owner("stuck"))
+        .await
+        .unwrap()
+        .unwrap();
     let removed = client.force_release(&resource).await.unwrap();
     assert_eq!(removed.map(|h| h.owner), Some("stuck".to_owned()));
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
     assert!(raw_item(&resource).await.is_none());
     // The removed holder learns it on its next release.
-    assert_eq!(client.release(&lock).await.unwrap(), ReleaseOutcome::NotFound);
-    assert!(client.try_acquire(&resource, &as_owner("next")).await.unwrap().is_some());
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    assert!(client
+        .try_acquire(&resource, &as_owner("next"))
+        .await
+        .unwrap()
+        .is_some());
 }

@@ -15,9 +15,15 @@ async fn a_malformed_lock_item_is_reported_and_left_alone_until_force_released()
         .table_name(TABLE)
         .item("PK", AttributeValue::S(format!("LOCK#{resource}")))
         .item("SK", AttributeValue::S("LOCK".into()))
-        .item("LockID", AttributeValue::S(uuid::Uuid::new_v4().to_string()))
+        .item(
+            "LockID",
+            AttributeValue::S(uuid::Uuid::new_v4().to_string()),
+        )
         .item("Owner", AttributeValue::S("legacy".into()))
-        .item("AcquiredAt", AttributeValue::S("2026-11-21T22:00:00.000Z".into()))
+        .item(
+            "AcquiredAt",
+            AttributeValue::S("2026-11-21T22:00:00.000Z".into()),
+        )
         .item("ExpiresAt", AttributeValue::S("someday".into()))
         .send()
         .await
@@ -29,7 +35,13 @@ async fn a_malformed_lock_item_is_reported_and_left_alone_until_force_released()
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::MalformedItem { attribute: "ExpiresAt", .. }),
+        matches!(
+            err,
+            Error::MalformedItem {
+                attribute: "ExpiresAt",
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(matches!(

@@ -97,3 +97,38 @@ async fn sixteen_tasks_never_hold_one_lock_at_once_and_lose_no_update() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_simultaneous_attempts_on_a_free_lock_exactly_one_wins() {
+    const ROUNDS: usize = 25;
+    const CONTENDERS: usize = 16;
+    let client = lock_client().await;
+    for round in 0..ROUNDS {
+        let resource = unique("race");
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CONTENDERS));
+        let attempts: Vec<_> = (0..CONTENDERS)
+            .map(|i| {
+                let (client, resource, barrier) =
+                    (client.clone(), resource.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let opts = AcquireOptions::new().owner(format!("contender-{i}"));
+                    client
+                        .try_acquire(&resource, &opts)
+                        .await
+                        .expect("try_acquire")
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for attempt in attempts {
+            winners.extend(attempt.await.expect("task"));
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: {} winners for one free lock: {winners:?}",
+            winners.len()
+        );
+    }
+}

@@ -55,7 +55,12 @@ async fn create_table_makes_an_on_demand_table_with_ttl_that_passes_the_check() 
     client.create_table().await.unwrap();
     client.check_table().await.unwrap();
 
-    let described = dynamodb().describe_table().table_name(&table).send().await.unwrap();
+    let described = dynamodb()
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
     let description = described.table().unwrap();
     assert_eq!(
         description
@@ -63,7 +68,12 @@ async fn create_table_makes_an_on_demand_table_with_ttl_that_passes_the_check() 
             .and_then(|b| b.billing_mode()),
         Some(&BillingMode::PayPerRequest)
     );
-    let ttl = dynamodb().describe_time_to_live().table_name(&table).send().await.unwrap();
+    let ttl = dynamodb()
+        .describe_time_to_live()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
     let ttl = ttl.time_to_live_description().unwrap();
     assert_eq!(ttl.attribute_name(), Some("TTL"));
     assert!(matches!(
@@ -87,7 +97,9 @@ async fn create_table_is_safe_from_several_processes_at_once() {
         })
         .collect();
     for task in tasks {
-        task.await.unwrap().expect("every concurrent create_table succeeds");
+        task.await
+            .unwrap()
+            .expect("every concurrent create_table succeeds");
     }
 }
 
@@ -109,15 +121,23 @@ async fn check_table_reports_a_wrong_key_schema_and_create_table_leaves_it_alone
             found: "id (HASH, S)".into()
         }
     );
-    assert!(found.to_string().contains("expected PK (HASH, S) + SK (RANGE, S)"));
+    assert!(found
+        .to_string()
+        .contains("expected PK (HASH, S) + SK (RANGE, S)"));
     assert!(matches!(
         problem(client.create_table().await),
         TableProblem::KeySchema { .. }
     ));
-    let ttl = dynamodb().describe_time_to_live().table_name(&table).send().await.unwrap();
+    let ttl = dynamodb()
+        .describe_time_to_live()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
     assert!(
         !matches!(
-            ttl.time_to_live_description().and_then(|d| d.time_to_live_status()),
+            ttl.time_to_live_description()
+                .and_then(|d| d.time_to_live_status()),
             Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
         ),
         "a foreign table's TTL must not be touched"

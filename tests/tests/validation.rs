@@ -36,7 +36,10 @@ async fn empty_and_oversized_resources_are_refused_with_the_limit() {
     assert!(invalid(client.status("").await) == InvalidInput::Empty { field: "resource" });
     assert!(matches!(
         invalid(client.force_release(&too_long).await),
-        InvalidInput::TooLarge { field: "resource", .. }
+        InvalidInput::TooLarge {
+            field: "resource",
+            ..
+        }
     ));
 
     // The longest resource that fits is accepted by DynamoDB as a key.
@@ -50,12 +53,20 @@ async fn empty_and_oversized_owners_are_refused() {
     let client = lock_client().await;
     let resource = unique("owner-limits");
     assert_eq!(
-        invalid(client.try_acquire(&resource, &AcquireOptions::new().owner("")).await),
+        invalid(
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner(""))
+                .await
+        ),
         InvalidInput::Empty { field: "owner" }
     );
     let huge = "o".repeat(MAX_OWNER_BYTES + 1);
     assert_eq!(
-        invalid(client.try_acquire(&resource, &AcquireOptions::new().owner(&huge)).await),
+        invalid(
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner(&huge))
+                .await
+        ),
         InvalidInput::TooLarge {
             field: "owner",
             bytes: MAX_OWNER_BYTES + 1,
@@ -74,10 +85,17 @@ async fn zero_and_absurd_leases_and_timeouts_are_refused() {
             .try_acquire(&resource, &AcquireOptions::new().lease(Duration::ZERO))
             .await,
     );
-    assert!(matches!(zero, InvalidInput::DurationTooShort { field: "lease", .. }), "{zero}");
+    assert!(
+        matches!(zero, InvalidInput::DurationTooShort { field: "lease", .. }),
+        "{zero}"
+    );
     let absurd = MAX_DURATION + Duration::from_secs(1);
     assert_eq!(
-        invalid(client.try_acquire(&resource, &AcquireOptions::new().lease(absurd)).await),
+        invalid(
+            client
+                .try_acquire(&resource, &AcquireOptions::new().lease(absurd))
+                .await
+        ),
         InvalidInput::DurationTooLong {
             field: "lease",
             value: absurd,
@@ -85,8 +103,15 @@ async fn zero_and_absurd_leases_and_timeouts_are_refused() {
         }
     );
     assert!(matches!(
-        invalid(client.acquire(&resource, &AcquireOptions::new().timeout(absurd)).await),
-        InvalidInput::DurationTooLong { field: "timeout", .. }
+        invalid(
+            client
+                .acquire(&resource, &AcquireOptions::new().timeout(absurd))
+                .await
+        ),
+        InvalidInput::DurationTooLong {
+            field: "timeout",
+            ..
+        }
     ));
     assert!(raw_item(&resource).await.is_none(), "nothing was written");
 }
@@ -133,7 +158,9 @@ fn the_builder_refuses_bad_settings_naming_them() {
     let build = |b: ddb_lock::LockClientBuilder| invalid(b.build());
     assert_eq!(
         build(ddb_lock::LockClient::builder(dynamodb())),
-        InvalidInput::Empty { field: "table_name" }
+        InvalidInput::Empty {
+            field: "table_name"
+        }
     );
     assert!(matches!(
         build(builder(dynamodb()).table_name("no spaces allowed")),
@@ -154,7 +181,10 @@ fn the_builder_refuses_bad_settings_naming_them() {
     ));
     assert!(matches!(
         build(builder(dynamodb()).key_prefix("p".repeat(MAX_PARTITION_KEY_BYTES))),
-        InvalidInput::TooLarge { field: "key_prefix", .. }
+        InvalidInput::TooLarge {
+            field: "key_prefix",
+            ..
+        }
     ));
 }
 

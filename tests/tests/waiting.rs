@@ -11,7 +11,12 @@ async fn acquire_waits_and_wins_when_the_holder_releases_within_the_timeout() {
     let holder_client = lock_client().await;
     let resource = unique("handoff");
     let held = holder_client
-        .try_acquire(&resource, &AcquireOptions::new().owner("holder").lease(Duration::from_secs(60)))
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("holder")
+                .lease(Duration::from_secs(60)),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -29,10 +34,16 @@ async fn acquire_waits_and_wins_when_the_holder_releases_within_the_timeout() {
 
     // Release only once the waiter has been refused at least once: it is really waiting.
     proxy.wait_for("PutItem", |c| c.answered >= 1).await;
-    assert!(!waiter.is_finished(), "the waiter must still be waiting while the lock is held");
+    assert!(
+        !waiter.is_finished(),
+        "the waiter must still be waiting while the lock is held"
+    );
     holder_client.release(&held).await.unwrap();
 
-    let won = waiter.await.unwrap().expect("waiter acquires after the release");
+    let won = waiter
+        .await
+        .unwrap()
+        .expect("waiter acquires after the release");
     assert_eq!(won.owner(), "waiter");
     assert!(proxy.counts("PutItem").requests >= 2, "the waiter retried");
     // The lease was 60 s: the waiter won because of the release, not an expiry.
@@ -44,7 +55,12 @@ async fn acquire_times_out_naming_the_resource_the_wait_and_the_holder() {
     let client = lock_client().await;
     let resource = unique("timeout");
     let held = client
-        .try_acquire(&resource, &AcquireOptions::new().owner("holder").lease(Duration::from_secs(60)))
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("holder")
+                .lease(Duration::from_secs(60)),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -59,14 +75,20 @@ async fn acquire_times_out_naming_the_resource_the_wait_and_the_holder() {
             holder: Some(holder),
         } => {
             assert_eq!(r, &resource);
-            assert!(*waited >= timeout, "gave up after {waited:?}, before the timeout");
+            assert!(
+                *waited >= timeout,
+                "gave up after {waited:?}, before the timeout"
+            );
             assert_eq!(holder.owner, "holder");
             assert_eq!(holder.expires_at, held.expires_at());
         }
         other => panic!("expected a timeout naming the holder, got {other:?}"),
     }
     let message = err.to_string();
-    assert!(message.contains(&resource) && message.contains("holder"), "{message}");
+    assert!(
+        message.contains(&resource) && message.contains("holder"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
