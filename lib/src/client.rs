@@ -196,7 +196,7 @@ impl LockClient {
                 return Err(Error::Timeout {
                     resource: resource.to_owned(),
                     waited,
-                    holder: Some(holder),
+                    holder,
                 });
             }
             // The condition is `ExpiresAt < :now`, so the lock frees one millisecond after ExpiresAt.

@@ -6,7 +6,6 @@
 
 use crate::lock::Holder;
 use crate::timestamp;
-use std::fmt;
 use std::time::Duration;
 
 /// Errors returned by [`LockClient`](crate::LockClient).
@@ -18,14 +17,18 @@ pub enum Error {
     InvalidInput(#[from] InvalidInput),
 
     /// [`acquire`](crate::LockClient::acquire) gave up after its timeout.
-    #[error("timed out after {waited:?} waiting for lock `{resource}`{}", HolderSuffix(.holder.as_ref()))]
+    #[error(
+        "timed out after {waited:?} waiting for lock `{resource}`: held by `{}` until {}",
+        holder.owner,
+        timestamp::format(holder.expires_at)
+    )]
     Timeout {
         /// The resource that could not be locked.
         resource: String,
         /// How long the caller waited.
         waited: Duration,
-        /// The holder seen on the last attempt.
-        holder: Option<Holder>,
+        /// The holder seen on the last attempt (acquire always makes at least one).
+        holder: Holder,
     },
 
     /// The lock table does not have the shape the library needs.
@@ -185,21 +188,4 @@ pub enum TableProblem {
         /// The attribute TTL is enabled on.
         attribute: String,
     },
-}
-
-/// Renders ": held by `owner` until <expiry>" for error messages.
-struct HolderSuffix<'a>(Option<&'a Holder>);
-
-impl fmt::Display for HolderSuffix<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(h) => write!(
-                f,
-                ": held by `{}` until {}",
-                h.owner,
-                timestamp::format(h.expires_at)
-            ),
-            None => Ok(()),
-        }
-    }
 }

@@ -72,7 +72,7 @@ async fn acquire_times_out_naming_the_resource_the_wait_and_the_holder() {
         Error::Timeout {
             resource: r,
             waited,
-            holder: Some(holder),
+            holder,
         } => {
             assert_eq!(r, &resource);
             assert!(
