@@ -7,9 +7,10 @@ pub mod proxy;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use ddb_lock::{Clock, LockClient, LockClientBuilder};
+use ddb_lock::{AcquireOptions, Clock, Lock, LockClient, LockClientBuilder};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The lock table every lock test shares; tests stay apart by resource name.
 pub const TABLE: &str = "ddb-lock-integration";
@@ -56,6 +57,20 @@ pub async fn lock_client() -> LockClient {
     let client = builder(dynamodb()).build().expect("valid settings");
     client.create_table().await.expect("lock table ready");
     client
+}
+
+/// Takes the free lock on `resource` for `owner` with `lease`, failing the test if it is held.
+pub async fn hold(client: &LockClient, resource: &str, owner: &str, lease: Duration) -> Lock {
+    client
+        .try_acquire(resource, &AcquireOptions::new().owner(owner).lease(lease))
+        .await
+        .expect("try_acquire")
+        .unwrap_or_else(|| panic!("{resource} should have been free for {owner}"))
+}
+
+/// A timestamp as the lock item stores it.
+pub fn stored(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// A resource name no other test uses.

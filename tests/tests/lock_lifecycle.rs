@@ -2,8 +2,12 @@
 
 use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, ExtendOutcome, LockHandle, LockId, LockStatus, ReleaseOutcome};
-use ddb_lock_tests::{builder, dynamodb, lock_client, raw_item, string_attr, unique, OffsetClock};
+use ddb_lock_tests::{
+    builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
+};
 use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(30);
 
 fn as_owner(owner: &str) -> AcquireOptions {
     AcquireOptions::new().owner(owner)
@@ -26,16 +30,8 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
     assert_eq!(string_attr(&item, "Owner"), "alice");
     let acquired_at = string_attr(&item, "AcquiredAt");
     let expires_at = string_attr(&item, "ExpiresAt");
-    assert_eq!(
-        acquired_at,
-        lock.acquired_at()
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-    );
-    assert_eq!(
-        expires_at,
-        lock.expires_at()
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-    );
+    assert_eq!(acquired_at, stored(lock.acquired_at()));
+    assert_eq!(expires_at, stored(lock.expires_at()));
     assert_eq!(
         lock.expires_at() - lock.acquired_at(),
         TimeDelta::seconds(30)
@@ -62,11 +58,7 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
 async fn a_held_lock_is_not_acquired_by_another_owner() {
     let client = lock_client().await;
     let resource = unique("contention");
-    let held = client
-        .try_acquire(&resource, &as_owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let held = hold(&client, &resource, "alice", LEASE).await;
     let second = client
         .try_acquire(&resource, &as_owner("bob"))
         .await
@@ -92,14 +84,7 @@ async fn a_held_lock_is_not_acquired_by_another_owner() {
 async fn an_expired_lock_is_taken_over_and_the_old_holder_can_no_longer_release_or_extend() {
     let client = lock_client().await;
     let resource = unique("takeover");
-    let old = client
-        .try_acquire(
-            &resource,
-            &as_owner("crashed").lease(Duration::from_millis(200)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let old = hold(&client, &resource, "crashed", Duration::from_millis(200)).await;
     // acquire waits until the lease ends (it reads ExpiresAt from the failed attempt), then wins.
     let new = client
         .acquire(
@@ -134,11 +119,7 @@ async fn an_expired_lock_is_taken_over_and_the_old_holder_can_no_longer_release_
 async fn release_with_the_wrong_owner_or_lock_id_is_rejected_and_the_lock_stays_held() {
     let client = lock_client().await;
     let resource = unique("wrong-release");
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", LEASE).await;
 
     let wrong_owner = LockHandle::new(&resource, "mallory", lock.lock_id());
     match client.release(&wrong_owner).await.unwrap() {
@@ -166,11 +147,7 @@ async fn release_with_the_wrong_owner_or_lock_id_is_rejected_and_the_lock_stays_
 async fn releasing_twice_reports_not_found() {
     let client = lock_client().await;
     let resource = unique("double-release");
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", LEASE).await;
     assert_eq!(
         client.release(&lock).await.unwrap(),
         ReleaseOutcome::Released
@@ -185,11 +162,7 @@ async fn releasing_twice_reports_not_found() {
 async fn extend_moves_expires_at_and_ttl_of_a_live_lock() {
     let client = lock_client().await;
     let resource = unique("extend");
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(10)).await;
     let before = raw_item(&resource).await.unwrap();
 
     let ExtendOutcome::Extended(extended) = client
@@ -206,9 +179,7 @@ async fn extend_moves_expires_at_and_ttl_of_a_live_lock() {
     let after = raw_item(&resource).await.unwrap();
     assert_eq!(
         string_attr(&after, "ExpiresAt"),
-        extended
-            .expires_at()
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        stored(extended.expires_at())
     );
     assert_ne!(after["TTL"], before["TTL"], "TTL moves with the lease");
     assert_eq!(
@@ -221,11 +192,7 @@ async fn extend_moves_expires_at_and_ttl_of_a_live_lock() {
 async fn extend_of_a_lapsed_lease_is_refused_even_if_nobody_took_it() {
     let client = lock_client().await;
     let resource = unique("extend-lapsed");
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
     // The same holder, seen from a clock two minutes later: the lease has ended.
     let later = builder(dynamodb())
         .clock(OffsetClock::shared(TimeDelta::minutes(2)))
@@ -238,8 +205,7 @@ async fn extend_of_a_lapsed_lease_is_refused_even_if_nobody_took_it() {
     let item = raw_item(&resource).await.unwrap();
     assert_eq!(
         string_attr(&item, "ExpiresAt"),
-        lock.expires_at()
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        stored(lock.expires_at()),
         "a refused extension changes nothing"
     );
 }
@@ -248,11 +214,7 @@ async fn extend_of_a_lapsed_lease_is_refused_even_if_nobody_took_it() {
 async fn extend_of_a_released_lock_reports_not_found_and_creates_nothing() {
     let client = lock_client().await;
     let resource = unique("extend-released");
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", LEASE).await;
     client.release(&lock).await.unwrap();
     assert_eq!(
         client.extend(&lock, Duration::from_secs(30)).await.unwrap(),
@@ -270,11 +232,7 @@ async fn status_reports_holder_and_remaining_time_and_an_expired_item_as_free() 
     let resource = unique("status");
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 
-    let lock = client
-        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
     match client.status(&resource).await.unwrap() {
         LockStatus::Held { holder, remaining } => {
             assert_eq!(holder.owner, "alice");
@@ -300,11 +258,7 @@ async fn force_release_removes_anyones_lock_and_says_whose() {
     let resource = unique("force");
     assert_eq!(client.force_release(&resource).await.unwrap(), None);
 
-    let lock = client
-        .try_acquire(&resource, &as_owner("stuck"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = hold(&client, &resource, "stuck", LEASE).await;
     let removed = client.force_release(&resource).await.unwrap();
     assert_eq!(removed.map(|h| h.owner), Some("stuck".to_owned()));
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);

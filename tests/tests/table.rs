@@ -41,6 +41,27 @@ async fn create_raw_table(table: &str, keys: &[(&str, KeyType)]) {
     request.send().await.unwrap();
 }
 
+/// The table's TTL attribute and whether TTL is on (enabled or enabling).
+async fn ttl_of(table: &str) -> (Option<String>, bool) {
+    let out = dynamodb()
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await
+        .unwrap();
+    let description = out.time_to_live_description();
+    let on = matches!(
+        description.and_then(|d| d.time_to_live_status()),
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+    );
+    (
+        description
+            .and_then(|d| d.attribute_name())
+            .map(str::to_owned),
+        on,
+    )
+}
+
 fn problem(result: Result<(), Error>) -> TableProblem {
     match result {
         Err(Error::Table { problem, .. }) => problem,
@@ -68,18 +89,7 @@ async fn create_table_makes_an_on_demand_table_with_ttl_that_passes_the_check() 
             .and_then(|b| b.billing_mode()),
         Some(&BillingMode::PayPerRequest)
     );
-    let ttl = dynamodb()
-        .describe_time_to_live()
-        .table_name(&table)
-        .send()
-        .await
-        .unwrap();
-    let ttl = ttl.time_to_live_description().unwrap();
-    assert_eq!(ttl.attribute_name(), Some("TTL"));
-    assert!(matches!(
-        ttl.time_to_live_status(),
-        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
-    ));
+    assert_eq!(ttl_of(&table).await, (Some("TTL".to_owned()), true));
     assert!(client
         .try_acquire("r", &AcquireOptions::new())
         .await
@@ -128,18 +138,8 @@ async fn check_table_reports_a_wrong_key_schema_and_create_table_leaves_it_alone
         problem(client.create_table().await),
         TableProblem::KeySchema { .. }
     ));
-    let ttl = dynamodb()
-        .describe_time_to_live()
-        .table_name(&table)
-        .send()
-        .await
-        .unwrap();
     assert!(
-        !matches!(
-            ttl.time_to_live_description()
-                .and_then(|d| d.time_to_live_status()),
-            Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
-        ),
+        !ttl_of(&table).await.1,
         "a foreign table's TTL must not be touched"
     );
 }

@@ -3,23 +3,14 @@
 
 use ddb_lock::{AcquireOptions, Error};
 use ddb_lock_tests::proxy::Proxy;
-use ddb_lock_tests::{builder, dynamodb_at, endpoint, lock_client, unique};
+use ddb_lock_tests::{builder, dynamodb_at, endpoint, hold, lock_client, unique};
 use std::time::Duration;
 
 #[tokio::test]
 async fn acquire_waits_and_wins_when_the_holder_releases_within_the_timeout() {
     let holder_client = lock_client().await;
     let resource = unique("handoff");
-    let held = holder_client
-        .try_acquire(
-            &resource,
-            &AcquireOptions::new()
-                .owner("holder")
-                .lease(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let held = hold(&holder_client, &resource, "holder", Duration::from_secs(60)).await;
 
     // The waiter talks through a proxy so the test can see its attempts.
     let proxy = Proxy::start(&endpoint()).await;
@@ -54,16 +45,7 @@ async fn acquire_waits_and_wins_when_the_holder_releases_within_the_timeout() {
 async fn acquire_times_out_naming_the_resource_the_wait_and_the_holder() {
     let client = lock_client().await;
     let resource = unique("timeout");
-    let held = client
-        .try_acquire(
-            &resource,
-            &AcquireOptions::new()
-                .owner("holder")
-                .lease(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let held = hold(&client, &resource, "holder", Duration::from_secs(60)).await;
 
     let timeout = Duration::from_millis(300);
     let opts = AcquireOptions::new().owner("waiter").timeout(timeout);
@@ -95,11 +77,7 @@ async fn acquire_times_out_naming_the_resource_the_wait_and_the_holder() {
 async fn zero_timeout_makes_exactly_one_attempt() {
     let client = lock_client().await;
     let resource = unique("zero-timeout");
-    client
-        .try_acquire(&resource, &AcquireOptions::new().owner("holder"))
-        .await
-        .unwrap()
-        .unwrap();
+    hold(&client, &resource, "holder", Duration::from_secs(30)).await;
     let proxy = Proxy::start(&endpoint()).await;
     let through_proxy = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
     let opts = AcquireOptions::new().timeout(Duration::ZERO);
