@@ -2,6 +2,7 @@
 //! `DYNAMODB_ENDPOINT` (set by `scripts/test.sh`), the lock table, unique resource names, a fixed
 //! clock, and a fault-injecting TCP proxy.
 
+pub mod events;
 pub mod proxy;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
