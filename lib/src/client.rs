@@ -15,7 +15,7 @@ use crate::item::{self, Item, Record};
 use crate::limits::{self, MIN_LEASE};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
-use crate::outcome::{ExtendOutcome, LockStatus, ReleaseOutcome};
+use crate::outcome::{AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -69,6 +69,8 @@ struct Request<'a> {
     resource: &'a str,
     owner: &'a str,
     lease: Duration,
+    idempotent: bool,
+    data: Option<&'a [u8]>,
 }
 
 /// The result of one conditional PutItem.
@@ -164,17 +166,54 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self, resource: &str, opts: &AcquireOptions) -> Result<Lock, Error> {
+        self.acquire_with_stats(resource, opts).await.0
+    }
+
+    /// [`acquire`](Self::acquire), also reporting how many conditional writes it made and how
+    /// long it waited, whatever the outcome (for metrics: every attempt is a billed request).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// let (result, stats) = client.acquire_with_stats("orders/42", &AcquireOptions::new()).await;
+    /// println!("{} attempts over {:?}: {}", stats.attempts, stats.waited, result.is_ok());
+    /// # }
+    /// ```
+    pub async fn acquire_with_stats(
+        &self,
+        resource: &str,
+        opts: &AcquireOptions,
+    ) -> (Result<Lock, Error>, AcquireStats) {
+        let started = Instant::now();
+        let mut stats = AcquireStats {
+            attempts: 0,
+            waited: Duration::ZERO,
+        };
+        let result = self.acquire_loop(resource, opts, started, &mut stats).await;
+        stats.waited = started.elapsed();
+        (result, stats)
+    }
+
+    async fn acquire_loop(
+        &self,
+        resource: &str,
+        opts: &AcquireOptions,
+        started: Instant,
+        stats: &mut AcquireStats,
+    ) -> Result<Lock, Error> {
         let request = self.request(resource, opts)?;
         let timeout = opts
             .timeout_duration()
             .unwrap_or(self.settings.acquire_timeout);
         limits::duration("timeout", timeout, Duration::ZERO)?;
-        let started = Instant::now();
         let deadline = started + timeout;
         let mut backoff = Backoff::new(self.settings.backoff);
-        let mut attempts: u32 = 0;
         loop {
-            attempts += 1;
+            stats.attempts += 1;
+            let attempts = stats.attempts;
             let holder = match self.put_lock(&request).await? {
                 Attempt::Acquired(lock) => {
                     log_acquired(&lock, started.elapsed(), attempts);
@@ -482,7 +521,12 @@ impl LockClient {
             .dynamodb()
             .put_item()
             .table_name(self.table_name())
-            .set_item(Some(item::encode(&self.settings.key_prefix, &lock, ttl)))
+            .set_item(Some(item::encode(
+                &self.settings.key_prefix,
+                &lock,
+                ttl,
+                request.data,
+            )))
             .condition_expression(item::ACQUIRE_CONDITION)
             .set_expression_attribute_names(Some(item::names_for(&[item::ACQUIRE_CONDITION])))
             .expression_attribute_values(":now", s(timestamp::format(now)))
@@ -511,6 +555,19 @@ impl LockClient {
             );
             return Ok(Attempt::Acquired(lock));
         }
+        if request.idempotent
+            && record.holder.owner == request.owner
+            && record.holder.is_live_at(now)
+        {
+            debug!(
+                resource = request.resource,
+                owner = request.owner,
+                "returning the live lock this owner already holds"
+            );
+            let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
+            let held = Lock::new(handle, record.holder.acquired_at, record.holder.expires_at);
+            return Ok(Attempt::Acquired(held));
+        }
         Ok(Attempt::Held(record.holder))
     }
 
@@ -524,10 +581,14 @@ impl LockClient {
         limits::owner(owner)?;
         let lease = opts.lease_duration().unwrap_or(self.settings.lease);
         limits::duration("lease", lease, MIN_LEASE)?;
+        let data = opts.data_bytes();
+        data.map(limits::data).transpose()?;
         Ok(Request {
             resource,
             owner,
             lease,
+            idempotent: opts.is_idempotent(),
+            data,
         })
     }
 
@@ -536,9 +597,14 @@ impl LockClient {
         limits::owner(handle.owner())
     }
 
+    /// The key prefix of every lock item.
+    pub(crate) fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
+    }
+
     /// The clock's reading at the stored precision, so that every `Lock` and `Holder` carries
     /// exactly the timestamps DynamoDB holds.
-    fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         self.settings.clock.now().trunc_subsecs(3)
     }
 

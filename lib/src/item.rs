@@ -8,6 +8,7 @@
 use crate::error::Error;
 use crate::lock::{Holder, Lock, LockId};
 use crate::timestamp;
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -28,6 +29,9 @@ pub const EXPIRES_AT: &str = "ExpiresAt";
 /// Epoch seconds for DynamoDB's TTL deletion: `ExpiresAt` plus a grace period. Never read to
 /// decide expiry, since TTL deletion happens late (hours, sometimes days).
 pub const TTL: &str = "TTL";
+
+/// Optional payload (binary) stored by the acquirer, at most `MAX_DATA_BYTES`.
+pub const DATA: &str = "Data";
 
 /// Acquire (PutItem) succeeds if no lock item exists or the existing one has expired.
 pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
@@ -62,7 +66,12 @@ pub(crate) fn key(key_prefix: &str, resource: &str) -> Item {
 }
 
 /// The full item written by acquire.
-pub(crate) fn encode(key_prefix: &str, lock: &Lock, ttl_epoch_seconds: i64) -> Item {
+pub(crate) fn encode(
+    key_prefix: &str,
+    lock: &Lock,
+    ttl_epoch_seconds: i64,
+    data: Option<&[u8]>,
+) -> Item {
     let mut item = key(key_prefix, lock.resource());
     item.extend([
         (LOCK_ID.to_owned(), s(lock.lock_id().to_string())),
@@ -80,6 +89,9 @@ pub(crate) fn encode(key_prefix: &str, lock: &Lock, ttl_epoch_seconds: i64) -> I
             AttributeValue::N(ttl_epoch_seconds.to_string()),
         ),
     ]);
+    if let Some(data) = data {
+        item.insert(DATA.to_owned(), AttributeValue::B(Blob::new(data)));
+    }
     item
 }
 
@@ -105,19 +117,26 @@ pub(crate) fn decode(resource: &str, item: &Item) -> Result<Record, Error> {
     };
     let lock_id =
         LockId::parse(string(LOCK_ID)?).map_err(|_| malformed(LOCK_ID, "is not a UUID"))?;
+    let data = match item.get(DATA) {
+        Some(AttributeValue::B(blob)) => Some(blob.clone().into_inner()),
+        Some(_) => return Err(malformed(DATA, "is not binary")),
+        None => None,
+    };
     Ok(Record {
         lock_id,
         holder: Holder {
             owner: string(OWNER)?.to_owned(),
             acquired_at: time(ACQUIRED_AT)?,
             expires_at: time(EXPIRES_AT)?,
+            data,
         },
     })
 }
 
 /// Each placeholder used in the expressions, and the attribute it stands for.
-const PLACEHOLDERS: [(&str, &str); 5] = [
+const PLACEHOLDERS: [(&str, &str); 6] = [
     ("#pk", PK),
+    ("#sk", SK),
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#expires_at", EXPIRES_AT),
@@ -159,7 +178,7 @@ mod tests {
     #[test]
     fn encode_then_decode_round_trips() {
         let lock = sample();
-        let item = encode("LOCK#", &lock, 1_800_000_000);
+        let item = encode("LOCK#", &lock, 1_800_000_000, Some(b"{}"));
         assert_eq!(item[PK], s("LOCK#orders/42"));
         assert_eq!(item[SK], s("LOCK"));
         assert_eq!(item[TTL], AttributeValue::N("1800000000".into()));
@@ -167,11 +186,12 @@ mod tests {
         assert_eq!(record.lock_id, lock.lock_id());
         assert_eq!(record.holder.owner, "worker-1");
         assert_eq!(record.holder.expires_at, lock.expires_at());
+        assert_eq!(record.holder.data.as_deref(), Some(&b"{}"[..]));
     }
 
     #[test]
     fn decode_names_the_malformed_attribute() {
-        let mut item = encode("LOCK#", &sample(), 0);
+        let mut item = encode("LOCK#", &sample(), 0, None);
         item.insert(EXPIRES_AT.into(), s("tomorrow"));
         let err = decode("orders/42", &item).unwrap_err();
         assert!(

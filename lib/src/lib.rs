@@ -9,7 +9,8 @@
 //! - [`LockClient::try_acquire`]: one attempt; `Ok(None)` if someone else holds the lock.
 //! - [`LockClient::acquire`]: retries with jittered backoff until a timeout.
 //! - [`LockClient::release`], [`LockClient::extend`]: typed outcomes when the lock was lost.
-//! - [`LockClient::status`], [`LockClient::force_release`]: inspection and administration.
+//! - [`LockClient::status`], [`LockClient::force_release`], [`LockClient::delete_expired`]:
+//!   inspection and administration.
 //! - [`LockClient::create_table`], [`LockClient::check_table`]: the table.
 //!
 //! # Examples
@@ -38,6 +39,7 @@
 
 mod backoff;
 mod builder;
+mod cleanup;
 mod client;
 mod clock;
 mod error;
@@ -51,10 +53,11 @@ mod timestamp;
 
 pub use backoff::BackoffBounds;
 pub use builder::LockClientBuilder;
+pub use cleanup::CleanupReport;
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, InvalidInput, TableProblem};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};
 pub use options::AcquireOptions;
-pub use outcome::{ExtendOutcome, LockStatus, ReleaseOutcome};
+pub use outcome::{AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};

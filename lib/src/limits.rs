@@ -12,6 +12,10 @@ pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
 /// Maximum size of an owner name, in bytes (a Step Functions execution ARN is well under this).
 pub const MAX_OWNER_BYTES: usize = 1024;
 
+/// Largest payload stored with a lock (`Data`), in bytes. Every 1 KB of an item costs a write
+/// unit on every acquire and extend, so the payload is meant to be small.
+pub const MAX_DATA_BYTES: usize = 16 * 1024;
+
 /// Shortest lease: timestamps have millisecond precision.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);
 
@@ -51,6 +55,18 @@ pub(crate) fn owner(owner: &str) -> Result<(), InvalidInput> {
             field: "owner",
             bytes: owner.len(),
             limit: MAX_OWNER_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a lock payload's size against [`MAX_DATA_BYTES`].
+pub(crate) fn data(data: &[u8]) -> Result<(), InvalidInput> {
+    if data.len() > MAX_DATA_BYTES {
+        return Err(InvalidInput::TooLarge {
+            field: "data",
+            bytes: data.len(),
+            limit: MAX_DATA_BYTES,
         });
     }
     Ok(())

@@ -70,6 +70,7 @@ impl fmt::Debug for LockId {
 ///     owner: "worker-1".into(),
 ///     acquired_at: now,
 ///     expires_at: now + TimeDelta::seconds(30),
+///     data: None,
 /// };
 /// assert!(holder.is_live_at(now));
 /// assert!(!holder.is_live_at(now + TimeDelta::seconds(31)));
@@ -82,6 +83,8 @@ pub struct Holder {
     pub acquired_at: DateTime<Utc>,
     /// When the lease ends (the holder's clock, as last extended).
     pub expires_at: DateTime<Utc>,
+    /// The payload stored with the lock, if any.
+    pub data: Option<Vec<u8>>,
 }
 
 impl Holder {

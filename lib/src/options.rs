@@ -21,6 +21,8 @@ pub struct AcquireOptions {
     owner: Option<String>,
     lease: Option<Duration>,
     timeout: Option<Duration>,
+    idempotent: bool,
+    data: Option<Vec<u8>>,
 }
 
 impl AcquireOptions {
@@ -45,6 +47,34 @@ impl AcquireOptions {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// When `true`, a live lock already held by the *same owner* is returned (with its `LockID`
+    /// and lease unchanged) instead of being refused: a retried acquire, such as a Step Functions
+    /// `Retry` of an Acquire state whose answer was lost, gets the lock it already has. It costs no
+    /// extra request (the refused write returns the item). Only use it where owner names are unique
+    /// per logical holder, since anyone naming the same owner gets the lock too. Default `false`.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// A small payload stored with the lock as `Data` (at most
+    /// [`MAX_DATA_BYTES`](crate::limits::MAX_DATA_BYTES)) and returned by
+    /// [`status`](crate::LockClient::status): what the holder is doing, a progress marker.
+    pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    /// Whether [`idempotent`](Self::idempotent) is set.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The payload set on these options, if any.
+    pub fn data_bytes(&self) -> Option<&[u8]> {
+        self.data.as_deref()
     }
 
     /// The owner set on these options, if any.

@@ -94,3 +94,12 @@ pub enum LockStatus {
         remaining: Duration,
     },
 }
+
+/// What one [`acquire_with_stats`](crate::LockClient::acquire_with_stats) call cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireStats {
+    /// Conditional PutItems made (each one a billed write request).
+    pub attempts: u32,
+    /// Time from the call to its outcome.
+    pub waited: Duration,
+}

@@ -1,0 +1,97 @@
+//! What sagas and retried callers need: an idempotent acquire by the same owner, a payload
+//! stored with the lock, and the cost of each acquire.
+
+use chrono::TimeDelta;
+use ddb_lock::limits::MAX_DATA_BYTES;
+use ddb_lock::{AcquireOptions, Error, InvalidInput, LockStatus};
+use ddb_lock_tests::{builder, dynamodb, hold, lock_client, raw_item, unique, OffsetClock};
+use std::time::Duration;
+
+#[tokio::test]
+async fn an_idempotent_acquire_by_the_holder_returns_its_own_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent");
+    let first = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let again = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("execution-1").idempotent(true),
+        )
+        .await
+        .unwrap()
+        .expect("the holder gets its lock back");
+    assert_eq!(again, first, "same LockID, same lease");
+    // Without the flag, or for another owner, it is still contention.
+    let plain = AcquireOptions::new().owner("execution-1");
+    assert_eq!(client.try_acquire(&resource, &plain).await.unwrap(), None);
+    let other = AcquireOptions::new().owner("execution-2").idempotent(true);
+    assert_eq!(client.try_acquire(&resource, &other).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_idempotent_acquire_does_not_revive_the_holders_expired_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent-expired");
+    let old = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let later = builder(dynamodb())
+        .clock(OffsetClock::shared(TimeDelta::minutes(5)))
+        .build()
+        .unwrap();
+    let opts = AcquireOptions::new().owner("execution-1").idempotent(true);
+    let new = later.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    assert_ne!(
+        new.lock_id(),
+        old.lock_id(),
+        "a fresh acquisition, not the lapsed one"
+    );
+}
+
+#[tokio::test]
+async fn data_is_stored_with_the_lock_and_returned_by_status() {
+    let client = lock_client().await;
+    let resource = unique("data");
+    let payload = br#"{"step":"charge","attempt":2}"#.to_vec();
+    let opts = AcquireOptions::new().owner("alice").data(payload.clone());
+    client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.data, Some(payload)),
+        LockStatus::Free => panic!("held"),
+    }
+}
+
+#[tokio::test]
+async fn oversized_data_is_refused_and_nothing_is_written() {
+    let client = lock_client().await;
+    let resource = unique("data-too-big");
+    let opts = AcquireOptions::new().data(vec![b'x'; MAX_DATA_BYTES + 1]);
+    match client.try_acquire(&resource, &opts).await {
+        Err(Error::InvalidInput(InvalidInput::TooLarge {
+            field: "data",
+            limit,
+            ..
+        })) => {
+            assert_eq!(limit, MAX_DATA_BYTES)
+        }
+        other => panic!("expected data TooLarge, got {other:?}"),
+    }
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn acquire_reports_its_attempts_whatever_the_outcome() {
+    let client = lock_client().await;
+    let resource = unique("stats");
+    let opts = AcquireOptions::new().owner("alice");
+    let (lock, stats) = client.acquire_with_stats(&resource, &opts).await;
+    let lock = lock.unwrap();
+    assert_eq!(stats.attempts, 1);
+
+    let waiting = AcquireOptions::new()
+        .owner("bob")
+        .timeout(Duration::from_millis(200));
+    let (timed_out, stats) = client.acquire_with_stats(&resource, &waiting).await;
+    assert!(matches!(timed_out, Err(Error::Timeout { .. })));
+    assert!(stats.attempts >= 2, "retried before giving up: {stats:?}");
+    assert!(stats.waited >= Duration::from_millis(200));
+    client.release(&lock).await.unwrap();
+}
