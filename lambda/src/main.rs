@@ -1,7 +1,29 @@
-//! Placeholder for the AWS Lambda handler that will expose ddb-lock as a saga-friendly API.
-//! Until it lands, use the library directly (see the README).
+//! The `bootstrap` binary: the Lambda function (custom runtime, `provided.al2023`).
+//!
+//! Configuration comes from the environment (see `ddb_lock_lambda::config::var`); the DynamoDB
+//! endpoint, region and credentials from the AWS SDK's usual sources (`AWS_ENDPOINT_URL_DYNAMODB`
+//! points it at DynamoDB Local).
 
-fn main() {
-    eprintln!("ddb-lock-lambda: the Lambda handler is not built yet; use the ddb-lock library");
-    std::process::exit(2);
+use ddb_lock_lambda::{Config, Handler, JsonGuard};
+use lambda_runtime::{layers::TracingLayer, service_fn, LambdaEvent, Runtime};
+use serde_json::Value;
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    // Text logs, or JSON when the function's log format is JSON (AWS_LAMBDA_LOG_FORMAT).
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let client = config.lock_client(aws_sdk_dynamodb::Client::new(&aws))?;
+    let handler = Arc::new(Handler::new(client, config));
+    let service = service_fn(move |event: LambdaEvent<Value>| {
+        let handler = Arc::clone(&handler);
+        async move { handler.handle(event).await }
+    });
+    Runtime::new(service)
+        .layer(TracingLayer::new())
+        .layer(JsonGuard)
+        .run()
+        .await
 }

@@ -15,7 +15,7 @@ use crate::item::{self, Item, Record};
 use crate::limits::{self, MIN_LEASE};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
-use crate::outcome::{AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -73,12 +73,6 @@ struct Request<'a> {
     data: Option<&'a [u8]>,
 }
 
-/// The result of one conditional PutItem.
-enum Attempt {
-    Acquired(Lock),
-    Held(Holder),
-}
-
 impl LockClient {
     /// Starts configuring a client over an SDK client, which brings its own region, endpoint,
     /// credentials and retry settings.
@@ -130,17 +124,41 @@ impl LockClient {
         resource: &str,
         opts: &AcquireOptions,
     ) -> Result<Option<Lock>, Error> {
+        Ok(match self.try_acquire_with_holder(resource, opts).await? {
+            AcquireAttempt::Acquired(lock) => Some(lock),
+            AcquireAttempt::Held(_) => None,
+        })
+    }
+
+    /// [`try_acquire`](Self::try_acquire), telling who holds the lock when it is refused (from
+    /// the refused write's answer: no extra request).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireAttempt, AcquireOptions};
+    ///
+    /// match client.try_acquire_with_holder("nightly-report", &AcquireOptions::new()).await? {
+    ///     AcquireAttempt::Acquired(lock) => client.release(&lock).await.map(|_| ())?,
+    ///     AcquireAttempt::Held(holder) => println!("{} runs it until {}", holder.owner, holder.expires_at),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire_with_holder(
+        &self,
+        resource: &str,
+        opts: &AcquireOptions,
+    ) -> Result<AcquireAttempt, Error> {
         let request = self.request(resource, opts)?;
-        match self.put_lock(&request).await? {
-            Attempt::Acquired(lock) => {
-                log_acquired(&lock, Duration::ZERO, 1);
-                Ok(Some(lock))
-            }
-            Attempt::Held(holder) => {
+        let attempt = self.put_lock(&request).await?;
+        match &attempt {
+            AcquireAttempt::Acquired(lock) => log_acquired(lock, Duration::ZERO, 1),
+            AcquireAttempt::Held(holder) => {
                 debug!(resource, owner = request.owner, holder = %holder.owner, "lock held by another owner");
-                Ok(None)
             }
         }
+        Ok(attempt)
     }
 
     /// Takes the lock on `resource`, retrying until the timeout (the options', else the client's).
@@ -215,11 +233,11 @@ impl LockClient {
             stats.attempts += 1;
             let attempts = stats.attempts;
             let holder = match self.put_lock(&request).await? {
-                Attempt::Acquired(lock) => {
+                AcquireAttempt::Acquired(lock) => {
                     log_acquired(&lock, started.elapsed(), attempts);
                     return Ok(lock);
                 }
-                Attempt::Held(holder) => holder,
+                AcquireAttempt::Held(holder) => holder,
             };
             let now = Instant::now();
             if now >= deadline {
@@ -512,7 +530,7 @@ impl LockClient {
     }
 
     /// One conditional PutItem of a new lock item.
-    async fn put_lock(&self, request: &Request<'_>) -> Result<Attempt, Error> {
+    async fn put_lock(&self, request: &Request<'_>) -> Result<AcquireAttempt, Error> {
         let now = self.now();
         let handle = LockHandle::new(request.resource, request.owner, LockId::generate());
         let lock = Lock::new(handle, now, after(now, request.lease, "lease")?);
@@ -534,7 +552,7 @@ impl LockClient {
             .send()
             .await;
         let err = match result {
-            Ok(_) => return Ok(Attempt::Acquired(lock)),
+            Ok(_) => return Ok(AcquireAttempt::Acquired(lock)),
             Err(err) => err,
         };
         let Some(PutItemError::ConditionalCheckFailedException(failed)) = err.as_service_error()
@@ -553,7 +571,7 @@ impl LockClient {
                 resource = request.resource,
                 "condition failed on our own LockID: a retried PutItem had already succeeded"
             );
-            return Ok(Attempt::Acquired(lock));
+            return Ok(AcquireAttempt::Acquired(lock));
         }
         if request.idempotent
             && record.holder.owner == request.owner
@@ -566,9 +584,9 @@ impl LockClient {
             );
             let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
             let held = Lock::new(handle, record.holder.acquired_at, record.holder.expires_at);
-            return Ok(Attempt::Acquired(held));
+            return Ok(AcquireAttempt::Acquired(held));
         }
-        Ok(Attempt::Held(record.holder))
+        Ok(AcquireAttempt::Held(record.holder))
     }
 
     fn request<'a>(

@@ -163,6 +163,31 @@ pub enum InvalidInput {
     },
 }
 
+impl InvalidInput {
+    /// The name of the field at fault, as the builder and options spell it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::InvalidInput;
+    ///
+    /// assert_eq!(InvalidInput::Empty { field: "owner" }.field(), "owner");
+    /// assert_eq!(InvalidInput::MalformedLockId.field(), "lock_id");
+    /// ```
+    pub fn field(&self) -> &'static str {
+        match self {
+            InvalidInput::Empty { field }
+            | InvalidInput::TooLarge { field, .. }
+            | InvalidInput::DurationTooShort { field, .. }
+            | InvalidInput::DurationTooLong { field, .. }
+            | InvalidInput::NegativeDuration { field, .. } => field,
+            InvalidInput::BackoffOrder { .. } => "backoff",
+            InvalidInput::MalformedLockId => "lock_id",
+            InvalidInput::TableName { .. } => "table_name",
+        }
+    }
+}
+
 /// What is wrong with a lock table, found by [`check_table`](crate::LockClient::check_table).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -49,7 +49,7 @@ mod lock;
 mod options;
 mod outcome;
 mod table;
-mod timestamp;
+pub mod timestamp;
 
 pub use backoff::BackoffBounds;
 pub use builder::LockClientBuilder;
@@ -60,4 +60,4 @@ pub use error::{Error, InvalidInput, TableProblem};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};
 pub use options::AcquireOptions;
-pub use outcome::{AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+pub use outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};

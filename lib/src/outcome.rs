@@ -5,6 +5,16 @@ use crate::lock::{Holder, Lock};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
+/// The result of one acquire attempt, from
+/// [`try_acquire_with_holder`](crate::LockClient::try_acquire_with_holder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireAttempt {
+    /// The lock is ours.
+    Acquired(Lock),
+    /// Someone else holds a live lock.
+    Held(Holder),
+}
+
 /// What [`release`](crate::LockClient::release) found.
 ///
 /// # Examples

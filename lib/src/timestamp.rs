@@ -9,15 +9,33 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 /// Width in bytes of every formatted timestamp.
-pub(crate) const WIDTH: usize = 24;
+pub const WIDTH: usize = 24;
 
 /// Formats `t` in the canonical fixed-width form.
-pub(crate) fn format(t: DateTime<Utc>) -> String {
+///
+/// # Examples
+///
+/// ```
+/// use chrono::{TimeZone, Utc};
+///
+/// let t = Utc.with_ymd_and_hms(2026, 11, 21, 9, 5, 7).unwrap();
+/// assert_eq!(ddb_lock::timestamp::format(t), "2026-11-21T09:05:07.000Z");
+/// ```
+pub fn format(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// Parses a canonical timestamp; `None` for anything not in exactly the form [`format`] writes.
-pub(crate) fn parse(s: &str) -> Option<DateTime<Utc>> {
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::timestamp;
+///
+/// assert!(timestamp::parse("2026-11-21T09:05:07.000Z").is_some());
+/// assert!(timestamp::parse("2026-11-21T09:05:07Z").is_none());
+/// ```
+pub fn parse(s: &str) -> Option<DateTime<Utc>> {
     if s.len() != WIDTH {
         return None;
     }

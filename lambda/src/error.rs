@@ -1,0 +1,130 @@
+//! The one place where outcomes become the `errorType` names a state machine retries and catches
+//! on. The names are a stable API: see [`name`].
+
+use crate::event::RequestError;
+use ddb_lock::{timestamp, Holder};
+use lambda_runtime::Diagnostic;
+
+/// The `errorType` names, stable across releases.
+pub mod name {
+    /// `try_acquire` found the lock held.
+    pub const LOCK_HELD: &str = "LockHeld";
+    /// `acquire` waited `wait_ms` (or until the invocation's deadline) without getting the lock.
+    pub const LOCK_TIMEOUT: &str = "LockTimeout";
+    /// `extend` found no lock of this acquisition: released, or expired and taken.
+    pub const LOCK_NOT_FOUND: &str = "LockNotFound";
+    /// `release` or `extend` found the lock held by another acquisition or owner.
+    pub const LOCK_OWNERSHIP_MISMATCH: &str = "LockOwnershipMismatch";
+    /// `extend` arrived after the lease ended (nobody took the lock, but it lapsed).
+    pub const LOCK_EXPIRED: &str = "LockExpired";
+    /// The event is malformed; the message names the field.
+    pub const INVALID_REQUEST: &str = "InvalidRequest";
+    /// `force_release` is not enabled in this deployment.
+    pub const FORCE_RELEASE_DISABLED: &str = "ForceReleaseDisabled";
+    /// The item under the lock's key is not a lock item this library can read.
+    pub const MALFORMED_LOCK_ITEM: &str = "MalformedLockItem";
+    /// DynamoDB failed (throttling, network, permissions, missing table) after the SDK's retries.
+    pub const BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
+}
+
+/// A failed invocation; becomes a [`Diagnostic`] whose `error_type` is one of [`name`].
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// See [`name::LOCK_HELD`].
+    #[error("lock `{resource}` is held by `{}` until {}", .holder.owner, timestamp::format(.holder.expires_at))]
+    Held {
+        /// The resource.
+        resource: String,
+        /// Its holder.
+        holder: Holder,
+    },
+    /// See [`name::LOCK_TIMEOUT`]; the message names the resource, the wait and the holder.
+    #[error("{0}")]
+    Timeout(ddb_lock::Error),
+    /// See [`name::LOCK_NOT_FOUND`].
+    #[error(
+        "no lock `{resource}` of owner `{owner}` with that lock_id: released, or expired and taken"
+    )]
+    NotFound {
+        /// The resource.
+        resource: String,
+        /// The owner given.
+        owner: String,
+    },
+    /// See [`name::LOCK_OWNERSHIP_MISMATCH`].
+    #[error("lock `{resource}` is held by `{}` until {}, not by `{owner}` with that lock_id", .holder.owner, timestamp::format(.holder.expires_at))]
+    OwnershipMismatch {
+        /// The resource.
+        resource: String,
+        /// The owner given.
+        owner: String,
+        /// The current holder.
+        holder: Holder,
+    },
+    /// See [`name::LOCK_EXPIRED`].
+    #[error("the lease of lock `{resource}` ended at {}; it was not extended", timestamp::format(*.expired_at))]
+    Expired {
+        /// The resource.
+        resource: String,
+        /// When the lease ended.
+        expired_at: chrono::DateTime<chrono::Utc>,
+    },
+    /// See [`name::INVALID_REQUEST`].
+    #[error("invalid request: {0}")]
+    InvalidRequest(RequestError),
+    /// See [`name::FORCE_RELEASE_DISABLED`].
+    #[error("force_release is disabled in this deployment; enable it (DDB_LOCK_ALLOW_FORCE_RELEASE=true) only on a separately permissioned function")]
+    ForceReleaseDisabled,
+    /// See [`name::MALFORMED_LOCK_ITEM`].
+    #[error("{0}")]
+    MalformedItem(ddb_lock::Error),
+    /// See [`name::BACKEND_UNAVAILABLE`].
+    #[error("{0}")]
+    Backend(ddb_lock::Error),
+}
+
+impl HandlerError {
+    /// The stable `errorType` of this error.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HandlerError::Held { .. } => name::LOCK_HELD,
+            HandlerError::Timeout(_) => name::LOCK_TIMEOUT,
+            HandlerError::NotFound { .. } => name::LOCK_NOT_FOUND,
+            HandlerError::OwnershipMismatch { .. } => name::LOCK_OWNERSHIP_MISMATCH,
+            HandlerError::Expired { .. } => name::LOCK_EXPIRED,
+            HandlerError::InvalidRequest(_) => name::INVALID_REQUEST,
+            HandlerError::ForceReleaseDisabled => name::FORCE_RELEASE_DISABLED,
+            HandlerError::MalformedItem(_) => name::MALFORMED_LOCK_ITEM,
+            HandlerError::Backend(_) => name::BACKEND_UNAVAILABLE,
+        }
+    }
+}
+
+impl From<ddb_lock::Error> for HandlerError {
+    fn from(err: ddb_lock::Error) -> Self {
+        match err {
+            ddb_lock::Error::InvalidInput(invalid) => {
+                let field = match invalid.field() {
+                    "lease" => "lease_ms",
+                    "timeout" => "wait_ms",
+                    other => other,
+                };
+                HandlerError::InvalidRequest(RequestError::new(field, invalid.to_string()))
+            }
+            timeout @ ddb_lock::Error::Timeout { .. } => HandlerError::Timeout(timeout),
+            malformed @ ddb_lock::Error::MalformedItem { .. } => {
+                HandlerError::MalformedItem(malformed)
+            }
+            other => HandlerError::Backend(other),
+        }
+    }
+}
+
+impl From<HandlerError> for Diagnostic {
+    fn from(err: HandlerError) -> Self {
+        Diagnostic {
+            error_type: err.name().to_owned(),
+            error_message: err.to_string(),
+        }
+    }
+}

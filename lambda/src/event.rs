@@ -1,0 +1,359 @@
+//! The invocation event: a JSON object with `op` and the fields that op takes, parsed into a
+//! [`Request`] or a [`RequestError`] naming the offending field.
+//!
+//! Parsing is strict: an unknown or inapplicable field is an error, so a typo (`leaseMs`) fails
+//! loudly instead of silently taking a default.
+
+use ddb_lock::{duration_from_millis, LockId};
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// The key under which [`JsonGuard`](crate::JsonGuard) hands on a body that was not JSON.
+pub(crate) const NOT_JSON_MARKER: &str = "__ddb_lock_not_json";
+
+/// A parsed request; durations are `None` where the event leaves the default.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Wait up to `wait` for the lock.
+    Acquire {
+        /// The lock's identity and settings.
+        lock: NewLock,
+        /// How long to wait.
+        wait: Option<Duration>,
+    },
+    /// One attempt, no wait.
+    TryAcquire {
+        /// The lock's identity and settings.
+        lock: NewLock,
+    },
+    /// Release a held lock.
+    Release(HeldLock),
+    /// Extend a held lock.
+    Extend {
+        /// The lock.
+        lock: HeldLock,
+        /// The new lease, from now.
+        lease: Option<Duration>,
+    },
+    /// Read a lock.
+    Status {
+        /// The resource.
+        resource: String,
+    },
+    /// Delete a lock whoever holds it.
+    ForceRelease {
+        /// The resource.
+        resource: String,
+    },
+    /// Delete long-expired lock items.
+    Cleanup,
+}
+
+/// Fields of a lock to acquire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLock {
+    /// The resource.
+    pub resource: String,
+    /// The owner (a Step Functions execution passes `$$.Execution.Id`).
+    pub owner: String,
+    /// The lease.
+    pub lease: Option<Duration>,
+    /// The optional payload, as JSON text.
+    pub data: Option<String>,
+}
+
+/// Fields identifying a held lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldLock {
+    /// The resource.
+    pub resource: String,
+    /// The owner it was acquired for.
+    pub owner: String,
+    /// The `lock_id` returned by acquire.
+    pub lock_id: LockId,
+}
+
+/// What is wrong with an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}` {problem}")]
+pub struct RequestError {
+    /// The offending field (`event` for the event as a whole).
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl RequestError {
+    pub(crate) fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        RequestError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The operations, and the fields each accepts besides `op`.
+const OPS: [(&str, &[&str]); 7] = [
+    (
+        "acquire",
+        &["resource", "owner", "lease_ms", "wait_ms", "data"],
+    ),
+    ("try_acquire", &["resource", "owner", "lease_ms", "data"]),
+    ("release", &["resource", "owner", "lock_id"]),
+    ("extend", &["resource", "owner", "lock_id", "lease_ms"]),
+    ("status", &["resource"]),
+    ("force_release", &["resource"]),
+    ("cleanup", &[]),
+];
+
+/// Parses an invocation event.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock_lambda::event::{parse, Request};
+/// use serde_json::json;
+///
+/// let request = parse(&json!({"op": "status", "resource": "orders/42"})).unwrap();
+/// assert_eq!(request, Request::Status { resource: "orders/42".into() });
+///
+/// let err = parse(&json!({"op": "acquire", "resource": "r", "owner": "o", "lease_ms": -1}))
+///     .unwrap_err();
+/// assert_eq!(err.field, "lease_ms");
+/// ```
+pub fn parse(event: &Value) -> Result<Request, RequestError> {
+    let Value::Object(fields) = event else {
+        return Err(RequestError::new(
+            "event",
+            format!("must be a JSON object, not {}", kind(event)),
+        ));
+    };
+    if let Some(Value::String(problem)) = fields.get(NOT_JSON_MARKER) {
+        return Err(RequestError::new(
+            "event",
+            format!("is not JSON: {problem}"),
+        ));
+    }
+    let op = match fields.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        Some(other) => {
+            return Err(RequestError::new(
+                "op",
+                format!("must be a string, not {}", kind(other)),
+            ))
+        }
+        None => {
+            return Err(RequestError::new(
+                "op",
+                format!("is required: one of {}", op_names()),
+            ))
+        }
+    };
+    let Some((op, accepted)) = OPS.iter().find(|(name, _)| *name == op) else {
+        return Err(RequestError::new(
+            "op",
+            format!("{op:?} is not one of {}", op_names()),
+        ));
+    };
+    if let Some(field) = fields
+        .keys()
+        .find(|k| *k != "op" && !accepted.contains(&k.as_str()))
+    {
+        return Err(RequestError::new(
+            field.as_str(),
+            format!(
+                "is not a field of `{op}` (its fields: {})",
+                accepted.join(", ")
+            ),
+        ));
+    }
+    let event = Fields(fields);
+    Ok(match *op {
+        "acquire" => Request::Acquire {
+            lock: event.new_lock()?,
+            wait: event.millis("wait_ms")?,
+        },
+        "try_acquire" => Request::TryAcquire {
+            lock: event.new_lock()?,
+        },
+        "release" => Request::Release(event.held_lock()?),
+        "extend" => Request::Extend {
+            lock: event.held_lock()?,
+            lease: event.millis("lease_ms")?,
+        },
+        "status" => Request::Status {
+            resource: event.string("resource")?,
+        },
+        "force_release" => Request::ForceRelease {
+            resource: event.string("resource")?,
+        },
+        _ => Request::Cleanup,
+    })
+}
+
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    fn string(&self, field: &str) -> Result<String, RequestError> {
+        match self.0.get(field) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(RequestError::new(
+                field,
+                format!("must be a string, not {}", kind(other)),
+            )),
+            None => Err(RequestError::new(field, "is required")),
+        }
+    }
+
+    fn millis(&self, field: &'static str) -> Result<Option<Duration>, RequestError> {
+        match self.0.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => {
+                let ms = n.as_i64().ok_or_else(|| {
+                    RequestError::new(
+                        field,
+                        format!("must be a whole number of milliseconds, not {n}"),
+                    )
+                })?;
+                duration_from_millis(field, ms).map(Some).map_err(|e| {
+                    RequestError::new(field, e.to_string().replacen(&format!("`{field}` "), "", 1))
+                })
+            }
+            Some(other) => Err(RequestError::new(
+                field,
+                format!("must be a number of milliseconds, not {}", kind(other)),
+            )),
+        }
+    }
+
+    fn new_lock(&self) -> Result<NewLock, RequestError> {
+        Ok(NewLock {
+            resource: self.string("resource")?,
+            owner: self.string("owner")?,
+            lease: self.millis("lease_ms")?,
+            data: self
+                .0
+                .get("data")
+                .filter(|d| !d.is_null())
+                .map(Value::to_string),
+        })
+    }
+
+    fn held_lock(&self) -> Result<HeldLock, RequestError> {
+        let lock_id = self.string("lock_id")?;
+        Ok(HeldLock {
+            resource: self.string("resource")?,
+            owner: self.string("owner")?,
+            lock_id: LockId::parse(&lock_id).map_err(|_| {
+                RequestError::new("lock_id", "is not a lock id returned by acquire (a UUID)")
+            })?,
+        })
+    }
+}
+
+fn op_names() -> String {
+    OPS.iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field_of(event: Value) -> String {
+        parse(&event).unwrap_err().field
+    }
+
+    #[test]
+    fn parses_every_op() {
+        let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let acquire = parse(&json!({"op": "acquire", "resource": "r", "owner": "o",
+            "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}}))
+        .unwrap();
+        assert_eq!(
+            acquire,
+            Request::Acquire {
+                lock: NewLock {
+                    resource: "r".into(),
+                    owner: "o".into(),
+                    lease: Some(Duration::from_millis(1500)),
+                    data: Some(r#"{"step":1}"#.into()),
+                },
+                wait: Some(Duration::ZERO),
+            }
+        );
+        for event in [
+            json!({"op": "try_acquire", "resource": "r", "owner": "o"}),
+            json!({"op": "release", "resource": "r", "owner": "o", "lock_id": id}),
+            json!({"op": "extend", "resource": "r", "owner": "o", "lock_id": id, "lease_ms": 10}),
+            json!({"op": "status", "resource": "r"}),
+            json!({"op": "force_release", "resource": "r"}),
+            json!({"op": "cleanup"}),
+        ] {
+            assert!(parse(&event).is_ok(), "{event}");
+        }
+    }
+
+    #[test]
+    fn malformed_events_name_the_field() {
+        assert_eq!(field_of(json!([1, 2])), "event");
+        assert_eq!(field_of(json!({"resource": "r"})), "op");
+        assert_eq!(field_of(json!({"op": 7})), "op");
+        assert_eq!(field_of(json!({"op": "lock"})), "op");
+        assert_eq!(field_of(json!({"op": "acquire", "owner": "o"})), "resource");
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": 5, "owner": "o"})),
+            "resource"
+        );
+        assert_eq!(field_of(json!({"op": "acquire", "resource": "r"})), "owner");
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "leaseMs": 5})),
+            "leaseMs"
+        );
+        assert_eq!(
+            field_of(json!({"op": "try_acquire", "resource": "r", "owner": "o", "wait_ms": 5})),
+            "wait_ms"
+        );
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "wait_ms": -1})),
+            "wait_ms"
+        );
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "wait_ms": 1.5})),
+            "wait_ms"
+        );
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "lease_ms": "5"})),
+            "lease_ms"
+        );
+        assert_eq!(
+            field_of(json!({"op": "release", "resource": "r", "owner": "o", "lock_id": "x"})),
+            "lock_id"
+        );
+        assert_eq!(
+            field_of(json!({NOT_JSON_MARKER: "expected value at line 1"})),
+            "event"
+        );
+    }
+
+    #[test]
+    fn negative_durations_say_so() {
+        let err = parse(&json!({"op": "acquire", "resource": "r", "owner": "o", "lease_ms": -5}))
+            .unwrap_err();
+        assert!(err.to_string().contains("negative"), "{err}");
+    }
+}

@@ -1,0 +1,310 @@
+//! The handler: parse the event, call the library, shape the answer, emit one metrics line.
+
+use crate::config::Config;
+use crate::error::HandlerError;
+use crate::event::{self, HeldLock, NewLock, Request, RequestError};
+use crate::metrics::{emf_line, OperationMetrics};
+use crate::response::{
+    CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, StatusResponse,
+};
+use ddb_lock::{
+    AcquireAttempt, AcquireOptions, ExtendOutcome, LockClient, LockHandle, LockStatus,
+    ReleaseOutcome,
+};
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+/// Writes one metrics line.
+type MetricsWriter = Arc<dyn Fn(String) + Send + Sync>;
+
+/// The Lambda handler. Cheap to share across invocations (`Arc`).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use ddb_lock_lambda::{Config, Handler};
+/// use lambda_runtime::{Context, LambdaEvent};
+/// use serde_json::json;
+///
+/// let config = Config::from_env()?;
+/// let aws = aws_config::load_from_env().await;
+/// let handler = Handler::new(config.lock_client(aws_sdk_dynamodb::Client::new(&aws))?, config);
+/// let event = json!({"op": "try_acquire", "resource": "orders/42", "owner": "exec-1"});
+/// let answer = handler.handle(LambdaEvent::new(event, Context::default())).await?;
+/// println!("{answer}");
+/// # Ok(()) }
+/// ```
+pub struct Handler {
+    client: LockClient,
+    config: Config,
+    metrics: MetricsWriter,
+}
+
+/// The result of one operation: the answer, its outcome label, and the writes it made.
+struct Done {
+    answer: Value,
+    outcome: &'static str,
+    attempts: u32,
+}
+
+impl Done {
+    fn new(
+        answer: impl Serialize,
+        outcome: &'static str,
+        attempts: u32,
+    ) -> Result<Done, HandlerError> {
+        let answer = serde_json::to_value(answer)
+            .map_err(|e| HandlerError::InvalidRequest(RequestError::new("event", e.to_string())))?;
+        Ok(Done {
+            answer,
+            outcome,
+            attempts,
+        })
+    }
+}
+
+impl Handler {
+    /// A handler over `client`; metrics lines go to standard output, where CloudWatch reads them.
+    pub fn new(client: LockClient, config: Config) -> Self {
+        Handler {
+            client,
+            config,
+            metrics: Arc::new(|line| println!("{line}")),
+        }
+    }
+
+    /// Sends metrics lines to `writer` instead of standard output.
+    pub fn with_metrics_writer(mut self, writer: impl Fn(String) + Send + Sync + 'static) -> Self {
+        self.metrics = Arc::new(writer);
+        self
+    }
+
+    /// Handles one invocation.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, HandlerError> {
+        let started = Instant::now();
+        let (payload, context) = event.into_parts();
+        let operation = payload
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned();
+        let resource = payload
+            .get("resource")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut attempts = 0;
+        let result = match event::parse(&payload) {
+            Ok(request) => {
+                let budget = wait_budget(context.deadline, now_ms(), self.config.deadline_margin);
+                self.execute(request, budget, &mut attempts).await
+            }
+            Err(invalid) => Err(HandlerError::InvalidRequest(invalid)),
+        };
+        let outcome = match &result {
+            Ok(done) => done.outcome,
+            Err(err) => err.name(),
+        };
+        let metrics = OperationMetrics {
+            operation,
+            outcome: outcome.to_owned(),
+            wait_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            attempts: result.as_ref().map_or(attempts, |done| done.attempts),
+            resource,
+        };
+        (self.metrics)(emf_line(&self.config.metrics_namespace, now_ms(), &metrics));
+        match &result {
+            Ok(_) => info!(operation = %metrics.operation, outcome, "invocation handled"),
+            Err(err) => {
+                info!(operation = %metrics.operation, outcome, error = %err, "invocation failed")
+            }
+        }
+        result.map(|done| done.answer)
+    }
+
+    async fn execute(
+        &self,
+        request: Request,
+        budget: Option<Duration>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        match request {
+            Request::Acquire { lock, wait } => {
+                let wait = wait.unwrap_or(self.config.default_wait);
+                let wait = budget.map_or(wait, |budget| wait.min(budget));
+                let opts = acquire_options(&lock).timeout(wait);
+                let (result, stats) = self.client.acquire_with_stats(&lock.resource, &opts).await;
+                *attempts = stats.attempts;
+                let acquired = result?;
+                let mut answer = LockResponse::new(&acquired);
+                answer.waited_ms =
+                    Some(u64::try_from(stats.waited.as_millis()).unwrap_or(u64::MAX));
+                answer.attempts = Some(stats.attempts);
+                Done::new(answer, "acquired", stats.attempts)
+            }
+            Request::TryAcquire { lock } => {
+                *attempts = 1;
+                let opts = acquire_options(&lock);
+                match self
+                    .client
+                    .try_acquire_with_holder(&lock.resource, &opts)
+                    .await?
+                {
+                    AcquireAttempt::Acquired(acquired) => {
+                        Done::new(LockResponse::new(&acquired), "acquired", 1)
+                    }
+                    AcquireAttempt::Held(holder) => Err(HandlerError::Held {
+                        resource: lock.resource,
+                        holder,
+                    }),
+                }
+            }
+            Request::Release(lock) => {
+                *attempts = 1;
+                let handle = handle(&lock);
+                let (released, reason) = match self.client.release(&handle).await? {
+                    ReleaseOutcome::Released => (true, None),
+                    ReleaseOutcome::NotFound => {
+                        (false, Some("not_found: already released, or expired"))
+                    }
+                    ReleaseOutcome::NotOwner { holder } => {
+                        return Err(HandlerError::OwnershipMismatch {
+                            resource: lock.resource,
+                            owner: lock.owner,
+                            holder,
+                        })
+                    }
+                };
+                let answer = ReleaseResponse {
+                    resource: lock.resource,
+                    owner: lock.owner,
+                    lock_id: lock.lock_id.to_string(),
+                    released,
+                    reason,
+                };
+                Done::new(answer, if released { "released" } else { "not_found" }, 1)
+            }
+            Request::Extend { lock, lease } => {
+                *attempts = 1;
+                let lease = lease.unwrap_or(self.config.default_lease);
+                match self.client.extend(&handle(&lock), lease).await? {
+                    ExtendOutcome::Extended(extended) => {
+                        Done::new(LockResponse::new(&extended), "extended", 1)
+                    }
+                    ExtendOutcome::NotFound => Err(HandlerError::NotFound {
+                        resource: lock.resource,
+                        owner: lock.owner,
+                    }),
+                    ExtendOutcome::Expired { expired_at } => Err(HandlerError::Expired {
+                        resource: lock.resource,
+                        expired_at,
+                    }),
+                    ExtendOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
+                        resource: lock.resource,
+                        owner: lock.owner,
+                        holder,
+                    }),
+                }
+            }
+            Request::Status { resource } => match self.client.status(&resource).await? {
+                LockStatus::Free => Done::new(StatusResponse::free(&resource), "free", 0),
+                LockStatus::Held { holder, remaining } => Done::new(
+                    StatusResponse::held(&resource, holder, remaining),
+                    "held",
+                    0,
+                ),
+            },
+            Request::ForceRelease { resource } => {
+                if !self.config.allow_force_release {
+                    return Err(HandlerError::ForceReleaseDisabled);
+                }
+                *attempts = 1;
+                let removed = self.client.force_release(&resource).await?;
+                let outcome = if removed.is_some() {
+                    "force_released"
+                } else {
+                    "not_held"
+                };
+                let answer = ForceReleaseResponse {
+                    resource,
+                    released: removed.is_some(),
+                    previous_owner: removed.map(|holder| holder.owner),
+                };
+                Done::new(answer, outcome, 1)
+            }
+            Request::Cleanup => {
+                let report = self
+                    .client
+                    .delete_expired(
+                        self.config.cleanup_expired_for,
+                        self.config.cleanup_max_deletes,
+                    )
+                    .await?;
+                *attempts = report.deleted + report.skipped;
+                Done::new(
+                    CleanupResponse::from(report),
+                    "cleaned",
+                    report.deleted + report.skipped,
+                )
+            }
+        }
+    }
+}
+
+/// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an
+/// Acquire state gets back the lock its execution already holds.
+fn acquire_options(lock: &NewLock) -> AcquireOptions {
+    let mut opts = AcquireOptions::new().owner(&lock.owner).idempotent(true);
+    if let Some(lease) = lock.lease {
+        opts = opts.lease(lease);
+    }
+    if let Some(data) = &lock.data {
+        opts = opts.data(data.as_bytes());
+    }
+    opts
+}
+
+fn handle(lock: &HeldLock) -> LockHandle {
+    LockHandle::new(&lock.resource, &lock.owner, lock.lock_id)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// How long an operation may wait so that it ends `margin` before the invocation's deadline
+/// (epoch milliseconds). `None` when the deadline carries no information: local emulators send a
+/// fixed deadline in the past, which is clamped away rather than failing every wait.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock_lambda::wait_budget;
+/// use std::time::Duration;
+///
+/// let margin = Duration::from_millis(500);
+/// assert_eq!(wait_budget(10_000, 8_000, margin), Some(Duration::from_millis(1_500)));
+/// assert_eq!(wait_budget(10_000, 9_800, margin), Some(Duration::ZERO));
+/// assert_eq!(wait_budget(5_000, 8_000, margin), None);
+/// ```
+pub fn wait_budget(deadline_ms: u64, now_ms: i64, margin: Duration) -> Option<Duration> {
+    let remaining = i64::try_from(deadline_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(now_ms);
+    if remaining <= 0 {
+        debug!(
+            deadline_ms,
+            "invocation deadline is in the past; ignoring it"
+        );
+        return None;
+    }
+    let remaining = Duration::from_millis(remaining.unsigned_abs());
+    Some(remaining.saturating_sub(margin))
+}

@@ -1,0 +1,149 @@
+//! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
+
+use ddb_lock::{timestamp, CleanupReport, Holder, Lock};
+use serde::Serialize;
+use serde_json::Value;
+use std::time::Duration;
+
+/// A lock taken or extended (`acquire`, `try_acquire`, `extend`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockResponse {
+    /// The resource.
+    pub resource: String,
+    /// The acquisition's id: pass it to `release` and `extend`.
+    pub lock_id: String,
+    /// The owner.
+    pub owner: String,
+    /// When it was acquired.
+    pub acquired_at: String,
+    /// When the lease ends.
+    pub expires_at: String,
+    /// Time spent acquiring (acquire only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
+    /// Conditional writes made (acquire only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+impl LockResponse {
+    pub(crate) fn new(lock: &Lock) -> Self {
+        LockResponse {
+            resource: lock.resource().to_owned(),
+            lock_id: lock.lock_id().to_string(),
+            owner: lock.owner().to_owned(),
+            acquired_at: timestamp::format(lock.acquired_at()),
+            expires_at: timestamp::format(lock.expires_at()),
+            waited_ms: None,
+            attempts: None,
+        }
+    }
+}
+
+/// The answer to `release`. Releasing a lock that is already gone succeeds with
+/// `released: false`, so a saga's compensation can always release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseResponse {
+    /// The resource.
+    pub resource: String,
+    /// The owner given.
+    pub owner: String,
+    /// The lock id given.
+    pub lock_id: String,
+    /// Whether this call deleted the lock.
+    pub released: bool,
+    /// Why not, when `released` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+/// The answer to `status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusResponse {
+    /// The resource.
+    pub resource: String,
+    /// Whether a live lock exists.
+    pub locked: bool,
+    /// The holder, when locked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// When the holder acquired it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// When its lease ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Milliseconds left on the lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining_ms: Option<u64>,
+    /// The payload stored at acquisition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl StatusResponse {
+    pub(crate) fn free(resource: &str) -> Self {
+        StatusResponse {
+            resource: resource.to_owned(),
+            locked: false,
+            owner: None,
+            acquired_at: None,
+            expires_at: None,
+            remaining_ms: None,
+            data: None,
+        }
+    }
+
+    pub(crate) fn held(resource: &str, holder: Holder, remaining: Duration) -> Self {
+        StatusResponse {
+            resource: resource.to_owned(),
+            locked: true,
+            acquired_at: Some(timestamp::format(holder.acquired_at)),
+            expires_at: Some(timestamp::format(holder.expires_at)),
+            remaining_ms: Some(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+            // Data written through this function is JSON; bytes a library user stored are shown
+            // as text.
+            data: holder.data.map(|bytes| {
+                serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+            }),
+            owner: Some(holder.owner),
+        }
+    }
+}
+
+/// The answer to `force_release`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForceReleaseResponse {
+    /// The resource.
+    pub resource: String,
+    /// Whether a live lock was removed.
+    pub released: bool,
+    /// Whose it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_owner: Option<String>,
+}
+
+/// The answer to `cleanup`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CleanupResponse {
+    /// Items read by the scan.
+    pub scanned: u32,
+    /// Long-expired lock items deleted.
+    pub deleted: u32,
+    /// Expired items left because they were re-acquired meanwhile.
+    pub skipped: u32,
+    /// Whether the scan covered the whole table.
+    pub complete: bool,
+}
+
+impl From<CleanupReport> for CleanupResponse {
+    fn from(report: CleanupReport) -> Self {
+        CleanupResponse {
+            scanned: report.scanned,
+            deleted: report.deleted,
+            skipped: report.skipped,
+            complete: report.complete,
+        }
+    }
+}

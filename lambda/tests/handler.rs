@@ -1,0 +1,532 @@
+//! The handler called as the runtime calls it (`LambdaEvent::new`), against the local endpoint:
+//! every operation, every error name.
+
+use chrono::TimeDelta;
+use ddb_lock_lambda::error::name;
+use ddb_lock_lambda::{Config, Handler, HandlerError};
+use ddb_lock_tests::{builder, dynamodb, lock_client, raw_item, unique, OffsetClock, TABLE};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn config(extra: &[(&str, &str)]) -> Config {
+    Config::from_lookup(|var| {
+        if var == "DDB_LOCK_TABLE" {
+            return Some(TABLE.to_owned());
+        }
+        extra
+            .iter()
+            .find(|(k, _)| *k == var)
+            .map(|(_, v)| (*v).to_owned())
+    })
+    .unwrap()
+}
+
+async fn handler_with(config: Config) -> Handler {
+    let client = lock_client().await; // creates the table
+    drop(client);
+    Handler::new(config.lock_client(dynamodb()).unwrap(), config)
+}
+
+async fn handler() -> Handler {
+    handler_with(config(&[])).await
+}
+
+async fn invoke(handler: &Handler, event: Value) -> Result<Value, HandlerError> {
+    handler
+        .handle(LambdaEvent::new(event, Context::default()))
+        .await
+}
+
+fn error_name(result: Result<Value, HandlerError>) -> &'static str {
+    match result {
+        Err(err) => err.name(),
+        Ok(answer) => panic!("expected an error, got {answer}"),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test]
+async fn acquire_then_release_answers_with_the_documented_fields() {
+    let handler = handler().await;
+    let resource = unique("h-acquire");
+    let acquired = invoke(
+        &handler,
+        json!({"op": "acquire", "resource": resource,
+        "owner": "exec-1", "lease_ms": 30000, "wait_ms": 1000}),
+    )
+    .await
+    .unwrap();
+    for field in [
+        "resource",
+        "lock_id",
+        "owner",
+        "acquired_at",
+        "expires_at",
+        "waited_ms",
+        "attempts",
+    ] {
+        assert!(
+            acquired.get(field).is_some(),
+            "{field} missing from {acquired}"
+        );
+    }
+    assert_eq!(acquired["owner"], "exec-1");
+    let released = invoke(
+        &handler,
+        json!({"op": "release", "resource": resource,
+        "owner": "exec-1", "lock_id": acquired["lock_id"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(released["released"], true);
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn a_retried_acquire_by_the_same_owner_returns_the_same_lock() {
+    let handler = handler().await;
+    let resource = unique("h-retry");
+    let event = json!({"op": "acquire", "resource": resource, "owner": "exec-1", "wait_ms": 0});
+    let first = invoke(&handler, event.clone()).await.unwrap();
+    let retried = invoke(&handler, event).await.unwrap();
+    assert_eq!(first["lock_id"], retried["lock_id"]);
+    assert_eq!(first["expires_at"], retried["expires_at"]);
+    let other = json!({"op": "try_acquire", "resource": resource, "owner": "exec-2"});
+    assert_eq!(error_name(invoke(&handler, other).await), name::LOCK_HELD);
+}
+
+#[tokio::test]
+async fn try_acquire_on_a_held_lock_is_lock_held_naming_the_holder() {
+    let handler = handler().await;
+    let resource = unique("h-held");
+    invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "first"}),
+    )
+    .await
+    .unwrap();
+    let err = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "second"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.name(), name::LOCK_HELD);
+    let message = err.to_string();
+    assert!(
+        message.contains(&resource) && message.contains("first"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn acquire_of_a_held_lock_times_out_as_lock_timeout() {
+    let handler = handler().await;
+    let resource = unique("h-timeout");
+    invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "first"}),
+    )
+    .await
+    .unwrap();
+    let err = invoke(
+        &handler,
+        json!({"op": "acquire", "resource": resource, "owner": "second",
+        "wait_ms": 100}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.name(), name::LOCK_TIMEOUT);
+    assert!(err.to_string().contains("first"), "{err}");
+}
+
+#[tokio::test]
+async fn the_wait_ends_before_the_invocation_deadline() {
+    let handler = handler().await;
+    let resource = unique("h-deadline");
+    // Held for 3 s; the caller would wait a minute, but the invocation has 1.5 s left.
+    invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "first",
+        "lease_ms": 3000}),
+    )
+    .await
+    .unwrap();
+    let mut context = Context::default();
+    context.deadline = now_ms() + 1500;
+    let event = json!({"op": "acquire", "resource": resource, "owner": "second", "wait_ms": 60000});
+    let result = handler.handle(LambdaEvent::new(event, context)).await;
+    assert_eq!(
+        error_name(result),
+        name::LOCK_TIMEOUT,
+        "a wait past the deadline would have won the lock at its expiry"
+    );
+}
+
+#[tokio::test]
+async fn a_deadline_in_the_past_is_clamped_not_fatal() {
+    let handler = handler().await;
+    let mut context = Context::default();
+    context.deadline = 1_000; // what local emulators send
+    let event =
+        json!({"op": "acquire", "resource": unique("h-past"), "owner": "o", "wait_ms": 1000});
+    let answer = handler
+        .handle(LambdaEvent::new(event, context))
+        .await
+        .unwrap();
+    assert_eq!(answer["attempts"], 1);
+}
+
+#[tokio::test]
+async fn release_of_a_lock_already_gone_succeeds_with_released_false() {
+    let handler = handler().await;
+    let resource = unique("h-gone");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
+    )
+    .await
+    .unwrap();
+    let release = json!({"op": "release", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"]});
+    invoke(&handler, release.clone()).await.unwrap();
+    let again = invoke(&handler, release).await.unwrap();
+    assert_eq!(again["released"], false);
+    assert!(again["reason"].as_str().unwrap().starts_with("not_found"));
+}
+
+#[tokio::test]
+async fn release_by_another_owner_is_lock_ownership_mismatch_and_keeps_the_lock() {
+    let handler = handler().await;
+    let resource = unique("h-mismatch");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
+    )
+    .await
+    .unwrap();
+    let err = invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "intruder",
+        "lock_id": lock["lock_id"]}),
+    )
+    .await;
+    assert_eq!(error_name(err), name::LOCK_OWNERSHIP_MISMATCH);
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], true);
+    assert_eq!(status["owner"], "o");
+}
+
+#[tokio::test]
+async fn extend_moves_the_lease_and_reports_lost_locks_by_name() {
+    let handler = handler().await;
+    let resource = unique("h-extend");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o",
+        "lease_ms": 10000}),
+    )
+    .await
+    .unwrap();
+    let extend = json!({"op": "extend", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"], "lease_ms": 60000});
+    let extended = invoke(&handler, extend.clone()).await.unwrap();
+    assert!(extended["expires_at"].as_str() > lock["expires_at"].as_str());
+
+    // Seen two minutes later, the lease has lapsed.
+    let later_config = config(&[]);
+    let later_client = builder(dynamodb())
+        .clock(OffsetClock::shared(TimeDelta::minutes(2)))
+        .build()
+        .unwrap();
+    let later = Handler::new(later_client, later_config);
+    assert_eq!(
+        error_name(invoke(&later, extend.clone()).await),
+        name::LOCK_EXPIRED
+    );
+
+    invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        error_name(invoke(&handler, extend).await),
+        name::LOCK_NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn status_reports_holder_remaining_time_and_data() {
+    let handler = handler().await;
+    let resource = unique("h-status");
+    let free = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(free, json!({"resource": resource, "locked": false}));
+    invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o",
+        "data": {"step": "charge"}}),
+    )
+    .await
+    .unwrap();
+    let held = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(held["locked"], true);
+    assert_eq!(held["owner"], "o");
+    assert_eq!(held["data"], json!({"step": "charge"}));
+    assert!(held["remaining_ms"].as_u64().unwrap() <= 30000);
+}
+
+#[tokio::test]
+async fn force_release_is_refused_unless_the_deployment_enables_it() {
+    let resource = unique("h-force");
+    let disabled = handler().await;
+    invoke(
+        &disabled,
+        json!({"op": "try_acquire", "resource": resource, "owner": "stuck"}),
+    )
+    .await
+    .unwrap();
+    let force = json!({"op": "force_release", "resource": resource});
+    assert_eq!(
+        error_name(invoke(&disabled, force.clone()).await),
+        name::FORCE_RELEASE_DISABLED
+    );
+    assert!(raw_item(&resource).await.is_some(), "nothing deleted");
+
+    let enabled = handler_with(config(&[("DDB_LOCK_ALLOW_FORCE_RELEASE", "true")])).await;
+    let answer = invoke(&enabled, force).await.unwrap();
+    assert_eq!(
+        answer,
+        json!({"resource": resource, "released": true, "previous_owner": "stuck"})
+    );
+}
+
+#[tokio::test]
+async fn cleanup_deletes_long_expired_locks() {
+    let table = format!("h-cleanup-{}", uuid::Uuid::new_v4());
+    let table_client = builder(dynamodb()).table_name(&table).build().unwrap();
+    table_client.create_table().await.unwrap();
+    let mut settings = config(&[("DDB_LOCK_CLEANUP_EXPIRED_FOR_MS", "1000")]);
+    settings.table = table.clone();
+    let past = builder(dynamodb())
+        .table_name(&table)
+        .clock(OffsetClock::shared(TimeDelta::hours(-1)))
+        .build()
+        .unwrap();
+    let old = Handler::new(past, settings.clone());
+    invoke(
+        &old,
+        json!({"op": "try_acquire", "resource": "abandoned", "owner": "crashed"}),
+    )
+    .await
+    .unwrap();
+    let now = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
+    let answer = invoke(&now, json!({"op": "cleanup"})).await.unwrap();
+    assert_eq!(answer["deleted"], 1, "{answer}");
+    assert_eq!(answer["complete"], true);
+}
+
+#[tokio::test]
+async fn a_malformed_lock_item_is_malformed_lock_item() {
+    let handler = handler().await;
+    let resource = unique("h-malformed");
+    dynamodb()
+        .put_item()
+        .table_name(TABLE)
+        .item(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{resource}")),
+        )
+        .item(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into()),
+        )
+        .item(
+            "Owner",
+            aws_sdk_dynamodb::types::AttributeValue::S("legacy".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = invoke(&handler, json!({"op": "status", "resource": resource})).await;
+    assert_eq!(error_name(status), name::MALFORMED_LOCK_ITEM);
+}
+
+#[tokio::test]
+async fn a_failing_backend_is_backend_unavailable() {
+    let mut settings = config(&[]);
+    settings.table = format!("missing-{}", uuid::Uuid::new_v4());
+    let handler = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
+    let status = invoke(&handler, json!({"op": "status", "resource": "r"})).await;
+    assert_eq!(error_name(status), name::BACKEND_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn malformed_events_are_invalid_request_naming_the_field_and_change_nothing() {
+    let handler = handler().await;
+    let resource = unique("h-invalid");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
+    )
+    .await
+    .unwrap();
+    let before = raw_item(&resource).await.unwrap();
+    let huge = "x".repeat(5000);
+    let cases = [
+        (json!("just a string"), "event"),
+        (json!({"resource": resource}), "op"),
+        (json!({"op": "explode", "resource": resource}), "op"),
+        (
+            json!({"op": "release", "resource": resource, "owner": "o"}),
+            "lock_id",
+        ),
+        (
+            json!({"op": "release", "resource": resource, "owner": "o", "lock_id": 42}),
+            "lock_id",
+        ),
+        (
+            json!({"op": "extend", "resource": resource, "owner": "o", "lock_id": lock["lock_id"], "lease_ms": -1}),
+            "lease_ms",
+        ),
+        (
+            json!({"op": "extend", "resource": resource, "owner": "o", "lock_id": lock["lock_id"], "lease_ms": 0}),
+            "lease_ms",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": "o", "wait_ms": 1e30}),
+            "wait_ms",
+        ),
+        (
+            json!({"op": "acquire", "resource": huge, "owner": "o"}),
+            "resource",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": huge}),
+            "owner",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": "o", "data": huge.repeat(4)}),
+            "data",
+        ),
+        (
+            json!({"op": "status", "resource": resource, "owner": "o"}),
+            "owner",
+        ),
+    ];
+    for (event, field) in cases {
+        match invoke(&handler, event.clone()).await {
+            Err(HandlerError::InvalidRequest(invalid)) => {
+                assert_eq!(invalid.field, field, "for {event}: {invalid}")
+            }
+            other => panic!("{event} should be InvalidRequest on {field}, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        raw_item(&resource).await.unwrap(),
+        before,
+        "no lock changed"
+    );
+}
+
+#[tokio::test]
+async fn every_invocation_writes_one_metrics_line() {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    let handler = handler()
+        .await
+        .with_metrics_writer(move |line| sink.lock().unwrap().push(line));
+    let resource = unique("h-metrics");
+    invoke(
+        &handler,
+        json!({"op": "acquire", "resource": resource, "owner": "o"}),
+    )
+    .await
+    .unwrap();
+    let _ = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "p"}),
+    )
+    .await;
+    let _ = invoke(&handler, json!({"op": "nonsense"})).await;
+
+    let lines = lines.lock().unwrap();
+    assert_eq!(lines.len(), 3);
+    let docs: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (docs[0]["Operation"].as_str(), docs[0]["Outcome"].as_str()),
+        (Some("acquire"), Some("acquired"))
+    );
+    assert_eq!(docs[0]["Attempts"], 1);
+    assert_eq!(docs[0]["Resource"], resource.as_str());
+    assert_eq!(docs[1]["Outcome"], name::LOCK_HELD);
+    assert_eq!(docs[2]["Outcome"], name::INVALID_REQUEST);
+    for doc in &docs {
+        assert!(doc["WaitMs"].is_u64());
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Operation", "Outcome"]])
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_is_invalid_request_on_the_event() {
+    use lambda_runtime::tower::{Layer, Service, ServiceExt};
+    use lambda_runtime::LambdaInvocation;
+
+    // The guard rewrites the body; the runtime would then deserialize it into the event.
+    let seen = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&seen);
+    let inner = lambda_runtime::tower::service_fn(move |invocation: LambdaInvocation| {
+        let record = Arc::clone(&record);
+        async move {
+            *record.lock().unwrap() = Some(invocation.body);
+            Ok::<(), lambda_runtime::Error>(())
+        }
+    });
+    let mut guarded = ddb_lock_lambda::JsonGuard.layer(inner);
+    let response = http::Response::new(());
+    let (parts, ()) = response.into_parts();
+    let invocation = LambdaInvocation {
+        parts,
+        body: bytes::Bytes::from_static(b"{not json"),
+        context: Context::default(),
+    };
+    guarded
+        .ready()
+        .await
+        .unwrap()
+        .call(invocation)
+        .await
+        .unwrap();
+    let body = seen.lock().unwrap().take().unwrap();
+    let event: Value = serde_json::from_slice(&body).unwrap();
+    let handler = handler().await;
+    match invoke(&handler, event).await {
+        Err(HandlerError::InvalidRequest(invalid)) => {
+            assert_eq!(invalid.field, "event");
+            assert!(invalid.problem.contains("not JSON"), "{invalid}");
+        }
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}
