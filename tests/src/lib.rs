@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod proxy;
+pub mod runtime_api;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
