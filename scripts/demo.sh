@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The demo: starts a local DynamoDB endpoint, creates the lock table, and shows N workers
-# contending for one resource (who waited, who held, for how long), then stops everything.
+# The demo: starts a local DynamoDB endpoint, runs N instances of the Lambda function (the real
+# `bootstrap` binary) behind a local Runtime API, and shows N sagas contending for one resource
+# through them: who was refused, who waited, who held it when. Then stops everything.
 #
-#   scripts/demo.sh [WORKERS] [HOLD_MS]     (defaults: 5 workers, 200 ms each)
+#   scripts/demo.sh [SAGAS] [WORK_MS]     (defaults: 4 sagas, 200 ms of work each)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
-run cargo build --quiet --locked -p ddb-lock --example contention
+run cargo build --quiet --locked -p ddb-lock-lambda --bin bootstrap -p ddb-lock-tests --bin lambda-demo
+target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 start_endpoint
-run cargo run --quiet --locked -p ddb-lock --example contention -- "$@"
+run "$target/debug/lambda-demo" "$target/debug/bootstrap" "$@"
