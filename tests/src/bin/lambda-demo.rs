@@ -44,8 +44,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| FunctionProcess::spawn(&bootstrap, &api, &endpoint(), TABLE, &[]))
         .collect();
     api.wait_for_polls(sagas).await;
+    let ready = spawned.elapsed();
+    api.invoke(&json!({"op": "status", "resource": "demo/warm-up"}))
+        .await
+        .response();
     println!(
-        "{sagas} Lambda instances of {bootstrap} ready (process start to first poll) in {} ms",
+        "{sagas} Lambda instances of {bootstrap}: ready {} ms after start, first invocation \
+         answered {} ms after start (cold start)",
+        ready.as_millis(),
         spawned.elapsed().as_millis()
     );
 
