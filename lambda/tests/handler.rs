@@ -39,6 +39,12 @@ async fn invoke(handler: &Handler, event: Value) -> Result<Value, HandlerError> 
         .await
 }
 
+/// Takes the free lock on `resource` for `owner` through the handler.
+async fn take(handler: &Handler, resource: &str, owner: &str) -> Value {
+    let event = json!({"op": "try_acquire", "resource": resource, "owner": owner});
+    invoke(handler, event).await.expect("the lock was free")
+}
+
 fn error_name(result: Result<Value, HandlerError>) -> &'static str {
     match result {
         Err(err) => err.name(),
@@ -107,12 +113,7 @@ async fn a_retried_acquire_by_the_same_owner_returns_the_same_lock() {
 async fn try_acquire_on_a_held_lock_is_lock_held_naming_the_holder() {
     let handler = handler().await;
     let resource = unique("h-held");
-    invoke(
-        &handler,
-        json!({"op": "try_acquire", "resource": resource, "owner": "first"}),
-    )
-    .await
-    .unwrap();
+    take(&handler, &resource, "first").await;
     let err = invoke(
         &handler,
         json!({"op": "try_acquire", "resource": resource, "owner": "second"}),
@@ -131,12 +132,7 @@ async fn try_acquire_on_a_held_lock_is_lock_held_naming_the_holder() {
 async fn acquire_of_a_held_lock_times_out_as_lock_timeout() {
     let handler = handler().await;
     let resource = unique("h-timeout");
-    invoke(
-        &handler,
-        json!({"op": "try_acquire", "resource": resource, "owner": "first"}),
-    )
-    .await
-    .unwrap();
+    take(&handler, &resource, "first").await;
     let err = invoke(
         &handler,
         json!({"op": "acquire", "resource": resource, "owner": "second",
@@ -189,12 +185,7 @@ async fn a_deadline_in_the_past_is_clamped_not_fatal() {
 async fn release_of_a_lock_already_gone_succeeds_with_released_false() {
     let handler = handler().await;
     let resource = unique("h-gone");
-    let lock = invoke(
-        &handler,
-        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
-    )
-    .await
-    .unwrap();
+    let lock = take(&handler, &resource, "o").await;
     let release = json!({"op": "release", "resource": resource, "owner": "o",
         "lock_id": lock["lock_id"]});
     invoke(&handler, release.clone()).await.unwrap();
@@ -207,12 +198,7 @@ async fn release_of_a_lock_already_gone_succeeds_with_released_false() {
 async fn release_by_another_owner_is_lock_ownership_mismatch_and_keeps_the_lock() {
     let handler = handler().await;
     let resource = unique("h-mismatch");
-    let lock = invoke(
-        &handler,
-        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
-    )
-    .await
-    .unwrap();
+    let lock = take(&handler, &resource, "o").await;
     let err = invoke(
         &handler,
         json!({"op": "release", "resource": resource, "owner": "intruder",
@@ -296,12 +282,7 @@ async fn status_reports_holder_remaining_time_and_data() {
 async fn force_release_is_refused_unless_the_deployment_enables_it() {
     let resource = unique("h-force");
     let disabled = handler().await;
-    invoke(
-        &disabled,
-        json!({"op": "try_acquire", "resource": resource, "owner": "stuck"}),
-    )
-    .await
-    .unwrap();
+    take(&disabled, &resource, "stuck").await;
     let force = json!({"op": "force_release", "resource": resource});
     assert_eq!(
         error_name(invoke(&disabled, force.clone()).await),
@@ -381,12 +362,7 @@ async fn a_failing_backend_is_backend_unavailable() {
 async fn malformed_events_are_invalid_request_naming_the_field_and_change_nothing() {
     let handler = handler().await;
     let resource = unique("h-invalid");
-    let lock = invoke(
-        &handler,
-        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
-    )
-    .await
-    .unwrap();
+    let lock = take(&handler, &resource, "o").await;
     let before = raw_item(&resource).await.unwrap();
     let huge = "x".repeat(5000);
     let cases = [
