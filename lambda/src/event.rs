@@ -28,6 +28,15 @@ pub enum Request {
     },
     /// Release a held lock.
     Release(HeldLock),
+    /// Release the lock an ended Step Functions execution holds on the resource named in its
+    /// input, whatever the lock id (sent by an EventBridge rule on failed, timed-out or aborted
+    /// executions).
+    ReleaseExecution {
+        /// The resource, read from the execution's input.
+        resource: String,
+        /// The execution ARN, the lock's owner.
+        owner: String,
+    },
     /// Extend a held lock.
     Extend {
         /// The lock.
@@ -93,13 +102,17 @@ impl RequestError {
 }
 
 /// The operations, and the fields each accepts besides `op`.
-const OPS: [(&str, &[&str]); 7] = [
+const OPS: [(&str, &[&str]); 8] = [
     (
         "acquire",
         &["resource", "owner", "lease_ms", "wait_ms", "data"],
     ),
     ("try_acquire", &["resource", "owner", "lease_ms", "data"]),
     ("release", &["resource", "owner", "lock_id"]),
+    (
+        "release_execution",
+        &["owner", "execution_input", "resource_field"],
+    ),
     ("extend", &["resource", "owner", "lock_id", "lease_ms"]),
     ("status", &["resource"]),
     ("force_release", &["resource"]),
@@ -177,6 +190,10 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
             lock: event.new_lock()?,
         },
         "release" => Request::Release(event.held_lock()?),
+        "release_execution" => Request::ReleaseExecution {
+            resource: event.execution_resource()?,
+            owner: event.string("owner")?,
+        },
         "extend" => Request::Extend {
             lock: event.held_lock()?,
             lease: event.millis("lease_ms")?,
@@ -239,6 +256,26 @@ impl Fields<'_> {
         })
     }
 
+    /// The resource named by `resource_field` inside `execution_input`, the execution's input
+    /// as Step Functions reports it: a JSON document in a string.
+    fn execution_resource(&self) -> Result<String, RequestError> {
+        let field = self.string("resource_field")?;
+        let input: Value = serde_json::from_str(&self.string("execution_input")?).map_err(|e| {
+            RequestError::new("execution_input", format!("is not a JSON document: {e}"))
+        })?;
+        match input.get(&field) {
+            Some(Value::String(resource)) => Ok(resource.clone()),
+            Some(other) => Err(RequestError::new(
+                "execution_input",
+                format!("field `{field}` must be a string, not {}", kind(other)),
+            )),
+            None => Err(RequestError::new(
+                "execution_input",
+                format!("has no field `{field}` (named by resource_field)"),
+            )),
+        }
+    }
+
     fn held_lock(&self) -> Result<HeldLock, RequestError> {
         let lock_id = self.string("lock_id")?;
         Ok(HeldLock {
@@ -299,6 +336,8 @@ mod tests {
         for event in [
             json!({"op": "try_acquire", "resource": "r", "owner": "o"}),
             json!({"op": "release", "resource": "r", "owner": "o", "lock_id": id}),
+            json!({"op": "release_execution", "owner": "arn", "resource_field": "invoiceId",
+                "execution_input": r#"{"invoiceId": "r"}"#}),
             json!({"op": "extend", "resource": "r", "owner": "o", "lock_id": id, "lease_ms": 10}),
             json!({"op": "status", "resource": "r"}),
             json!({"op": "force_release", "resource": "r"}),

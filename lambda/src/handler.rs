@@ -166,28 +166,14 @@ impl Handler {
             }
             Request::Release(lock) => {
                 *attempts = 1;
-                let handle = handle(&lock);
-                let (released, reason) = match self.client.release(&handle).await? {
-                    ReleaseOutcome::Released => (true, None),
-                    ReleaseOutcome::NotFound => {
-                        (false, Some("not_found: already released, or expired"))
-                    }
-                    ReleaseOutcome::NotOwner { holder } => {
-                        return Err(HandlerError::OwnershipMismatch {
-                            resource: lock.resource,
-                            owner: lock.owner,
-                            holder,
-                        })
-                    }
-                };
-                let answer = ReleaseResponse {
-                    resource: lock.resource,
-                    owner: lock.owner,
-                    lock_id: lock.lock_id.to_string(),
-                    released,
-                    reason,
-                };
-                Done::new(answer, if released { "released" } else { "not_found" }, 1)
+                let outcome = self.client.release(&handle(&lock)).await?;
+                let lock_id = Some(lock.lock_id.to_string());
+                release_answer(lock.resource, lock.owner, lock_id, outcome)
+            }
+            Request::ReleaseExecution { resource, owner } => {
+                *attempts = 1;
+                let outcome = self.client.release_owned(&resource, &owner).await?;
+                release_answer(resource, owner, None, outcome)
             }
             Request::Extend { lock, lease } => {
                 *attempts = 1;
@@ -254,6 +240,35 @@ impl Handler {
             }
         }
     }
+}
+
+/// The answer to a release: gone already is a success with `released: false` (safe for saga
+/// compensation); held by someone else is an error.
+fn release_answer(
+    resource: String,
+    owner: String,
+    lock_id: Option<String>,
+    outcome: ReleaseOutcome,
+) -> Result<Done, HandlerError> {
+    let (released, reason) = match outcome {
+        ReleaseOutcome::Released => (true, None),
+        ReleaseOutcome::NotFound => (false, Some("not_found: already released, or expired")),
+        ReleaseOutcome::NotOwner { holder } => {
+            return Err(HandlerError::OwnershipMismatch {
+                resource,
+                owner,
+                holder,
+            })
+        }
+    };
+    let answer = ReleaseResponse {
+        resource,
+        owner,
+        lock_id,
+        released,
+        reason,
+    };
+    Done::new(answer, if released { "released" } else { "not_found" }, 1)
 }
 
 /// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an

@@ -48,8 +48,9 @@ pub struct ReleaseResponse {
     pub resource: String,
     /// The owner given.
     pub owner: String,
-    /// The lock id given.
-    pub lock_id: String,
+    /// The lock id given (absent for `release_execution`, which releases by owner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_id: Option<String>,
     /// Whether this call deleted the lock.
     pub released: bool,
     /// Why not, when `released` is false.

@@ -506,3 +506,32 @@ async fn a_body_that_is_not_json_is_invalid_request_on_the_event() {
         other => panic!("expected InvalidRequest, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn release_execution_frees_the_lock_an_ended_execution_held() {
+    let handler = handler().await;
+    let resource = unique("h-execution");
+    let execution = "arn:aws:states:us-east-1:000000000000:execution:saga:run-1";
+    take(&handler, &resource, execution).await;
+    // What the EventBridge rule sends for a failed, timed-out or aborted execution.
+    let event = |owner: &str| {
+        json!({"op": "release_execution", "owner": owner, "resource_field": "invoiceId",
+            "execution_input": json!({"invoiceId": resource, "amount": 12}).to_string()})
+    };
+    let other = invoke(
+        &handler,
+        event("arn:aws:states:us-east-1:000000000000:execution:saga:run-2"),
+    )
+    .await;
+    assert_eq!(error_name(other), name::LOCK_OWNERSHIP_MISMATCH);
+    let answer = invoke(&handler, event(execution)).await.unwrap();
+    assert_eq!(answer["released"], true, "{answer}");
+    assert!(raw_item(&resource).await.is_none());
+
+    let no_field = json!({"op": "release_execution", "owner": execution,
+        "resource_field": "orderId", "execution_input": "{\"invoiceId\": \"x\"}"});
+    match invoke(&handler, no_field).await {
+        Err(HandlerError::InvalidRequest(invalid)) => assert_eq!(invalid.field, "execution_input"),
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}

@@ -286,30 +286,76 @@ impl LockClient {
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
         let handle = lock.as_ref();
         self.check_handle(handle)?;
+        self.delete_lock(handle.resource(), handle.owner(), Some(handle.lock_id()))
+            .await
+    }
+
+    /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
+    /// conditioned on `Owner` alone. For cleaning up after an owner that can no longer release
+    /// with its lock id, such as a Step Functions execution that failed, timed out or was
+    /// aborted. Safe only where owner names are unique per holder (execution ARNs are).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// let execution = "arn:aws:states:eu-west-1:123456789012:execution:checkout:7b1e";
+    /// client.release_owned("invoice/2026-0042", execution).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_owned(
+        &self,
+        resource: &str,
+        owner: &str,
+    ) -> Result<ReleaseOutcome, Error> {
+        limits::resource(resource, &self.settings.key_prefix)?;
+        limits::owner(owner)?;
+        self.delete_lock(resource, owner, None).await
+    }
+
+    /// The DeleteItem of release (`lock_id` given) and release_owned (owner only).
+    async fn delete_lock(
+        &self,
+        resource: &str,
+        owner: &str,
+        lock_id: Option<LockId>,
+    ) -> Result<ReleaseOutcome, Error> {
+        let condition = match lock_id {
+            Some(_) => item::RELEASE_CONDITION,
+            None => item::RELEASE_OWNED_CONDITION,
+        };
         let result = self
             .dynamodb()
             .delete_item()
             .table_name(self.table_name())
-            .set_key(Some(self.key(handle.resource())))
-            .condition_expression(item::RELEASE_CONDITION)
-            .set_expression_attribute_names(Some(item::names_for(&[item::RELEASE_CONDITION])))
-            .expression_attribute_values(":lock_id", s(handle.lock_id().to_string()))
-            .expression_attribute_values(":owner", s(handle.owner()))
+            .set_key(Some(self.key(resource)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(item::names_for(&[condition])))
+            .set_expression_attribute_values(Some(
+                [
+                    (":owner", Some(s(owner))),
+                    (":lock_id", lock_id.map(|id| s(id.to_string()))),
+                ]
+                .into_iter()
+                .filter_map(|(name, value)| Some((name.to_owned(), value?)))
+                .collect(),
+            ))
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         let now = self.now();
+        let lock_id = lock_id.map(|id| id.short());
         match result {
             Ok(out) => {
                 let held = out
                     .attributes()
-                    .and_then(|old| item::decode(handle.resource(), old).ok())
+                    .and_then(|old| item::decode(resource, old).ok())
                     .map(|record| {
                         if !record.holder.is_live_at(now) {
                             warn!(
-                                resource = handle.resource(),
-                                owner = handle.owner(),
+                                resource,
+                                owner,
                                 expired_at = %timestamp::format(record.holder.expires_at),
                                 "released a lock whose lease had already ended"
                             );
@@ -317,9 +363,9 @@ impl LockClient {
                         elapsed(record.holder.acquired_at, now)
                     });
                 info!(
-                    resource = handle.resource(),
-                    owner = handle.owner(),
-                    lock_id = %handle.lock_id().short(),
+                    resource,
+                    owner,
+                    lock_id,
                     held_ms = held.map(millis),
                     "lock released"
                 );
@@ -327,18 +373,13 @@ impl LockClient {
             }
             Err(err) => match err.as_service_error() {
                 Some(DeleteItemError::ConditionalCheckFailedException(failed)) => {
-                    let outcome = match self.record(handle.resource(), failed.item())? {
+                    let outcome = match self.record(resource, failed.item())? {
                         Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
                             holder: record.holder,
                         },
                         _ => ReleaseOutcome::NotFound,
                     };
-                    info!(
-                        resource = handle.resource(),
-                        owner = handle.owner(),
-                        ?outcome,
-                        "lock not released"
-                    );
+                    info!(resource, owner, ?outcome, "lock not released");
                     Ok(outcome)
                 }
                 _ => Err(Error::backend("DeleteItem", err)),

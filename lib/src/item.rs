@@ -37,6 +37,8 @@ pub const DATA: &str = "Data";
 pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
 /// Release (DeleteItem) succeeds only for the same acquisition and owner.
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
+/// Release by owner alone (DeleteItem), for owners that lost their lock id.
+pub(crate) const RELEASE_OWNED_CONDITION: &str = "#owner = :owner";
 /// Extend (UpdateItem) moves the lease end and the TTL…
 pub(crate) const EXTEND_UPDATE: &str = "SET #expires_at = :expires_at, #ttl = :ttl";
 /// …only for the same acquisition and owner, while the lease still stands.
@@ -223,6 +225,7 @@ mod tests {
         for expr in [
             ACQUIRE_CONDITION,
             RELEASE_CONDITION,
+            RELEASE_OWNED_CONDITION,
             EXTEND_UPDATE,
             EXTEND_CONDITION,
         ] {

@@ -274,3 +274,34 @@ async fn force_release_removes_anyones_lock_and_says_whose() {
         .unwrap()
         .is_some());
 }
+
+#[tokio::test]
+async fn release_owned_releases_the_owners_lock_whatever_its_id_and_no_one_elses() {
+    let client = lock_client().await;
+    let resource = unique("release-owned");
+    hold(&client, &resource, "execution-7", LEASE).await;
+    match client
+        .release_owned(&resource, "execution-8")
+        .await
+        .unwrap()
+    {
+        ReleaseOutcome::NotOwner { holder } => assert_eq!(holder.owner, "execution-7"),
+        other => panic!("another owner's lock must be kept, got {other:?}"),
+    }
+    assert!(raw_item(&resource).await.is_some());
+    assert_eq!(
+        client
+            .release_owned(&resource, "execution-7")
+            .await
+            .unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(raw_item(&resource).await.is_none());
+    assert_eq!(
+        client
+            .release_owned(&resource, "execution-7")
+            .await
+            .unwrap(),
+        ReleaseOutcome::NotFound
+    );
+}
