@@ -19,6 +19,9 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 run cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "deployment checks (scripts/check-infra.sh)"
+run scripts/check-infra.sh
+
 step "local DynamoDB endpoint"
 start_endpoint
 echo "using $DYNAMODB_ENDPOINT"

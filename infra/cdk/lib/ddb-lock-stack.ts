@@ -1,0 +1,145 @@
+// The ddb-lock stack: lock table, lock function, optional force-release function and scheduled
+// cleanup, and the example saga whose locks are released when an execution fails, times out or
+// is aborted. Mirrors infra/sam/template.yaml; the saga definition is the same ASL file.
+import * as fs from 'fs';
+import * as path from 'path';
+import * as cdk from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { Construct } from 'constructs';
+
+/** The repository root, where the Cargo workspace is. */
+const REPO_ROOT = path.join(__dirname, '..', '..', '..');
+
+/** Every DynamoDB action a lock function needs: one item at a time, on the lock table only. */
+export const LOCK_ACTIONS = [
+  'dynamodb:GetItem',
+  'dynamodb:PutItem',
+  'dynamodb:UpdateItem',
+  'dynamodb:DeleteItem',
+];
+
+export interface DdbLockStackProps extends cdk.StackProps {
+  /** Protect the lock table from deletion. Default true. */
+  readonly deletionProtection?: boolean;
+  /** Deploy a second, separately permissioned function that accepts force_release. Default false. */
+  readonly enableForceRelease?: boolean;
+  /** Delete long-expired lock items on this schedule (grants dynamodb:Scan). Default: off. */
+  readonly cleanupSchedule?: events.Schedule;
+  /** Lease when an event gives no lease_ms. Default 30 s. */
+  readonly defaultLease?: cdk.Duration;
+  /** Wait of acquire when an event gives no wait_ms. Default 10 s. */
+  readonly defaultWait?: cdk.Duration;
+  /** The field of the saga's execution input that names the locked resource. Default invoiceId. */
+  readonly sagaResourceField?: string;
+}
+
+export class DdbLockStack extends cdk.Stack {
+  readonly table: dynamodb.Table;
+  readonly lockFunction: lambda.Function;
+  readonly saga: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: DdbLockStackProps = {}) {
+    super(scope, id, props);
+
+    this.table = new dynamodb.Table(this, 'LockTable', {
+      partitionKey: { name: 'PK', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'SK', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: 'TTL',
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: props.deletionProtection ?? true,
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      removalPolicy: cdk.RemovalPolicy.DESTROY,
+    });
+
+    this.lockFunction = this.rustFunction('LockFunction', {
+      DDB_LOCK_DEFAULT_LEASE_MS: String((props.defaultLease ?? cdk.Duration.seconds(30)).toMilliseconds()),
+      DDB_LOCK_DEFAULT_WAIT_MS: String((props.defaultWait ?? cdk.Duration.seconds(10)).toMilliseconds()),
+      DDB_LOCK_ALLOW_FORCE_RELEASE: 'false',
+    });
+    this.grant(this.lockFunction, 'LockItems', LOCK_ACTIONS);
+
+    if (props.enableForceRelease) {
+      const admin = this.rustFunction('ForceReleaseFunction', { DDB_LOCK_ALLOW_FORCE_RELEASE: 'true' });
+      this.grant(admin, 'ForceRelease', ['dynamodb:GetItem', 'dynamodb:DeleteItem']);
+    }
+
+    if (props.cleanupSchedule) {
+      this.grant(this.lockFunction, 'CleanupScan', ['dynamodb:Scan']);
+      new events.Rule(this, 'CleanupRule', {
+        description: 'Deletes lock items whose lease ended long ago.',
+        schedule: props.cleanupSchedule,
+        targets: [
+          new targets.LambdaFunction(this.lockFunction, {
+            event: events.RuleTargetInput.fromObject({ op: 'cleanup' }),
+          }),
+        ],
+      });
+    }
+
+    this.saga = new sfn.StateMachine(this, 'SagaStateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      // Inline, so that the definition is part of the template rather than a separate asset.
+      definitionBody: sfn.DefinitionBody.fromString(
+        fs.readFileSync(path.join(REPO_ROOT, 'infra', 'statemachine', 'saga.asl.json'), 'utf8'),
+      ),
+      definitionSubstitutions: { LockFunctionArn: this.lockFunction.functionArn },
+    });
+    this.lockFunction.grantInvoke(this.saga);
+
+    new events.Rule(this, 'ReleaseOnExecutionEndRule', {
+      description: 'Releases the lock of a saga execution that failed, timed out or was aborted.',
+      eventPattern: {
+        source: ['aws.states'],
+        detailType: ['Step Functions Execution Status Change'],
+        detail: {
+          status: ['FAILED', 'TIMED_OUT', 'ABORTED'],
+          stateMachineArn: [this.saga.stateMachineArn],
+        },
+      },
+      targets: [
+        new targets.LambdaFunction(this.lockFunction, {
+          retryAttempts: 20,
+          maxEventAge: cdk.Duration.hours(1),
+          event: events.RuleTargetInput.fromObject({
+            op: 'release_execution',
+            owner: events.EventField.fromPath('$.detail.executionArn'),
+            execution_input: events.EventField.fromPath('$.detail.input'),
+            resource_field: props.sagaResourceField ?? 'invoiceId',
+          }),
+        }),
+      ],
+    });
+
+    new cdk.CfnOutput(this, 'LockTableName', { value: this.table.tableName });
+    new cdk.CfnOutput(this, 'LockFunctionArn', { value: this.lockFunction.functionArn });
+    new cdk.CfnOutput(this, 'SagaStateMachineArn', { value: this.saga.stateMachineArn });
+  }
+
+  /** The lock function binary, built by cargo-lambda for arm64. */
+  private rustFunction(id: string, environment: Record<string, string>): lambda.Function {
+    return new RustFunction(this, id, {
+      manifestPath: path.join(REPO_ROOT, 'lambda', 'Cargo.toml'),
+      binaryName: 'bootstrap',
+      runtime: 'provided.al2023',
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: 256,
+      timeout: cdk.Duration.seconds(30),
+      loggingFormat: lambda.LoggingFormat.JSON,
+      environment: { DDB_LOCK_TABLE: this.table.tableName, ...environment },
+    });
+  }
+
+  /** Grants `actions` on the lock table, and nothing else, to `fn`'s role. */
+  private grant(fn: lambda.Function, sid: string, actions: string[]): void {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ sid, effect: iam.Effect.ALLOW, actions, resources: [this.table.tableArn] }),
+    );
+  }
+}
