@@ -2,17 +2,16 @@
 
 use crate::config::Config;
 use crate::error::HandlerError;
-use crate::event::{self, HeldLock, NewLock, Request, RequestError};
+use crate::event::{self, HeldLock, NewLock, Request};
 use crate::metrics::{emf_line, OperationMetrics};
 use crate::response::{
-    CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, StatusResponse,
+    CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, Response, StatusResponse,
 };
 use ddb_lock::{
     AcquireAttempt, AcquireOptions, ExtendOutcome, LockClient, LockHandle, LockStatus,
     ReleaseOutcome,
 };
 use lambda_runtime::LambdaEvent;
-use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,7 +36,7 @@ type MetricsWriter = Arc<dyn Fn(String) + Send + Sync>;
 /// let handler = Handler::new(config.lock_client(aws_sdk_dynamodb::Client::new(&aws))?, config);
 /// let event = json!({"op": "try_acquire", "resource": "orders/42", "owner": "exec-1"});
 /// let answer = handler.handle(LambdaEvent::new(event, Context::default())).await?;
-/// println!("{answer}");
+/// println!("{answer:?}");
 /// # Ok(()) }
 /// ```
 pub struct Handler {
@@ -46,26 +45,18 @@ pub struct Handler {
     metrics: MetricsWriter,
 }
 
-/// The result of one operation: the answer, its outcome label, and the writes it made.
+/// The result of one operation: the answer and its outcome label for metrics.
 struct Done {
-    answer: Value,
+    answer: Response,
     outcome: &'static str,
-    attempts: u32,
 }
 
 impl Done {
-    fn new(
-        answer: impl Serialize,
-        outcome: &'static str,
-        attempts: u32,
-    ) -> Result<Done, HandlerError> {
-        let answer = serde_json::to_value(answer)
-            .map_err(|e| HandlerError::InvalidRequest(RequestError::new("event", e.to_string())))?;
-        Ok(Done {
-            answer,
+    fn new(answer: impl Into<Response>, outcome: &'static str) -> Done {
+        Done {
+            answer: answer.into(),
             outcome,
-            attempts,
-        })
+        }
     }
 }
 
@@ -86,7 +77,7 @@ impl Handler {
     }
 
     /// Handles one invocation.
-    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, HandlerError> {
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Response, HandlerError> {
         let started = Instant::now();
         let (payload, context) = event.into_parts();
         let operation = payload
@@ -114,7 +105,7 @@ impl Handler {
             operation,
             outcome: outcome.to_owned(),
             wait_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            attempts: result.as_ref().map_or(attempts, |done| done.attempts),
+            attempts,
             resource,
         };
         (self.metrics)(emf_line(&self.config.metrics_namespace, now_ms(), &metrics));
@@ -145,7 +136,7 @@ impl Handler {
                 answer.waited_ms =
                     Some(u64::try_from(stats.waited.as_millis()).unwrap_or(u64::MAX));
                 answer.attempts = Some(stats.attempts);
-                Done::new(answer, "acquired", stats.attempts)
+                Ok(Done::new(answer, "acquired"))
             }
             Request::TryAcquire { lock } => {
                 *attempts = 1;
@@ -156,7 +147,7 @@ impl Handler {
                     .await?
                 {
                     AcquireAttempt::Acquired(acquired) => {
-                        Done::new(LockResponse::new(&acquired), "acquired", 1)
+                        Ok(Done::new(LockResponse::new(&acquired), "acquired"))
                     }
                     AcquireAttempt::Held(holder) => Err(HandlerError::Held {
                         resource: lock.resource,
@@ -180,7 +171,7 @@ impl Handler {
                 let lease = lease.unwrap_or(self.config.default_lease);
                 match self.client.extend(&handle(&lock), lease).await? {
                     ExtendOutcome::Extended(extended) => {
-                        Done::new(LockResponse::new(&extended), "extended", 1)
+                        Ok(Done::new(LockResponse::new(&extended), "extended"))
                     }
                     ExtendOutcome::NotFound => Err(HandlerError::NotFound {
                         resource: lock.resource,
@@ -198,12 +189,11 @@ impl Handler {
                 }
             }
             Request::Status { resource } => match self.client.status(&resource).await? {
-                LockStatus::Free => Done::new(StatusResponse::free(&resource), "free", 0),
-                LockStatus::Held { holder, remaining } => Done::new(
+                LockStatus::Free => Ok(Done::new(StatusResponse::free(&resource), "free")),
+                LockStatus::Held { holder, remaining } => Ok(Done::new(
                     StatusResponse::held(&resource, holder, remaining),
                     "held",
-                    0,
-                ),
+                )),
             },
             Request::ForceRelease { resource } => {
                 if !self.config.allow_force_release {
@@ -221,7 +211,7 @@ impl Handler {
                     released: removed.is_some(),
                     previous_owner: removed.map(|holder| holder.owner),
                 };
-                Done::new(answer, outcome, 1)
+                Ok(Done::new(answer, outcome))
             }
             Request::Cleanup => {
                 let report = self
@@ -232,11 +222,7 @@ impl Handler {
                     )
                     .await?;
                 *attempts = report.deleted + report.skipped;
-                Done::new(
-                    CleanupResponse::from(report),
-                    "cleaned",
-                    report.deleted + report.skipped,
-                )
+                Ok(Done::new(CleanupResponse::from(report), "cleaned"))
             }
         }
     }
@@ -268,7 +254,10 @@ fn release_answer(
         released,
         reason,
     };
-    Done::new(answer, if released { "released" } else { "not_found" }, 1)
+    Ok(Done::new(
+        answer,
+        if released { "released" } else { "not_found" },
+    ))
 }
 
 /// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an

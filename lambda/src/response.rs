@@ -148,3 +148,49 @@ impl From<CleanupReport> for CleanupResponse {
         }
     }
 }
+
+/// Any answer of the function, serialized as the shape of its operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// `acquire`, `try_acquire`, `extend`.
+    Lock(LockResponse),
+    /// `release`, `release_execution`.
+    Release(ReleaseResponse),
+    /// `status`.
+    Status(StatusResponse),
+    /// `force_release`.
+    ForceRelease(ForceReleaseResponse),
+    /// `cleanup`.
+    Cleanup(CleanupResponse),
+}
+
+impl From<LockResponse> for Response {
+    fn from(r: LockResponse) -> Self {
+        Response::Lock(r)
+    }
+}
+
+impl From<ReleaseResponse> for Response {
+    fn from(r: ReleaseResponse) -> Self {
+        Response::Release(r)
+    }
+}
+
+impl From<StatusResponse> for Response {
+    fn from(r: StatusResponse) -> Self {
+        Response::Status(r)
+    }
+}
+
+impl From<ForceReleaseResponse> for Response {
+    fn from(r: ForceReleaseResponse) -> Self {
+        Response::ForceRelease(r)
+    }
+}
+
+impl From<CleanupResponse> for Response {
+    fn from(r: CleanupResponse) -> Self {
+        Response::Cleanup(r)
+    }
+}

@@ -34,9 +34,17 @@ async fn handler() -> Handler {
 }
 
 async fn invoke(handler: &Handler, event: Value) -> Result<Value, HandlerError> {
-    handler
-        .handle(LambdaEvent::new(event, Context::default()))
-        .await
+    invoke_with(handler, event, Context::default()).await
+}
+
+/// Invokes the handler; the answer as the runtime serializes it.
+async fn invoke_with(
+    handler: &Handler,
+    event: Value,
+    context: Context,
+) -> Result<Value, HandlerError> {
+    let answer = handler.handle(LambdaEvent::new(event, context)).await?;
+    Ok(serde_json::to_value(answer).expect("answers serialize"))
 }
 
 /// Takes the free lock on `resource` for `owner` through the handler.
@@ -159,7 +167,7 @@ async fn the_wait_ends_before_the_invocation_deadline() {
     let mut context = Context::default();
     context.deadline = now_ms() + 1500;
     let event = json!({"op": "acquire", "resource": resource, "owner": "second", "wait_ms": 60000});
-    let result = handler.handle(LambdaEvent::new(event, context)).await;
+    let result = invoke_with(&handler, event, context).await;
     assert_eq!(
         error_name(result),
         name::LOCK_TIMEOUT,
@@ -174,10 +182,7 @@ async fn a_deadline_in_the_past_is_clamped_not_fatal() {
     context.deadline = 1_000; // what local emulators send
     let event =
         json!({"op": "acquire", "resource": unique("h-past"), "owner": "o", "wait_ms": 1000});
-    let answer = handler
-        .handle(LambdaEvent::new(event, context))
-        .await
-        .unwrap();
+    let answer = invoke_with(&handler, event, context).await.unwrap();
     assert_eq!(answer["attempts"], 1);
 }
 
