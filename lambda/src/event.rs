@@ -232,8 +232,8 @@ impl Fields<'_> {
                         format!("must be a whole number of milliseconds, not {n}"),
                     )
                 })?;
-                duration_from_millis(field, ms).map(Some).map_err(|e| {
-                    RequestError::new(field, e.to_string().replacen(&format!("`{field}` "), "", 1))
+                duration_from_millis(field, ms).map(Some).map_err(|_| {
+                    RequestError::new(field, format!("is {ms} ms; durations cannot be negative"))
                 })
             }
             Some(other) => Err(RequestError::new(

@@ -257,10 +257,7 @@ impl LockClient {
                 });
             }
             // The condition is `ExpiresAt < :now`, so the lock frees one millisecond after ExpiresAt.
-            let until_free = (holder.expires_at - self.now())
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-                + Duration::from_millis(1);
+            let until_free = span(self.now(), holder.expires_at) + Duration::from_millis(1);
             let delay = backoff.next_delay().min(until_free).min(deadline - now);
             debug!(resource, holder = %holder.owner, delay_ms = millis(delay), "lock held; backing off");
             tokio::time::sleep(delay).await;
@@ -360,7 +357,7 @@ impl LockClient {
                                 "released a lock whose lease had already ended"
                             );
                         }
-                        elapsed(record.holder.acquired_at, now)
+                        span(record.holder.acquired_at, now)
                     });
                 info!(
                     resource,
@@ -455,7 +452,7 @@ impl LockClient {
                     owner = handle.owner(),
                     lock_id = %handle.lock_id().short(),
                     lease_ms = millis(lease),
-                    held_ms = millis(elapsed(lock.acquired_at(), now)),
+                    held_ms = millis(span(lock.acquired_at(), now)),
                     "lock extended"
                 );
                 Ok(ExtendOutcome::Extended(lock))
@@ -517,9 +514,7 @@ impl LockClient {
         let now = self.now();
         Ok(match self.record(resource, out.item())? {
             Some(record) if record.holder.is_live_at(now) => LockStatus::Held {
-                remaining: (record.holder.expires_at - now)
-                    .to_std()
-                    .unwrap_or(Duration::ZERO),
+                remaining: span(now, record.holder.expires_at),
                 holder: record.holder,
             },
             _ => LockStatus::Free,
@@ -700,8 +695,9 @@ fn after(t: DateTime<Utc>, d: Duration, field: &'static str) -> Result<DateTime<
         })
 }
 
-fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
-    (now - since).to_std().unwrap_or(Duration::ZERO)
+/// The time from `from` to `to`, zero if `to` is not later.
+fn span(from: DateTime<Utc>, to: DateTime<Utc>) -> Duration {
+    (to - from).to_std().unwrap_or(Duration::ZERO)
 }
 
 fn millis(d: Duration) -> u64 {
@@ -715,7 +711,7 @@ fn log_acquired(lock: &Lock, waited: Duration, attempts: u32) {
         lock_id = %lock.lock_id().short(),
         waited_ms = millis(waited),
         attempts,
-        lease_ms = millis(elapsed(lock.acquired_at(), lock.expires_at())),
+        lease_ms = millis(span(lock.acquired_at(), lock.expires_at())),
         "lock acquired"
     );
 }
