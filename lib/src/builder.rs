@@ -5,6 +5,7 @@ use crate::client::{LockClient, Settings};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, InvalidInput};
 use crate::limits::{self, MIN_LEASE};
+use crate::takeover::TakeoverRule;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,7 @@ pub struct LockClientBuilder {
     backoff: BackoffBounds,
     ttl_grace: Duration,
     clock: Arc<dyn Clock>,
+    takeover: TakeoverRule,
 }
 
 impl LockClientBuilder {
@@ -62,6 +64,7 @@ impl LockClientBuilder {
             backoff: BackoffBounds::default(),
             ttl_grace: Self::DEFAULT_TTL_GRACE,
             clock: Arc::new(SystemClock),
+            takeover: TakeoverRule::WallClock,
         }
     }
 
@@ -115,6 +118,14 @@ impl LockClientBuilder {
         self
     }
 
+    /// How this client decides that a lock someone else wrote may be taken over: by comparing
+    /// `ExpiresAt` with its clock (the default), or by seeing the item's version unchanged for a
+    /// whole lease, immune to clock skew. See [`TakeoverRule`].
+    pub fn takeover(mut self, rule: TakeoverRule) -> Self {
+        self.takeover = rule;
+        self
+    }
+
     /// Validates the settings and builds the client. Sends no request: call
     /// [`LockClient::check_table`] or [`LockClient::create_table`] to verify the table.
     pub fn build(self) -> Result<LockClient, Error> {
@@ -149,6 +160,9 @@ impl LockClientBuilder {
             backoff: self.backoff,
             ttl_grace: self.ttl_grace,
             clock: self.clock,
+            takeover: self.takeover,
+            observations: Default::default(),
+            token_offset: Default::default(),
         }))
     }
 }

@@ -11,17 +11,28 @@ use crate::backoff::{Backoff, BackoffBounds};
 use crate::builder::LockClientBuilder;
 use crate::clock::Clock;
 use crate::error::{Error, InvalidInput};
-use crate::item::{self, Item, Record};
+use crate::fencing::FencingToken;
+use crate::item::{self, Item, Record, Written};
 use crate::limits::{self, MIN_LEASE};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
 use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+use crate::takeover::{Observations, TakeoverRule};
 use crate::timestamp;
+use crate::transmissions::Transmissions;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -62,6 +73,12 @@ pub(crate) struct Settings {
     pub(crate) backoff: BackoffBounds,
     pub(crate) ttl_grace: Duration,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) takeover: TakeoverRule,
+    pub(crate) observations: Observations,
+    /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
+    /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
+    /// logical clock).
+    pub(crate) token_offset: AtomicU64,
 }
 
 /// A validated acquisition request.
@@ -70,8 +87,33 @@ struct Request<'a> {
     owner: &'a str,
     lease: Duration,
     idempotent: bool,
+    fencing: bool,
     data: Option<&'a [u8]>,
 }
+
+/// The outcome of one acquisition attempt.
+enum Attempt {
+    Acquired(Lock),
+    /// Someone else holds the lock; this client's rule lets it try again at `retry_at`.
+    Held {
+        holder: Holder,
+        retry_at: Instant,
+    },
+    /// A concurrent write to the same items cancelled a fenced acquisition's transaction.
+    Conflict,
+}
+
+/// What a lock-item update changes besides the lease.
+#[derive(Clone, Copy)]
+enum DataChange<'a> {
+    Keep,
+    Replace(&'a [u8]),
+    Remove,
+}
+
+/// How many times a fenced acquisition re-reads a fence token that moved under it, or retries a
+/// transaction cancelled by a conflict, within one attempt.
+const MAX_FENCE_TRIES: u32 = 3;
 
 impl LockClient {
     /// Starts configuring a client over an SDK client, which brings its own region, endpoint,
@@ -89,6 +131,11 @@ impl LockClient {
     /// The lock table's name.
     pub fn table_name(&self) -> &str {
         &self.settings.table_name
+    }
+
+    /// The lease used when [`AcquireOptions`] sets none.
+    pub fn default_lease(&self) -> Duration {
+        self.settings.lease
     }
 
     /// The owner used when [`AcquireOptions`] names none.
@@ -151,14 +198,24 @@ impl LockClient {
         opts: &AcquireOptions,
     ) -> Result<AcquireAttempt, Error> {
         let request = self.request(resource, opts)?;
-        let attempt = self.put_lock(&request).await?;
-        match &attempt {
-            AcquireAttempt::Acquired(lock) => log_acquired(lock, Duration::ZERO, 1),
-            AcquireAttempt::Held(holder) => {
-                debug!(resource, owner = request.owner, holder = %holder.owner, "lock held by another owner");
+        let mut backoff = Backoff::new(self.settings.backoff);
+        for tries in 1..=MAX_FENCE_TRIES {
+            match self.put_lock(&request, None).await? {
+                Attempt::Acquired(lock) => {
+                    log_acquired(&lock, Duration::ZERO, tries);
+                    return Ok(AcquireAttempt::Acquired(lock));
+                }
+                Attempt::Held { holder, .. } => {
+                    debug!(resource, owner = request.owner, holder = %holder.owner, "lock held by another owner");
+                    return Ok(AcquireAttempt::Held(holder));
+                }
+                Attempt::Conflict => tokio::time::sleep(backoff.next_delay()).await,
             }
         }
-        Ok(attempt)
+        Err(Error::backend_other(
+            "TransactWriteItems",
+            TransactionConflicts(MAX_FENCE_TRIES),
+        ))
     }
 
     /// Takes the lock on `resource`, retrying until the timeout (the options', else the client's).
@@ -229,18 +286,30 @@ impl LockClient {
         limits::duration("timeout", timeout, Duration::ZERO)?;
         let deadline = started + timeout;
         let mut backoff = Backoff::new(self.settings.backoff);
+        let mut last_holder: Option<Holder> = None;
         loop {
             stats.attempts += 1;
             let attempts = stats.attempts;
-            let holder = match self.put_lock(&request).await? {
-                AcquireAttempt::Acquired(lock) => {
+            let floor = last_holder.as_ref().and_then(|h| h.fencing_token);
+            let retry_at = match self.put_lock(&request, floor).await? {
+                Attempt::Acquired(lock) => {
                     log_acquired(&lock, started.elapsed(), attempts);
                     return Ok(lock);
                 }
-                AcquireAttempt::Held(holder) => holder,
+                Attempt::Held { holder, retry_at } => {
+                    last_holder = Some(holder);
+                    retry_at
+                }
+                Attempt::Conflict => Instant::now() + self.settings.backoff.max(),
             };
             let now = Instant::now();
             if now >= deadline {
+                let Some(holder) = last_holder else {
+                    return Err(Error::backend_other(
+                        "TransactWriteItems",
+                        TransactionConflicts(attempts),
+                    ));
+                };
                 let waited = now - started;
                 info!(
                     resource,
@@ -253,13 +322,14 @@ impl LockClient {
                 return Err(Error::Timeout {
                     resource: resource.to_owned(),
                     waited,
-                    holder,
+                    holder: Box::new(holder),
                 });
             }
-            // The condition is `ExpiresAt < :now`, so the lock frees one millisecond after ExpiresAt.
-            let until_free = span(self.now(), holder.expires_at) + Duration::from_millis(1);
-            let delay = backoff.next_delay().min(until_free).min(deadline - now);
-            debug!(resource, holder = %holder.owner, delay_ms = millis(delay), "lock held; backing off");
+            let delay = backoff
+                .next_delay()
+                .min(retry_at.saturating_duration_since(now))
+                .min(deadline - now);
+            debug!(resource, delay_ms = millis(delay), "lock held; backing off");
             tokio::time::sleep(delay).await;
         }
     }
@@ -321,6 +391,7 @@ impl LockClient {
             Some(_) => item::RELEASE_CONDITION,
             None => item::RELEASE_OWNED_CONDITION,
         };
+        let transmissions = Transmissions::default();
         let result = self
             .dynamodb()
             .delete_item()
@@ -339,10 +410,11 @@ impl LockClient {
             ))
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .interceptor(transmissions.clone())
             .send()
             .await;
         let now = self.now();
-        let lock_id = lock_id.map(|id| id.short());
         match result {
             Ok(out) => {
                 let held = out
@@ -362,7 +434,7 @@ impl LockClient {
                 info!(
                     resource,
                     owner,
-                    lock_id,
+                    lock_id = lock_id.map(|id| id.short()),
                     held_ms = held.map(millis),
                     "lock released"
                 );
@@ -370,7 +442,19 @@ impl LockClient {
             }
             Err(err) => match err.as_service_error() {
                 Some(DeleteItemError::ConditionalCheckFailedException(failed)) => {
-                    let outcome = match self.record(resource, failed.item())? {
+                    let record = self.record(resource, failed.item())?;
+                    // A retry may have failed on what our own earlier attempt did: deleted our
+                    // item, after which someone else may have acquired. Never call that a
+                    // mismatch; it is at most "not found".
+                    let ours = |r: &Record| match lock_id {
+                        Some(id) => r.lock_id == id,
+                        None => r.holder.owner == owner,
+                    };
+                    let outcome = match record {
+                        Some(record) if transmissions.retried() && !ours(&record) => {
+                            info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
+                            ReleaseOutcome::NotFound
+                        }
                         Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
                             holder: record.holder,
                         },
@@ -406,84 +490,164 @@ impl LockClient {
         lock: impl AsRef<LockHandle>,
         lease: Duration,
     ) -> Result<ExtendOutcome, Error> {
-        let handle = lock.as_ref();
+        self.update_lock(lock.as_ref(), lease, DataChange::Keep)
+            .await
+    }
+
+    /// [`extend`](Self::extend), also replacing the payload stored with the lock (`Some`) or
+    /// removing it (`None`), in the same UpdateItem. Only the holder can do this, and only while
+    /// its lease stands; [`status`](Self::status) returns the new payload.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ExtendOutcome;
+    /// use std::time::Duration;
+    ///
+    /// let progress = br#"{"step":"3/5"}"#.to_vec();
+    /// let outcome = client
+    ///     .extend_and_replace_data(&lock, Duration::from_secs(30), Some(progress))
+    ///     .await?;
+    /// assert!(matches!(outcome, ExtendOutcome::Extended(_)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend_and_replace_data(
+        &self,
+        lock: impl AsRef<LockHandle>,
+        lease: Duration,
+        data: Option<Vec<u8>>,
+    ) -> Result<ExtendOutcome, Error> {
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let change = match &data {
+            Some(data) => DataChange::Replace(data),
+            None => DataChange::Remove,
+        };
+        self.update_lock(lock.as_ref(), lease, change).await
+    }
+
+    /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
+    async fn update_lock(
+        &self,
+        handle: &LockHandle,
+        lease: Duration,
+        change: DataChange<'_>,
+    ) -> Result<ExtendOutcome, Error> {
         self.check_handle(handle)?;
         limits::duration("lease", lease, MIN_LEASE)?;
+        let sent = Instant::now();
         let now = self.now();
         let expires_at = after(now, lease, "lease")?;
+        let version = uuid::Uuid::new_v4().to_string();
+        let update = match change {
+            DataChange::Keep => item::EXTEND_UPDATE.to_owned(),
+            DataChange::Replace(_) => {
+                format!("{}{}", item::EXTEND_UPDATE, item::EXTEND_REPLACE_DATA)
+            }
+            DataChange::Remove => format!("{}{}", item::EXTEND_UPDATE, item::EXTEND_REMOVE_DATA),
+        };
+        let mut values = HashMap::from([
+            (":expires_at", s(timestamp::format(expires_at))),
+            (
+                ":ttl",
+                AttributeValue::N(self.ttl_epoch_seconds(expires_at)?.to_string()),
+            ),
+            (":version", s(&version)),
+            (":lease_ms", item::millis(lease)),
+            (":lock_id", s(handle.lock_id().to_string())),
+            (":owner", s(handle.owner())),
+            (":now", s(timestamp::format(now))),
+        ]);
+        if let DataChange::Replace(data) = change {
+            values.insert(":data", AttributeValue::B(Blob::new(data)));
+        }
+        let values = values
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect();
         let result = self
             .dynamodb()
             .update_item()
             .table_name(self.table_name())
             .set_key(Some(self.key(handle.resource())))
-            .update_expression(item::EXTEND_UPDATE)
+            .update_expression(&update)
             .condition_expression(item::EXTEND_CONDITION)
             .set_expression_attribute_names(Some(item::names_for(&[
-                item::EXTEND_UPDATE,
+                &update,
                 item::EXTEND_CONDITION,
             ])))
-            .expression_attribute_values(":expires_at", s(timestamp::format(expires_at)))
-            .expression_attribute_values(
-                ":ttl",
-                AttributeValue::N(self.ttl_epoch_seconds(expires_at)?.to_string()),
-            )
-            .expression_attribute_values(":lock_id", s(handle.lock_id().to_string()))
-            .expression_attribute_values(":owner", s(handle.owner()))
-            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                let record = self.record(handle.resource(), out.attributes())?.ok_or(
-                    Error::UnexpectedResponse {
-                        operation: "UpdateItem",
-                        detail: "no attributes despite ReturnValues = ALL_NEW",
-                    },
-                )?;
-                let lock = Lock::new(
-                    handle.clone(),
-                    record.holder.acquired_at,
-                    record.holder.expires_at,
-                );
-                info!(
-                    resource = handle.resource(),
-                    owner = handle.owner(),
-                    lock_id = %handle.lock_id().short(),
-                    lease_ms = millis(lease),
-                    held_ms = millis(span(lock.acquired_at(), now)),
-                    "lock extended"
-                );
-                Ok(ExtendOutcome::Extended(lock))
-            }
+        let record = match result {
+            Ok(out) => self.record(handle.resource(), out.attributes())?.ok_or(
+                Error::UnexpectedResponse {
+                    operation: "UpdateItem",
+                    detail: "no attributes despite ReturnValues = ALL_NEW",
+                },
+            )?,
             Err(err) => match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    let outcome = match self.record(handle.resource(), failed.item())? {
-                        None => ExtendOutcome::NotFound,
-                        Some(record)
-                            if record.lock_id == handle.lock_id()
-                                && record.holder.owner == handle.owner() =>
-                        {
-                            ExtendOutcome::Expired {
-                                expired_at: record.holder.expires_at,
-                            }
+                    match self.record(handle.resource(), failed.item())? {
+                        // An SDK retry failed on the item its own earlier attempt wrote.
+                        Some(record) if record.version == version => record,
+                        record => {
+                            let outcome = self.lost_outcome(handle, record, now);
+                            warn!(
+                                resource = handle.resource(),
+                                owner = handle.owner(),
+                                ?outcome,
+                                "lock not extended"
+                            );
+                            return Ok(outcome);
                         }
-                        Some(record) if record.holder.is_live_at(now) => ExtendOutcome::NotOwner {
-                            holder: record.holder,
-                        },
-                        Some(_) => ExtendOutcome::NotFound,
-                    };
-                    warn!(
-                        resource = handle.resource(),
-                        owner = handle.owner(),
-                        ?outcome,
-                        "lock not extended"
-                    );
-                    Ok(outcome)
+                    }
                 }
-                _ => Err(Error::backend("UpdateItem", err)),
+                _ => return Err(Error::backend("UpdateItem", err)),
             },
+        };
+        let lock = Lock::new(
+            handle.clone(),
+            record.holder.acquired_at,
+            record.holder.expires_at,
+            sent + lease,
+        )
+        .with_fencing_token(record.holder.fencing_token);
+        info!(
+            resource = handle.resource(),
+            owner = handle.owner(),
+            lock_id = %handle.lock_id().short(),
+            lease_ms = millis(lease),
+            held_ms = millis(span(lock.acquired_at(), now)),
+            "lock extended"
+        );
+        Ok(ExtendOutcome::Extended(lock))
+    }
+
+    /// Why an extension's condition failed, from the item it failed on.
+    fn lost_outcome(
+        &self,
+        handle: &LockHandle,
+        record: Option<Record>,
+        now: DateTime<Utc>,
+    ) -> ExtendOutcome {
+        match record {
+            None => ExtendOutcome::NotFound,
+            Some(record)
+                if record.lock_id == handle.lock_id() && record.holder.owner == handle.owner() =>
+            {
+                ExtendOutcome::Expired {
+                    expired_at: record.holder.expires_at,
+                }
+            }
+            Some(record) if record.holder.is_live_at(now) => ExtendOutcome::NotOwner {
+                holder: record.holder,
+            },
+            Some(_) => ExtendOutcome::NotFound,
         }
     }
 
@@ -565,12 +729,35 @@ impl LockClient {
         Ok(removed)
     }
 
-    /// One conditional PutItem of a new lock item.
-    async fn put_lock(&self, request: &Request<'_>) -> Result<AcquireAttempt, Error> {
+    /// One acquisition attempt: a conditional PutItem of a new lock item, or with fencing a
+    /// TransactWriteItems of that Put and the fence item's token. `floor` is a fencing token known
+    /// to be issued already (the holder's, from an earlier refusal).
+    async fn put_lock(
+        &self,
+        request: &Request<'_>,
+        floor: Option<FencingToken>,
+    ) -> Result<Attempt, Error> {
+        let sent = Instant::now();
         let now = self.now();
         let handle = LockHandle::new(request.resource, request.owner, LockId::generate());
-        let lock = Lock::new(handle, now, after(now, request.lease, "lease")?);
-        let ttl = self.ttl_epoch_seconds(lock.expires_at())?;
+        let lock = Lock::new(
+            handle,
+            now,
+            after(now, request.lease, "lease")?,
+            sent + request.lease,
+        );
+        let version = uuid::Uuid::new_v4().to_string();
+        let written = Written {
+            version: &version,
+            ttl_epoch_seconds: self.ttl_epoch_seconds(lock.expires_at())?,
+            data: request.data,
+        };
+        let (condition, values) = self.acquire_condition(request.resource, now, sent);
+        if request.fencing {
+            return self
+                .put_fenced(request, lock, &written, (condition, values), floor)
+                .await;
+        }
         let result = self
             .dynamodb()
             .put_item()
@@ -578,37 +765,155 @@ impl LockClient {
             .set_item(Some(item::encode(
                 &self.settings.key_prefix,
                 &lock,
-                ttl,
-                request.data,
+                &written,
             )))
-            .condition_expression(item::ACQUIRE_CONDITION)
-            .set_expression_attribute_names(Some(item::names_for(&[item::ACQUIRE_CONDITION])))
-            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(item::names_for(&[condition])))
+            .set_expression_attribute_values(values)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        let err = match result {
-            Ok(_) => return Ok(AcquireAttempt::Acquired(lock)),
-            Err(err) => err,
-        };
-        let Some(PutItemError::ConditionalCheckFailedException(failed)) = err.as_service_error()
-        else {
-            return Err(Error::backend("PutItem", err));
-        };
-        let record =
-            self.record(request.resource, failed.item())?
-                .ok_or(Error::UnexpectedResponse {
-                    operation: "PutItem",
-                    detail: "condition failed but no item came back for ALL_OLD",
-                })?;
+        match result {
+            Ok(_) => Ok(self.acquired(lock)),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    self.refused(request, lock, failed.item(), "PutItem")
+                }
+                _ => Err(Error::backend("PutItem", err)),
+            },
+        }
+    }
+
+    /// The fenced attempt: the lock item's Put and the fence item's token raise succeed or fail
+    /// together. The token is guessed, so that no read is needed: the larger of `floor + 1` and the
+    /// clock in microseconds plus the client's token offset. A stale guess fails only the fence
+    /// item's condition, whose answer carries the current token; the attempt is retried at once
+    /// with the next token, and the offset raised so that the next guess is not stale.
+    async fn put_fenced(
+        &self,
+        request: &Request<'_>,
+        lock: Lock,
+        written: &Written<'_>,
+        (condition, values): (&'static str, Option<HashMap<String, AttributeValue>>),
+        floor: Option<FencingToken>,
+    ) -> Result<Attempt, Error> {
+        let clock_micros = u64::try_from(lock.acquired_at().timestamp_micros()).unwrap_or(0);
+        let offset = &self.settings.token_offset;
+        let guess = clock_micros.saturating_add(offset.load(Ordering::Relaxed));
+        let mut token = FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)));
+        for _ in 0..MAX_FENCE_TRIES {
+            let lock = lock.clone().with_fencing_token(Some(token));
+            let put = Put::builder()
+                .table_name(self.table_name())
+                .set_item(Some(item::encode(
+                    &self.settings.key_prefix,
+                    &lock,
+                    written,
+                )))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(item::names_for(&[condition])))
+                .set_expression_attribute_values(values.clone())
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+            let fence = Update::builder()
+                .table_name(self.table_name())
+                .set_key(Some(item::fence_key(
+                    &self.settings.key_prefix,
+                    request.resource,
+                )))
+                .update_expression(item::FENCE_UPDATE)
+                .condition_expression(item::FENCE_CONDITION)
+                .set_expression_attribute_names(Some(item::names_for(&[
+                    item::FENCE_UPDATE,
+                    item::FENCE_CONDITION,
+                ])))
+                .expression_attribute_values(":fencing_token", item::token(token))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+            let result = self
+                .dynamodb()
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .transact_items(TransactWriteItem::builder().update(fence).build())
+                .send()
+                .await;
+            let err = match result {
+                Ok(_) => return Ok(self.acquired(lock)),
+                Err(err) => err,
+            };
+            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+                err.as_service_error()
+            else {
+                return Err(Error::backend("TransactWriteItems", err));
+            };
+            let reasons = cancelled.cancellation_reasons();
+            let code = |i: usize| reasons.get(i).and_then(CancellationReason::code);
+            if code(0) == Some("ConditionalCheckFailed") {
+                let item = reasons.first().and_then(CancellationReason::item);
+                return self.refused(request, lock, item, "TransactWriteItems");
+            }
+            if code(1) == Some("ConditionalCheckFailed") {
+                let item = reasons.get(1).and_then(CancellationReason::item);
+                let current = item
+                    .map(|item| item::decode_fence(request.resource, item))
+                    .transpose()?
+                    .flatten()
+                    .ok_or(Error::UnexpectedResponse {
+                        operation: "TransactWriteItems",
+                        detail: "the fence condition failed but no token came back for ALL_OLD",
+                    })?;
+                debug!(resource = request.resource, %current, guessed = %token, "fencing token guess was stale");
+                token = FencingToken::new(current.value() + 1);
+                offset.fetch_max(
+                    token.value().saturating_sub(clock_micros),
+                    Ordering::Relaxed,
+                );
+                continue;
+            }
+            if (0..2).any(|i| code(i) == Some("TransactionConflict")) {
+                return Ok(Attempt::Conflict);
+            }
+            return Err(Error::backend("TransactWriteItems", err));
+        }
+        Ok(Attempt::Conflict)
+    }
+
+    /// A successful attempt: this client no longer waits on the resource.
+    fn acquired(&self, lock: Lock) -> Attempt {
+        self.settings.observations.forget(lock.resource());
+        Attempt::Acquired(lock)
+    }
+
+    /// What a refused attempt found in the item that refused it (`ALL_OLD`).
+    fn refused(
+        &self,
+        request: &Request<'_>,
+        lock: Lock,
+        item: Option<&Item>,
+        operation: &'static str,
+    ) -> Result<Attempt, Error> {
+        let record = self
+            .record(request.resource, item)?
+            .ok_or(Error::UnexpectedResponse {
+                operation,
+                detail: "condition failed but no item came back for ALL_OLD",
+            })?;
         if record.lock_id == lock.lock_id() {
             // An earlier try of this very request (an SDK retry after a lost answer) wrote it.
             debug!(
                 resource = request.resource,
-                "condition failed on our own LockID: a retried PutItem had already succeeded"
+                "condition failed on our own LockID: a retried write had already succeeded"
             );
-            return Ok(AcquireAttempt::Acquired(lock));
+            return Ok(self.acquired(lock));
         }
+        let received = Instant::now();
+        let now = self.now();
         if request.idempotent
             && record.holder.owner == request.owner
             && record.holder.is_live_at(now)
@@ -619,10 +924,52 @@ impl LockClient {
                 "returning the live lock this owner already holds"
             );
             let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
-            let held = Lock::new(handle, record.holder.acquired_at, record.holder.expires_at);
-            return Ok(AcquireAttempt::Acquired(held));
+            let held = Lock::new(
+                handle,
+                record.holder.acquired_at,
+                record.holder.expires_at,
+                received + span(now, record.holder.expires_at),
+            )
+            .with_fencing_token(record.holder.fencing_token);
+            return Ok(self.acquired(held));
         }
-        Ok(AcquireAttempt::Held(record.holder))
+        let retry_at = match self.settings.takeover {
+            // The condition is `ExpiresAt < :now`, so the lock frees a millisecond after ExpiresAt.
+            TakeoverRule::WallClock => {
+                received + span(now, record.holder.expires_at) + Duration::from_millis(1)
+            }
+            TakeoverRule::ObservedLease => self.settings.observations.observe(
+                request.resource,
+                &record.version,
+                record.lease,
+                received,
+            ),
+        };
+        Ok(Attempt::Held {
+            holder: record.holder,
+            retry_at,
+        })
+    }
+
+    /// The acquire condition under this client's takeover rule, and its values.
+    fn acquire_condition(
+        &self,
+        resource: &str,
+        now: DateTime<Utc>,
+        sent: Instant,
+    ) -> (&'static str, Option<HashMap<String, AttributeValue>>) {
+        let (condition, value) = match self.settings.takeover {
+            TakeoverRule::WallClock => (
+                item::ACQUIRE_CONDITION,
+                Some((":now", s(timestamp::format(now)))),
+            ),
+            TakeoverRule::ObservedLease => match self.settings.observations.ripe(resource, sent) {
+                Some(version) => (item::TAKEOVER_CONDITION, Some((":version", s(version)))),
+                None => (item::ACQUIRE_FREE_CONDITION, None),
+            },
+        };
+        let values = value.map(|(name, value)| HashMap::from([(name.to_owned(), value)]));
+        (condition, values)
     }
 
     fn request<'a>(
@@ -642,6 +989,7 @@ impl LockClient {
             owner,
             lease,
             idempotent: opts.is_idempotent(),
+            fencing: opts.is_fencing(),
             data,
         })
     }
@@ -715,3 +1063,19 @@ fn log_acquired(lock: &Lock, waited: Duration, attempts: u32) {
         "lock acquired"
     );
 }
+
+/// Every try of a fenced acquisition was cancelled by concurrent writes to the same items.
+#[derive(Debug)]
+struct TransactionConflicts(u32);
+
+impl fmt::Display for TransactionConflicts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} tries cancelled by transaction conflicts on the lock item",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for TransactionConflicts {}

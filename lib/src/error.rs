@@ -4,6 +4,7 @@
 //! [`try_acquire`](crate::LockClient::try_acquire) and a typed outcome from release and extend.
 //! `Err` means the input, the table or the backend is wrong, or a wait ran out.
 
+use crate::guard::LockLost;
 use crate::lock::Holder;
 use crate::timestamp;
 use std::time::Duration;
@@ -28,7 +29,17 @@ pub enum Error {
         /// How long the caller waited.
         waited: Duration,
         /// The holder seen on the last attempt (acquire always makes at least one).
-        holder: Holder,
+        holder: Box<Holder>,
+    },
+
+    /// A guarded lock was lost while its holder worked (see
+    /// [`with_lock`](crate::LockClient::with_lock)).
+    #[error("lock `{resource}` was lost: {reason}")]
+    Lost {
+        /// The resource whose lock was lost.
+        resource: String,
+        /// How it was lost.
+        reason: Box<LockLost>,
     },
 
     /// The lock table does not have the shape the library needs.

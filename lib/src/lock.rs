@@ -2,8 +2,10 @@
 //! ([`LockHandle`], carrying a [`LockId`]) and a held lock with its lease ([`Lock`]).
 
 use crate::error::InvalidInput;
+use crate::fencing::FencingToken;
 use chrono::{DateTime, Utc};
 use std::fmt;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 /// The random id of one acquisition (a UUID v4), stored as the item's `LockID`.
@@ -70,6 +72,7 @@ impl fmt::Debug for LockId {
 ///     owner: "worker-1".into(),
 ///     acquired_at: now,
 ///     expires_at: now + TimeDelta::seconds(30),
+///     fencing_token: None,
 ///     data: None,
 /// };
 /// assert!(holder.is_live_at(now));
@@ -83,6 +86,8 @@ pub struct Holder {
     pub acquired_at: DateTime<Utc>,
     /// When the lease ends (the holder's clock, as last extended).
     pub expires_at: DateTime<Utc>,
+    /// The fencing token of the acquisition, if it was fenced.
+    pub fencing_token: Option<FencingToken>,
     /// The payload stored with the lock, if any.
     pub data: Option<Vec<u8>>,
 }
@@ -164,11 +169,14 @@ impl AsRef<LockHandle> for LockHandle {
 /// client.release(&lock).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Lock {
     handle: LockHandle,
     acquired_at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
+    fencing_token: Option<FencingToken>,
+    /// The monotonic instant the lease ends, timed from before the write that set it was sent.
+    valid_until: Instant,
 }
 
 impl Lock {
@@ -176,12 +184,20 @@ impl Lock {
         handle: LockHandle,
         acquired_at: DateTime<Utc>,
         expires_at: DateTime<Utc>,
+        valid_until: Instant,
     ) -> Self {
         Lock {
             handle,
             acquired_at,
             expires_at,
+            fencing_token: None,
+            valid_until,
         }
+    }
+
+    pub(crate) fn with_fencing_token(mut self, fencing_token: Option<FencingToken>) -> Self {
+        self.fencing_token = fencing_token;
+        self
     }
 
     /// The credential needed to release or extend this lock.
@@ -213,7 +229,39 @@ impl Lock {
     pub fn expires_at(&self) -> DateTime<Utc> {
         self.expires_at
     }
+
+    /// The instant (on this process's monotonic clock) at which the lease ends unless extended,
+    /// timed from just before the request that set it was sent, so no wall clock is involved:
+    /// until then no other client can have taken the lock over (given clocks that agree with
+    /// the [`TakeoverRule`](crate::TakeoverRule) in use).
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.valid_until.into_std()
+    }
+
+    pub(crate) fn valid_until_instant(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// The acquisition's fencing token, if it was fenced
+    /// ([`AcquireOptions::fencing`](crate::AcquireOptions::fencing)): pass it with every write
+    /// the lock protects, through [`FencedWrite`](crate::FencedWrite) or your store's own check.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.fencing_token
+    }
 }
+
+/// Two values describe the same lock state when they have the same credential, lease and token;
+/// the monotonic instant each was computed at does not count.
+impl PartialEq for Lock {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle == other.handle
+            && self.acquired_at == other.acquired_at
+            && self.expires_at == other.expires_at
+            && self.fencing_token == other.fencing_token
+    }
+}
+
+impl Eq for Lock {}
 
 impl AsRef<LockHandle> for Lock {
     fn as_ref(&self) -> &LockHandle {

@@ -22,6 +22,8 @@ pub struct AcquireOptions {
     lease: Option<Duration>,
     timeout: Option<Duration>,
     idempotent: bool,
+    fencing: bool,
+    heartbeat: Option<Duration>,
     data: Option<Vec<u8>>,
 }
 
@@ -57,6 +59,32 @@ impl AcquireOptions {
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self
+    }
+
+    /// When `true`, the acquisition gets a [`FencingToken`](crate::FencingToken) larger than that
+    /// of every earlier fenced acquisition of the resource. It costs one more item write, in the
+    /// same request: the acquire becomes a TransactWriteItems of the lock item and the resource's
+    /// fence item (see `lib/DESIGN.md`). Default `false`.
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// How often a [`LockGuard`](crate::LockGuard) extends the lease; shorter than the lease.
+    /// Default: a third of the lease, so that two extensions in a row can fail before it is lost.
+    pub fn heartbeat(mut self, period: Duration) -> Self {
+        self.heartbeat = Some(period);
+        self
+    }
+
+    /// The heartbeat period set on these options, if any.
+    pub fn heartbeat_period(&self) -> Option<Duration> {
+        self.heartbeat
+    }
+
+    /// Whether [`fencing`](Self::fencing) is set.
+    pub fn is_fencing(&self) -> bool {
+        self.fencing
     }
 
     /// A small payload stored with the lock as `Data` (at most

@@ -1,0 +1,597 @@
+//! Fencing tokens: numbers that strictly increase with every fenced acquisition of a resource, so
+//! that a store receiving writes from lock holders can refuse a write from a holder that has been
+//! superseded (paused past its lease, cut off, or force-released) after a newer holder wrote.
+//!
+//! A lease alone cannot stop a stale write: a holder can pause (a garbage collection, a frozen
+//! Lambda, a slow network) past its lease, a newer holder acquires the lock and writes, and then
+//! the old holder wakes up and overwrites the newer write, still believing it holds the lock. No
+//! check the old holder makes before writing closes that gap; only the store that receives the
+//! write can. [`FencedWrite`] makes a DynamoDB item that lock holders write into such a store: the
+//! item keeps the highest token that has written it (in [`FENCE_ATTRIBUTE`] by default), and every
+//! fenced write is conditional on its token being at least that high, so DynamoDB itself refuses
+//! the late write of a superseded holder with a `ConditionalCheckFailedException`.
+
+use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
+use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::fmt;
+
+/// The fencing token of one fenced acquisition: larger than the token of every earlier fenced
+/// acquisition of the same resource, across release, expiry, takeover, force release and TTL
+/// deletion of the lock item.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::FencingToken;
+///
+/// let older = FencingToken::new(41);
+/// let newer = FencingToken::new(42);
+/// assert!(newer > older);
+/// assert_eq!(newer.value(), 42);
+/// assert_eq!(newer.to_string(), "42");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// A token from its number, as received from elsewhere (an event, a message).
+    pub fn new(value: u64) -> Self {
+        FencingToken(value)
+    }
+
+    /// The token's number.
+    pub fn value(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The default attribute of a fenced item that keeps the highest token that has written it.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+///
+/// assert_eq!(FENCE_ATTRIBUTE, "FencingToken");
+/// let fence = FencedWrite::new(FencingToken::new(7));
+/// assert_eq!(fence.attribute_name(), FENCE_ATTRIBUTE);
+/// ```
+pub const FENCE_ATTRIBUTE: &str = "FencingToken";
+
+/// The expression attribute name placeholder of the fence attribute.
+const NAME: &str = "#ddb_lock_fence";
+/// The expression attribute value placeholder of the writer's token.
+const VALUE: &str = ":ddb_lock_fence";
+/// The fence: the item was never written with a token, or only with tokens no higher than ours.
+const CONDITION: &str =
+    "(attribute_not_exists(#ddb_lock_fence) OR #ddb_lock_fence <= :ddb_lock_fence)";
+/// The update action that records our token.
+const ASSIGNMENT: &str = "#ddb_lock_fence = :ddb_lock_fence";
+
+/// A fenced write to an item of your own (not the lock item): a PutItem, UpdateItem or DeleteItem
+/// that DynamoDB refuses if the item has already been written with a higher fencing token.
+///
+/// Give it the token of your acquisition and the request you have built; it stores the token as a
+/// number in the item's fence attribute ([`FENCE_ATTRIBUTE`] unless you name another) and adds the
+/// condition `attribute_not_exists(fence) OR fence <= token`, joined with `AND` to any condition
+/// expression you set. A write with the same token as the last one is accepted, so a holder may
+/// write many times; a write with a lower token fails with a `ConditionalCheckFailedException`
+/// (the same error as when your own condition fails): a newer holder has written, so the caller
+/// must stop rather than retry.
+///
+/// The request's expression attribute names and values are kept; the helper adds the placeholders
+/// `#ddb_lock_fence` and `:ddb_lock_fence`, which your expressions must not use. Use expressions, not
+/// the legacy `Expected` or `AttributeUpdates` parameters (DynamoDB refuses a request mixing both),
+/// and do not set the fence attribute yourself.
+///
+/// # Examples
+///
+/// A fenced UpdateItem, and how to recognise the refusal:
+///
+/// ```no_run
+/// use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use ddb_lock::{FencedWrite, FencingToken};
+///
+/// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// // `token` is the fencing token of our acquisition of the lock that guards account 42.
+/// let result = FencedWrite::new(token)
+///     .update(
+///         dynamodb
+///             .update_item()
+///             .table_name("accounts")
+///             .key("id", AttributeValue::S("42".into()))
+///             .update_expression("SET balance = :b")
+///             .expression_attribute_values(":b", AttributeValue::N("10".into())),
+///     )
+///     .send()
+///     .await;
+/// match result {
+///     Ok(_) => println!("written with token {token}"),
+///     Err(err)
+///         if matches!(
+///             err.as_service_error(),
+///             Some(UpdateItemError::ConditionalCheckFailedException(_))
+///         ) =>
+///     {
+///         println!("a newer holder has written account 42: we lost the lock, stop");
+///     }
+///     Err(err) => return Err(err.into()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FencedWrite {
+    token: FencingToken,
+    attribute: String,
+}
+
+impl FencedWrite {
+    /// Fenced writes carrying `token`, kept in the attribute [`FENCE_ATTRIBUTE`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// let fence = FencedWrite::new(FencingToken::new(7));
+    /// assert_eq!(fence.token(), FencingToken::new(7));
+    /// assert_eq!(fence.attribute_name(), "FencingToken");
+    /// ```
+    pub fn new(token: FencingToken) -> Self {
+        FencedWrite {
+            token,
+            attribute: FENCE_ATTRIBUTE.to_owned(),
+        }
+    }
+
+    /// Keeps the token in the attribute `name` instead of [`FENCE_ATTRIBUTE`]. Every writer of
+    /// an item must use the same attribute for the fence to hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// let fence = FencedWrite::new(FencingToken::new(7)).attribute("LastWriterToken");
+    /// assert_eq!(fence.attribute_name(), "LastWriterToken");
+    /// ```
+    pub fn attribute(mut self, name: impl Into<String>) -> Self {
+        self.attribute = name.into();
+        self
+    }
+
+    /// The token the writes carry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// assert_eq!(FencedWrite::new(FencingToken::new(3)).token().value(), 3);
+    /// ```
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The attribute that keeps the highest token that has written the item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+    ///
+    /// let fence = FencedWrite::new(FencingToken::new(3));
+    /// assert_eq!(fence.attribute_name(), FENCE_ATTRIBUTE);
+    /// ```
+    pub fn attribute_name(&self) -> &str {
+        &self.attribute
+    }
+
+    /// Fences a PutItem: adds the token to the item and the fence to its condition (after any
+    /// condition already set, with `AND`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), aws_sdk_dynamodb::Error> {
+    /// FencedWrite::new(token)
+    ///     .put(
+    ///         dynamodb
+    ///             .put_item()
+    ///             .table_name("accounts")
+    ///             .item("id", AttributeValue::S("42".into()))
+    ///             .item("balance", AttributeValue::N("10".into())),
+    ///     )
+    ///     .send()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn put(&self, put: PutItemFluentBuilder) -> PutItemFluentBuilder {
+        let condition = fenced_condition(put.get_condition_expression().as_deref());
+        put.item(self.attribute.clone(), self.value())
+            .condition_expression(condition)
+            .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_values(VALUE, self.value())
+    }
+
+    /// Fences an UpdateItem: adds `#ddb_lock_fence = :ddb_lock_fence` to the update expression's
+    /// SET clause (creating the clause if there is none) and the fence to its condition (after any
+    /// condition already set, with `AND`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// # let config = aws_sdk_dynamodb::Config::builder()
+    /// #     .behavior_version_latest()
+    /// #     .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+    /// #     .build();
+    /// # let dynamodb = aws_sdk_dynamodb::Client::from_conf(config);
+    /// let update = FencedWrite::new(FencingToken::new(7)).update(
+    ///     dynamodb
+    ///         .update_item()
+    ///         .table_name("accounts")
+    ///         .key("id", AttributeValue::S("42".into()))
+    ///         .update_expression("SET balance = :b")
+    ///         .expression_attribute_values(":b", AttributeValue::N("10".into())),
+    /// );
+    /// assert_eq!(
+    ///     update.get_update_expression().as_deref(),
+    ///     Some("SET #ddb_lock_fence = :ddb_lock_fence, balance = :b")
+    /// );
+    /// ```
+    pub fn update(&self, update: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
+        let expression = fenced_update_expression(update.get_update_expression().as_deref());
+        let condition = fenced_condition(update.get_condition_expression().as_deref());
+        update
+            .update_expression(expression)
+            .condition_expression(condition)
+            .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_values(VALUE, self.value())
+    }
+
+    /// Fences a DeleteItem: adds the fence to its condition (after any condition already set, with
+    /// `AND`), so that the late delete of a superseded holder is refused.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), aws_sdk_dynamodb::Error> {
+    /// FencedWrite::new(token)
+    ///     .delete(
+    ///         dynamodb
+    ///             .delete_item()
+    ///             .table_name("accounts")
+    ///             .key("id", AttributeValue::S("42".into())),
+    ///     )
+    ///     .send()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self, delete: DeleteItemFluentBuilder) -> DeleteItemFluentBuilder {
+        let condition = fenced_condition(delete.get_condition_expression().as_deref());
+        delete
+            .condition_expression(condition)
+            .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_values(VALUE, self.value())
+    }
+
+    /// The token as DynamoDB stores it: a number.
+    fn value(&self) -> AttributeValue {
+        AttributeValue::N(self.token.value().to_string())
+    }
+}
+
+/// The fence condition, after the caller's own condition (if any) with `AND`.
+fn fenced_condition(existing: Option<&str>) -> String {
+    match existing.map(str::trim).filter(|c| !c.is_empty()) {
+        Some(own) => format!("({own}) AND {CONDITION}"),
+        None => CONDITION.to_owned(),
+    }
+}
+
+/// The update expression with the fence assignment added to its SET clause, which is created if
+/// absent. Clause keywords are reserved words, so a bare word `SET` (any case) outside a
+/// placeholder is the keyword; DynamoDB allows each clause once, in any order.
+fn fenced_update_expression(existing: Option<&str>) -> String {
+    let existing = existing.unwrap_or("").trim_end();
+    if existing.trim().is_empty() {
+        return format!("SET {ASSIGNMENT}");
+    }
+    match find_set_keyword(existing) {
+        Some(at) => {
+            let (head, rest) = existing.split_at(at + "SET".len());
+            let separator = if rest.starts_with(char::is_whitespace) {
+                ""
+            } else {
+                " "
+            };
+            format!("{head} {ASSIGNMENT},{separator}{rest}")
+        }
+        None => format!("{existing} SET {ASSIGNMENT}"),
+    }
+}
+
+/// The byte offset of the SET keyword: `SET` in any case, as a whole word (a maximal run of
+/// letters, digits and underscores) that does not follow the `#` of a name placeholder or the `:`
+/// of a value placeholder.
+fn find_set_keyword(expression: &str) -> Option<usize> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut word_start = None;
+    let mut previous = None;
+    for (i, c) in expression.char_indices().chain([(expression.len(), ' ')]) {
+        match (is_word(c), word_start) {
+            (true, None) => word_start = Some((i, previous)),
+            (false, Some((start, before))) => {
+                let placeholder = matches!(before, Some('#' | ':'));
+                if !placeholder && expression[start..i].eq_ignore_ascii_case("SET") {
+                    return Some(start);
+                }
+                word_start = None;
+            }
+            _ => {}
+        }
+        previous = Some(c);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn client() -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version_latest()
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .build(),
+        )
+    }
+
+    fn names(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    fn values(pairs: &[(&str, AttributeValue)]) -> Option<HashMap<String, AttributeValue>> {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+
+    fn n(value: &str) -> AttributeValue {
+        AttributeValue::N(value.into())
+    }
+
+    #[test]
+    fn a_missing_or_empty_update_expression_becomes_a_set_clause() {
+        let expected = "SET #ddb_lock_fence = :ddb_lock_fence";
+        assert_eq!(fenced_update_expression(None), expected);
+        assert_eq!(fenced_update_expression(Some("")), expected);
+        assert_eq!(fenced_update_expression(Some("  ")), expected);
+    }
+
+    #[test]
+    fn the_fence_joins_an_existing_set_clause() {
+        assert_eq!(
+            fenced_update_expression(Some("SET a = :a")),
+            "SET #ddb_lock_fence = :ddb_lock_fence, a = :a"
+        );
+    }
+
+    #[test]
+    fn a_lowercase_set_clause_before_another_clause_is_found() {
+        assert_eq!(
+            fenced_update_expression(Some("set a = :a REMOVE b")),
+            "set #ddb_lock_fence = :ddb_lock_fence, a = :a REMOVE b"
+        );
+    }
+
+    #[test]
+    fn a_set_clause_after_another_clause_is_found() {
+        assert_eq!(
+            fenced_update_expression(Some("REMOVE b SET a = :a")),
+            "REMOVE b SET #ddb_lock_fence = :ddb_lock_fence, a = :a"
+        );
+    }
+
+    #[test]
+    fn a_set_clause_is_appended_when_there_is_none() {
+        assert_eq!(
+            fenced_update_expression(Some("ADD n :one")),
+            "ADD n :one SET #ddb_lock_fence = :ddb_lock_fence"
+        );
+    }
+
+    #[test]
+    fn placeholders_and_names_containing_set_are_not_the_keyword() {
+        assert_eq!(
+            fenced_update_expression(Some("REMOVE #SETTINGS, #SET, SETUP ADD n :SET")),
+            "REMOVE #SETTINGS, #SET, SETUP ADD n :SET SET #ddb_lock_fence = :ddb_lock_fence"
+        );
+        assert_eq!(
+            fenced_update_expression(Some("REMOVE #SETTINGS SET #SETTINGS2 = :set")),
+            "REMOVE #SETTINGS SET #ddb_lock_fence = :ddb_lock_fence, #SETTINGS2 = :set"
+        );
+    }
+
+    #[test]
+    fn a_set_keyword_followed_directly_by_a_placeholder_is_found() {
+        assert_eq!(
+            fenced_update_expression(Some("SET#a = :a")),
+            "SET #ddb_lock_fence = :ddb_lock_fence, #a = :a"
+        );
+    }
+
+    #[test]
+    fn the_fence_is_anded_to_an_existing_condition() {
+        assert_eq!(fenced_condition(None), CONDITION);
+        assert_eq!(fenced_condition(Some(" ")), CONDITION);
+        assert_eq!(
+            fenced_condition(Some("a = :a OR b = :b")),
+            format!("(a = :a OR b = :b) AND {CONDITION}")
+        );
+    }
+
+    #[test]
+    fn a_fenced_put_stores_the_token_and_keeps_the_callers_condition_and_placeholders() {
+        let put = FencedWrite::new(FencingToken::new(7)).put(
+            client()
+                .put_item()
+                .table_name("t")
+                .item("id", AttributeValue::S("1".into()))
+                .condition_expression("#s = :s")
+                .expression_attribute_names("#s", "State")
+                .expression_attribute_values(":s", AttributeValue::S("open".into())),
+        );
+        assert_eq!(
+            put.get_item(),
+            &values(&[
+                ("id", AttributeValue::S("1".into())),
+                ("FencingToken", n("7"))
+            ])
+        );
+        assert_eq!(
+            put.get_condition_expression().as_deref(),
+            Some(
+                "(#s = :s) AND (attribute_not_exists(#ddb_lock_fence) \
+                 OR #ddb_lock_fence <= :ddb_lock_fence)"
+            )
+        );
+        assert_eq!(
+            put.get_expression_attribute_names(),
+            &names(&[("#s", "State"), ("#ddb_lock_fence", "FencingToken")])
+        );
+        assert_eq!(
+            put.get_expression_attribute_values(),
+            &values(&[
+                (":s", AttributeValue::S("open".into())),
+                (":ddb_lock_fence", n("7"))
+            ])
+        );
+    }
+
+    #[test]
+    fn a_fenced_put_without_a_condition_gets_only_the_fence() {
+        let put = FencedWrite::new(FencingToken::new(0))
+            .attribute("Fence")
+            .put(client().put_item().table_name("t"));
+        assert_eq!(put.get_item(), &values(&[("Fence", n("0"))]));
+        assert_eq!(put.get_condition_expression().as_deref(), Some(CONDITION));
+        assert_eq!(
+            put.get_expression_attribute_names(),
+            &names(&[("#ddb_lock_fence", "Fence")])
+        );
+        assert_eq!(
+            put.get_expression_attribute_values(),
+            &values(&[(":ddb_lock_fence", n("0"))])
+        );
+    }
+
+    #[test]
+    fn a_fenced_update_sets_the_token_and_keeps_the_callers_condition_and_placeholders() {
+        let update = FencedWrite::new(FencingToken::new(u64::MAX))
+            .attribute("Fence")
+            .update(
+                client()
+                    .update_item()
+                    .table_name("t")
+                    .key("id", AttributeValue::S("1".into()))
+                    .update_expression("REMOVE #old SET balance = :b")
+                    .condition_expression("attribute_exists(id)")
+                    .expression_attribute_names("#old", "Old")
+                    .expression_attribute_values(":b", n("10")),
+            );
+        assert_eq!(
+            update.get_update_expression().as_deref(),
+            Some("REMOVE #old SET #ddb_lock_fence = :ddb_lock_fence, balance = :b")
+        );
+        assert_eq!(
+            update.get_condition_expression().as_deref(),
+            Some(format!("(attribute_exists(id)) AND {CONDITION}").as_str())
+        );
+        assert_eq!(
+            update.get_expression_attribute_names(),
+            &names(&[("#old", "Old"), ("#ddb_lock_fence", "Fence")])
+        );
+        assert_eq!(
+            update.get_expression_attribute_values(),
+            &values(&[
+                (":b", n("10")),
+                (":ddb_lock_fence", n("18446744073709551615"))
+            ])
+        );
+    }
+
+    #[test]
+    fn a_fenced_update_without_expressions_only_sets_the_token() {
+        let update = FencedWrite::new(FencingToken::new(5)).update(client().update_item());
+        assert_eq!(
+            update.get_update_expression().as_deref(),
+            Some("SET #ddb_lock_fence = :ddb_lock_fence")
+        );
+        assert_eq!(
+            update.get_condition_expression().as_deref(),
+            Some(CONDITION)
+        );
+        assert_eq!(
+            update.get_expression_attribute_names(),
+            &names(&[("#ddb_lock_fence", "FencingToken")])
+        );
+        assert_eq!(
+            update.get_expression_attribute_values(),
+            &values(&[(":ddb_lock_fence", n("5"))])
+        );
+    }
+
+    #[test]
+    fn a_fenced_delete_gets_the_fence_condition() {
+        let delete = FencedWrite::new(FencingToken::new(9)).delete(
+            client()
+                .delete_item()
+                .table_name("t")
+                .key("id", AttributeValue::S("1".into()))
+                .condition_expression("#v = :v")
+                .expression_attribute_names("#v", "Version")
+                .expression_attribute_values(":v", n("3")),
+        );
+        assert_eq!(
+            delete.get_condition_expression().as_deref(),
+            Some(format!("(#v = :v) AND {CONDITION}").as_str())
+        );
+        assert_eq!(
+            delete.get_expression_attribute_names(),
+            &names(&[("#v", "Version"), ("#ddb_lock_fence", "FencingToken")])
+        );
+        assert_eq!(
+            delete.get_expression_attribute_values(),
+            &values(&[(":v", n("3")), (":ddb_lock_fence", n("9"))])
+        );
+    }
+}
