@@ -1,0 +1,523 @@
+//! Holding a lock: a guard that extends it in the background, knows when it is lost, and releases
+//! it when dropped, plus a scoped helper that always releases.
+//!
+//! A guard counts its lease on this process's monotonic clock from just before each write that set
+//! it was sent. [`LockGuard::is_held`] is false as soon as that lease has run out without a
+//! successful extension, even if the background task never got to run (a blocked runtime, a
+//! paused process): the answer never depends on the task having noticed.
+
+use crate::client::LockClient;
+use crate::error::{Error, InvalidInput};
+use crate::fencing::FencingToken;
+use crate::limits::{self, MIN_LEASE};
+use crate::lock::{Holder, Lock};
+use crate::options::AcquireOptions;
+use crate::outcome::{ExtendOutcome, ReleaseOutcome};
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// Why a guarded lock stopped being held.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(guard: ddb_lock::LockGuard) {
+/// use ddb_lock::LockLost;
+///
+/// match guard.lost().await {
+///     LockLost::TakenOver { holder } => eprintln!("{} has it now", holder.owner),
+///     other => eprintln!("lock lost: {other}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockLost {
+    /// An extension found no lock of this acquisition: released with its credential elsewhere,
+    /// force-released, or deleted after it expired.
+    NotFound,
+    /// An extension arrived after the lease had ended (nobody had taken the lock yet).
+    Expired {
+        /// When the lease ended, as stored.
+        expired_at: DateTime<Utc>,
+    },
+    /// Someone else holds the lock now.
+    TakenOver {
+        /// The new holder.
+        holder: Holder,
+    },
+    /// No extension succeeded before the lease ran out on this process's monotonic clock.
+    LeaseRanOut {
+        /// The last extension error, if an extension failed rather than went unanswered.
+        last_error: Option<String>,
+    },
+}
+
+impl fmt::Display for LockLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockLost::NotFound => f.write_str("the lock item of this acquisition is gone"),
+            LockLost::Expired { expired_at } => write!(
+                f,
+                "the lease ended at {} before an extension arrived",
+                crate::timestamp::format(*expired_at)
+            ),
+            LockLost::TakenOver { holder } => write!(f, "`{}` holds the lock now", holder.owner),
+            LockLost::LeaseRanOut { last_error: None } => {
+                f.write_str("the lease ran out with no extension answered")
+            }
+            LockLost::LeaseRanOut {
+                last_error: Some(error),
+            } => write!(f, "the lease ran out; the last extension failed: {error}"),
+        }
+    }
+}
+
+/// What a guard knows: the lock as last extended, or why it was lost. Once lost, always lost.
+#[derive(Debug, Clone)]
+enum State {
+    Held(Lock),
+    Lost { lock: Lock, lost: LockLost },
+}
+
+/// How the work of [`LockClient::with_lock`] ended.
+enum Finished<T> {
+    Done(T),
+    Lost(LockLost),
+    Panicked(Box<dyn std::any::Any + Send>),
+}
+
+/// A cheap, cloneable view of a guard's lock, for code that runs while the lock is held (such as
+/// the work given to [`LockClient::with_lock`]): whether it is still held, and a future that
+/// completes when it is lost.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+/// use ddb_lock::AcquireOptions;
+///
+/// let guard = client.lock("reports/daily", &AcquireOptions::new()).await?;
+/// let watch = guard.watch();
+/// tokio::spawn(async move {
+///     let lost = watch.lost().await;
+///     eprintln!("stop writing: {lost}");
+/// });
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockWatch {
+    state: watch::Receiver<State>,
+}
+
+impl LockWatch {
+    /// Whether the lock is held now: no extension has reported it lost, and the lease (as last
+    /// extended, counted on the monotonic clock) has not run out.
+    pub fn is_held(&self) -> bool {
+        match &*self.state.borrow() {
+            State::Held(lock) => Instant::now() < lock.valid_until_instant(),
+            State::Lost { .. } => false,
+        }
+    }
+
+    /// The lock as acquired or last extended.
+    pub fn lock(&self) -> Option<Lock> {
+        match &*self.state.borrow() {
+            State::Held(lock) => Some(lock.clone()),
+            State::Lost { .. } => None,
+        }
+    }
+
+    /// Completes when the lock is lost: an extension found it gone or taken, or its lease ran out
+    /// without a successful extension. Cancel-safe, for use in `tokio::select!`.
+    pub async fn lost(&self) -> LockLost {
+        let mut state = self.state.clone();
+        loop {
+            let valid_until = match &*state.borrow_and_update() {
+                State::Lost { lost, .. } => return lost.clone(),
+                State::Held(lock) => lock.valid_until_instant(),
+            };
+            tokio::select! {
+                changed = state.changed() => {
+                    if changed.is_err() {
+                        // The guard is gone; its lease is the only thing left to go by.
+                        tokio::time::sleep_until(valid_until).await;
+                        return LockLost::LeaseRanOut { last_error: None };
+                    }
+                }
+                () = tokio::time::sleep_until(valid_until) => {
+                    return LockLost::LeaseRanOut { last_error: None };
+                }
+            }
+        }
+    }
+}
+
+/// A held lock that extends itself in the background and is released when dropped.
+///
+/// Made by [`LockClient::lock`] and [`LockClient::try_lock`]. Every `heartbeat` (by default a
+/// third of the lease) a background task extends the lease; if an extension finds the lock gone
+/// or taken, or none succeeds before the lease runs out, the guard is lost for good:
+/// [`is_held`](Self::is_held) turns false and [`lost`](Self::lost) completes. Dropping the guard
+/// releases the lock from a spawned task (best effort, never blocking);
+/// [`release`](Self::release) releases it and tells what it found.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+/// use ddb_lock::AcquireOptions;
+/// use std::time::Duration;
+///
+/// let guard = client
+///     .lock("invoice/2026-0042", &AcquireOptions::new().lease(Duration::from_secs(10)))
+///     .await?;
+/// tokio::select! {
+///     lost = guard.lost() => eprintln!("stopped: {lost}"),
+///     () = tokio::time::sleep(Duration::from_secs(60)) => println!("a minute of work, held throughout"),
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockGuard {
+    client: LockClient,
+    lease: Duration,
+    state: Arc<watch::Sender<State>>,
+    watch: LockWatch,
+    heartbeat: JoinHandle<()>,
+    released: bool,
+}
+
+impl LockGuard {
+    fn start(client: &LockClient, lock: Lock, lease: Duration, heartbeat: Duration) -> Self {
+        let (sender, receiver) = watch::channel(State::Held(lock));
+        let state = Arc::new(sender);
+        let task = tokio::spawn(extend_until_lost(
+            client.clone(),
+            Arc::clone(&state),
+            lease,
+            heartbeat,
+        ));
+        LockGuard {
+            client: client.clone(),
+            lease,
+            state,
+            watch: LockWatch { state: receiver },
+            heartbeat: task,
+            released: false,
+        }
+    }
+
+    /// Whether the lock is held now; see [`LockWatch::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.watch.is_held()
+    }
+
+    /// Completes when the lock is lost; see [`LockWatch::lost`].
+    pub async fn lost(&self) -> LockLost {
+        self.watch.lost().await
+    }
+
+    /// A cloneable view of this guard's state, to hand to the code doing the work.
+    pub fn watch(&self) -> LockWatch {
+        self.watch.clone()
+    }
+
+    /// The lock as acquired or last extended, if not lost.
+    pub fn lock(&self) -> Option<Lock> {
+        self.watch.lock()
+    }
+
+    /// The acquisition's fencing token, if it was fenced.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.lock().and_then(|lock| lock.fencing_token())
+    }
+
+    /// Replaces the payload stored with the lock (`None` removes it), extending the lease in the
+    /// same write. A lost outcome makes the guard lost too.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(guard: ddb_lock::LockGuard) -> Result<(), ddb_lock::Error> {
+    /// guard.replace_data(Some(br#"{"step":"2/3"}"#.to_vec())).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn replace_data(&self, data: Option<Vec<u8>>) -> Result<ExtendOutcome, Error> {
+        let Some(lock) = self.lock() else {
+            return Ok(ExtendOutcome::NotFound);
+        };
+        let outcome = self
+            .client
+            .extend_and_replace_data(&lock, self.lease, data)
+            .await?;
+        settle(&self.state, &outcome);
+        Ok(outcome)
+    }
+
+    /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
+    /// including [`ReleaseOutcome::NotFound`] or [`ReleaseOutcome::NotOwner`] if the lock had been
+    /// lost.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+        self.heartbeat.abort();
+        self.released = true;
+        let lock = self.last_lock();
+        self.client.release(&lock).await
+    }
+
+    /// The lock as last known, lost or not (its credential never changes).
+    fn last_lock(&self) -> Lock {
+        match &*self.state.borrow() {
+            State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        if self.released {
+            return;
+        }
+        let lock = match &*self.state.borrow() {
+            State::Held(lock) => lock.clone(),
+            State::Lost { .. } => return,
+        };
+        // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let client = self.client.clone();
+            runtime.spawn(async move {
+                match client.release(&lock).await {
+                    Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
+                    Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
+                }
+            });
+        }
+    }
+}
+
+/// Records an extension's outcome: a later lease replaces an earlier one; a loss is final.
+fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) {
+    let lost = match outcome {
+        ExtendOutcome::Extended(extended) => {
+            state.send_if_modified(|current| match current {
+                State::Held(lock)
+                    if extended.valid_until_instant() > lock.valid_until_instant() =>
+                {
+                    *lock = extended.clone();
+                    true
+                }
+                _ => false,
+            });
+            return;
+        }
+        ExtendOutcome::NotFound => LockLost::NotFound,
+        ExtendOutcome::Expired { expired_at } => LockLost::Expired {
+            expired_at: *expired_at,
+        },
+        ExtendOutcome::NotOwner { holder } => LockLost::TakenOver {
+            holder: holder.clone(),
+        },
+    };
+    lose(state, lost);
+}
+
+fn lose(state: &watch::Sender<State>, lost: LockLost) {
+    state.send_if_modified(|current| match current {
+        State::Held(lock) => {
+            warn!(resource = lock.resource(), %lost, "lock lost");
+            *current = State::Lost {
+                lock: lock.clone(),
+                lost,
+            };
+            true
+        }
+        State::Lost { .. } => false,
+    });
+}
+
+/// The guard's background task: extend every `heartbeat`, retry failures until the lease runs
+/// out, stop at the first loss.
+async fn extend_until_lost(
+    client: LockClient,
+    state: Arc<watch::Sender<State>>,
+    lease: Duration,
+    heartbeat: Duration,
+) {
+    let mut next = Instant::now() + heartbeat;
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let lock = match &*state.borrow() {
+            State::Held(lock) => lock.clone(),
+            State::Lost { .. } => return,
+        };
+        let valid_until = lock.valid_until_instant();
+        let answer = tokio::time::timeout_at(valid_until, client.extend(&lock, lease)).await;
+        match answer {
+            Ok(Ok(outcome)) => {
+                settle(&state, &outcome);
+                if !matches!(outcome, ExtendOutcome::Extended(_)) {
+                    return;
+                }
+                last_error = None;
+                next = Instant::now() + heartbeat;
+            }
+            Ok(Err(err)) if Instant::now() < valid_until => {
+                warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
+                last_error = Some(err.to_string());
+                next = (Instant::now() + heartbeat / 4).min(valid_until);
+            }
+            Ok(Err(err)) => {
+                last_error = Some(err.to_string());
+                break;
+            }
+            Err(_elapsed) => break,
+        }
+    }
+    lose(&state, LockLost::LeaseRanOut { last_error });
+    // An extension may still land after its answer was given up on: release, so that the lock
+    // does not stay taken for a lease nobody is using.
+    let lock = match &*state.borrow() {
+        State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
+    };
+    if let Err(err) = client.release(&lock).await {
+        debug!(resource = lock.resource(), %err, "release after losing the lease failed");
+    }
+}
+
+impl LockClient {
+    /// Acquires the lock on `resource` (waiting as [`acquire`](Self::acquire) does) and returns
+    /// a [`LockGuard`] that keeps extending it until it is released, dropped or lost.
+    ///
+    /// The guard extends by the options' lease (else the client's) every
+    /// [`heartbeat`](AcquireOptions::heartbeat) (default: a third of the lease).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// let guard = client.lock("orders/42", &AcquireOptions::new().fencing(true)).await?;
+    /// let token = guard.fencing_token();
+    /// // ... fenced writes with `token`, checking guard.is_held() before each ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self, resource: &str, opts: &AcquireOptions) -> Result<LockGuard, Error> {
+        let (lease, heartbeat) = self.guard_timing(opts)?;
+        let lock = self.acquire(resource, opts).await?;
+        Ok(LockGuard::start(self, lock, lease, heartbeat))
+    }
+
+    /// Tries once to take the lock on `resource`; `Ok(None)` if someone else holds it. See
+    /// [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// if let Some(guard) = client.try_lock("cron/nightly", &AcquireOptions::new()).await? {
+    ///     // ... this tick's job ...
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(
+        &self,
+        resource: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, Error> {
+        let (lease, heartbeat) = self.guard_timing(opts)?;
+        Ok(self
+            .try_acquire(resource, opts)
+            .await?
+            .map(|lock| LockGuard::start(self, lock, lease, heartbeat)))
+    }
+
+    /// Runs `work` while holding the lock on `resource`, and always releases it afterwards: when
+    /// `work` returns `Ok`, when it returns an error, and when it panics (the panic then resumes).
+    ///
+    /// `work` gets a [`LockWatch`] to check or await the lock's loss. If the lock is lost while
+    /// `work` runs, `work` is stopped at its next `.await` (its future is dropped) and the result is
+    /// [`Error::Lost`]; the same if it is found lost when `work` finishes. Errors of `work` pass
+    /// through, so its error type needs `From<ddb_lock::Error>`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// let total = client
+    ///     .with_lock("ledger/7", &AcquireOptions::new(), |watch| async move {
+    ///         // ... read, compute, write; `watch.is_held()` before each write ...
+    ///         Ok::<_, ddb_lock::Error>(42)
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<T, E, F, Fut>(
+        &self,
+        resource: &str,
+        opts: &AcquireOptions,
+        work: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce(LockWatch) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let guard = self.lock(resource, opts).await?;
+        let watch = guard.watch();
+        let finished = tokio::select! {
+            biased;
+            lost = guard.lost() => Finished::Lost(lost),
+            result = AssertUnwindSafe(work(watch)).catch_unwind() => match result {
+                Err(panic) => Finished::Panicked(panic),
+                Ok(result) if guard.is_held() => Finished::Done(result),
+                Ok(_) => Finished::Lost(guard.lost().await),
+            },
+        };
+        if let Err(err) = guard.release().await {
+            warn!(resource, %err, "could not release after the work; the lock expires with its lease");
+        }
+        match finished {
+            Finished::Done(result) => result,
+            Finished::Lost(reason) => Err(Error::Lost {
+                resource: resource.to_owned(),
+                reason: Box::new(reason),
+            }
+            .into()),
+            Finished::Panicked(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// The lease a guard extends by and how often, validated before anything is acquired.
+    fn guard_timing(&self, opts: &AcquireOptions) -> Result<(Duration, Duration), InvalidInput> {
+        let lease = opts.lease_duration().unwrap_or(self.default_lease());
+        limits::duration("lease", lease, MIN_LEASE)?;
+        let heartbeat = opts.heartbeat_period().unwrap_or(lease / 3);
+        limits::duration("heartbeat", heartbeat, MIN_LEASE)?;
+        if heartbeat >= lease {
+            return Err(InvalidInput::DurationTooLong {
+                field: "heartbeat",
+                value: heartbeat,
+                max: lease.saturating_sub(MIN_LEASE),
+            });
+        }
+        Ok((lease, heartbeat))
+    }
+}
