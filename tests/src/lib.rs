@@ -70,6 +70,60 @@ pub async fn hold(client: &LockClient, resource: &str, owner: &str, lease: Durat
         .unwrap_or_else(|| panic!("{resource} should have been free for {owner}"))
 }
 
+/// The table of items written with fences by the tests (not a lock table): string hash key `id`.
+pub const FENCED_TABLE: &str = "ddb-lock-fenced-writes";
+
+/// Creates [`FENCED_TABLE`] if missing and waits until it is active.
+pub async fn fenced_table() {
+    use aws_sdk_dynamodb::operation::create_table::CreateTableError;
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        TableStatus,
+    };
+    let created = dynamodb()
+        .create_table()
+        .table_name(FENCED_TABLE)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key schema"),
+        )
+        .send()
+        .await;
+    match created {
+        Ok(_) => {}
+        Err(err)
+            if matches!(
+                err.as_service_error(),
+                Some(CreateTableError::ResourceInUseException(_))
+            ) => {}
+        Err(err) => panic!("CreateTable: {err:?}"),
+    }
+    for _ in 0..300 {
+        let described = dynamodb()
+            .describe_table()
+            .table_name(FENCED_TABLE)
+            .send()
+            .await
+            .expect("DescribeTable");
+        if described.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{FENCED_TABLE} did not become active");
+}
+
 /// A timestamp as the lock item stores it.
 pub fn stored(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

@@ -7,10 +7,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 const TARGET_PREFIX: &[u8] = b"DynamoDB_20120810.";
 
@@ -38,7 +39,46 @@ pub struct Proxy {
 struct Shared {
     counts: watch::Sender<HashMap<String, OpCounts>>,
     /// Operations whose next answer is to be dropped.
-    drop_next: Mutex<Vec<String>>,
+    drop_next: Mutex<Vec<DropRule>>,
+    /// Set when the client is cut off: every connection closes on its next request.
+    cut_off: AtomicBool,
+}
+
+/// One answer to drop: of which operation, and whether to hold the connection open until told.
+#[derive(Debug)]
+struct DropRule {
+    operation: String,
+    hold: Option<Hold>,
+}
+
+#[derive(Debug)]
+struct Hold {
+    withheld: oneshot::Sender<()>,
+    gate: oneshot::Receiver<()>,
+}
+
+/// An answer the proxy has withheld, with the client's connection still open; see
+/// [`Proxy::withhold_next_answer`].
+#[derive(Debug)]
+pub struct WithheldAnswer {
+    withheld: Option<oneshot::Receiver<()>>,
+    gate: Option<oneshot::Sender<()>>,
+}
+
+impl WithheldAnswer {
+    /// Waits until the request has been applied by the endpoint and its answer withheld.
+    pub async fn applied(&mut self) {
+        if let Some(withheld) = self.withheld.take() {
+            withheld.await.expect("proxy running");
+        }
+    }
+
+    /// Closes the client's connection without the answer, so that the client retries.
+    pub fn drop_it(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            let _ = gate.send(());
+        }
+    }
 }
 
 impl Proxy {
@@ -55,6 +95,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             counts: counts_tx,
             drop_next: Mutex::new(Vec::new()),
+            cut_off: AtomicBool::new(false),
         });
         let accept_shared = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -86,7 +127,39 @@ impl Proxy {
             .drop_next
             .lock()
             .expect("proxy lock")
-            .push(operation.to_owned());
+            .push(DropRule {
+                operation: operation.to_owned(),
+                hold: None,
+            });
+    }
+
+    /// Forward the next `operation` request and keep its answer: the client waits, its
+    /// connection open, until [`WithheldAnswer::drop_it`] closes it without an answer. Meanwhile
+    /// a test can change the world the client's retry will find.
+    pub fn withhold_next_answer(&self, operation: &str) -> WithheldAnswer {
+        let (withheld_tx, withheld_rx) = oneshot::channel();
+        let (gate_tx, gate_rx) = oneshot::channel();
+        self.shared
+            .drop_next
+            .lock()
+            .expect("proxy lock")
+            .push(DropRule {
+                operation: operation.to_owned(),
+                hold: Some(Hold {
+                    withheld: withheld_tx,
+                    gate: gate_rx,
+                }),
+            });
+        WithheldAnswer {
+            withheld: Some(withheld_rx),
+            gate: Some(gate_tx),
+        }
+    }
+
+    /// Cuts the client off, as a network partition would: from now on every request, on a new
+    /// or a pooled connection, gets its connection closed instead of an answer.
+    pub fn cut_off(&self) {
+        self.shared.cut_off.store(true, Ordering::SeqCst);
     }
 
     /// Counts of `operation` so far.
@@ -119,11 +192,15 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
     let mut from_server = vec![0u8; 64 * 1024];
     // The tail of the previous chunk, so that a header split across reads is still recognized.
     let mut tail: Vec<u8> = Vec::new();
-    let mut pending: Option<(String, bool)> = None; // (operation, drop its answer)
+    // The operation awaiting its answer, and the rule to drop that answer if there is one.
+    let mut pending: Option<(String, Option<DropRule>)> = None;
     loop {
         tokio::select! {
             read = client.read(&mut from_client) => {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
+                if shared.cut_off.load(Ordering::SeqCst) {
+                    return;
+                }
                 let chunk = &from_client[..n];
                 let mut window = std::mem::take(&mut tail);
                 let overlap = window.len();
@@ -131,10 +208,10 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                 for operation in operations_in(&window, overlap) {
                     let drop_answer = {
                         let mut drop_next = shared.drop_next.lock().expect("proxy lock");
-                        match drop_next.iter().position(|op| *op == operation) {
-                            Some(i) => { drop_next.remove(i); true }
-                            None => false,
-                        }
+                        drop_next
+                            .iter()
+                            .position(|rule| rule.operation == operation)
+                            .map(|i| drop_next.remove(i))
                     };
                     shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
                     pending = Some((operation, drop_answer));
@@ -145,11 +222,15 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
             read = server.read(&mut from_server) => {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
                 match pending.take() {
-                    Some((operation, true)) => {
+                    Some((operation, Some(rule))) => {
                         shared.counts.send_modify(|c| c.entry(operation).or_default().dropped += 1);
+                        if let Some(hold) = rule.hold {
+                            let _ = hold.withheld.send(());
+                            let _ = hold.gate.await;
+                        }
                         return; // closes both connections without answering the client
                     }
-                    Some((operation, false)) => {
+                    Some((operation, None)) => {
                         shared.counts.send_modify(|c| c.entry(operation).or_default().answered += 1);
                     }
                     None => {}

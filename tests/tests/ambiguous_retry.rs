@@ -1,12 +1,25 @@
-//! A PutItem whose first attempt succeeded but whose answer was lost: the SDK retries, the retry's
-//! condition fails on our own item, and that must be reported as acquired, not as contention.
+//! Writes whose first attempt succeeded but whose answer was lost: the SDK retries, and the retry
+//! must not turn our own success into contention (acquire), a lost lock (extend) or an ownership
+//! mismatch (release).
 
-use ddb_lock::AcquireOptions;
+use ddb_lock::{AcquireOptions, ExtendOutcome, ReleaseOutcome};
 use ddb_lock_tests::proxy::Proxy;
 use ddb_lock_tests::{
-    builder, dynamodb_with, endpoint, lock_client, raw_item, string_attr, unique,
+    builder, dynamodb_with, endpoint, hold, lock_client, raw_item, stored, string_attr, unique,
 };
 use std::time::Duration;
+
+/// A lock client whose requests pass through `proxy`, retrying quickly.
+fn client_through(proxy: &Proxy) -> ddb_lock::LockClient {
+    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(
+            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(10)),
+        )
+    });
+    builder(dynamodb).build().unwrap()
+}
 
 #[tokio::test]
 async fn a_retried_acquire_whose_first_answer_was_lost_is_acquired_not_held() {
@@ -49,4 +62,59 @@ async fn a_retried_acquire_whose_first_answer_was_lost_is_acquired_not_held() {
         direct.release(&lock).await.unwrap(),
         ddb_lock::ReleaseOutcome::Released
     );
+}
+
+#[tokio::test]
+async fn a_retried_extend_whose_first_answer_was_lost_is_extended() {
+    let direct = lock_client().await;
+    let resource = unique("lost-extend");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy);
+    let lock = hold(&direct, &resource, "alice", Duration::from_secs(5)).await;
+
+    proxy.drop_next_answer("UpdateItem");
+    let outcome = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+
+    let updates = proxy.counts("UpdateItem");
+    assert_eq!(
+        updates.dropped, 1,
+        "the first answer was really lost: {updates:?}"
+    );
+    assert_eq!(updates.requests, 2, "the SDK retried once: {updates:?}");
+    let ExtendOutcome::Extended(extended) = outcome else {
+        panic!("our own extension was reported as {outcome:?}");
+    };
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(
+        string_attr(&item, "ExpiresAt"),
+        stored(extended.expires_at())
+    );
+    assert!(extended.expires_at() > lock.expires_at());
+}
+
+#[tokio::test]
+async fn a_retried_release_whose_first_answer_was_lost_never_reports_a_mismatch() {
+    let direct = lock_client().await;
+    let resource = unique("lost-release");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy);
+    let lock = hold(&direct, &resource, "alice", Duration::from_secs(60)).await;
+
+    // The first DeleteItem is applied; while its answer is withheld, bob takes the free lock.
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    let release = tokio::spawn(async move { client.release(&lock).await });
+    answer.applied().await;
+    let bobs = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    answer.drop_it();
+    let outcome = release.await.unwrap().unwrap();
+
+    let deletes = proxy.counts("DeleteItem");
+    assert_eq!(deletes.requests, 2, "the SDK retried once: {deletes:?}");
+    assert_eq!(
+        outcome,
+        ReleaseOutcome::NotFound,
+        "alice's lock is gone (by her own first attempt); bob's is not hers to be mismatched with"
+    );
+    let item = raw_item(&resource).await.expect("bob's lock untouched");
+    assert_eq!(string_attr(&item, "LockID"), bobs.lock_id().to_string());
 }

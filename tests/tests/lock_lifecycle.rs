@@ -42,7 +42,12 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
     };
     // The default grace period is one hour after the lease ends.
     assert_eq!(ttl, (lock.expires_at() + TimeDelta::hours(1)).timestamp());
-    assert_eq!(item.len(), 7, "unexpected attributes in {item:?}");
+    assert_eq!(
+        item["LeaseMs"],
+        aws_sdk_dynamodb::types::AttributeValue::N("30000".into())
+    );
+    assert!(uuid::Uuid::try_parse(string_attr(&item, "Version")).is_ok());
+    assert_eq!(item.len(), 9, "unexpected attributes in {item:?}");
 
     assert_eq!(
         client.release(&lock).await.unwrap(),

@@ -1,0 +1,262 @@
+//! Fenced writes to an item of the caller's own: DynamoDB refuses a write whose fencing token is
+//! lower than the highest token that has written the item.
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+use ddb_lock_tests::{dynamodb, fenced_table, unique, FENCED_TABLE};
+use std::collections::HashMap;
+
+fn key(id: &str) -> AttributeValue {
+    AttributeValue::S(id.to_owned())
+}
+
+fn n(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn fence(token: u64) -> FencedWrite {
+    FencedWrite::new(FencingToken::new(token))
+}
+
+/// The item, read strongly consistently.
+async fn item(id: &str) -> Option<HashMap<String, AttributeValue>> {
+    dynamodb()
+        .get_item()
+        .table_name(FENCED_TABLE)
+        .key("id", key(id))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item
+}
+
+/// A number attribute of the item, which must exist.
+async fn number(id: &str, attribute: &str) -> u64 {
+    let item = item(id)
+        .await
+        .unwrap_or_else(|| panic!("item {id} is missing"));
+    match item.get(attribute) {
+        Some(AttributeValue::N(v)) => v.parse().unwrap(),
+        other => panic!("attribute {attribute} of {id} is {other:?}, expected a number"),
+    }
+}
+
+/// Sets the item's balance with a fenced UpdateItem.
+async fn set_balance(
+    id: &str,
+    token: u64,
+    balance: u64,
+) -> Result<(), SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>> {
+    fence(token)
+        .update(
+            dynamodb()
+                .update_item()
+                .table_name(FENCED_TABLE)
+                .key("id", key(id))
+                .update_expression("SET balance = :b")
+                .expression_attribute_values(":b", n(balance)),
+        )
+        .send()
+        .await
+        .map(|_| ())
+}
+
+fn is_update_refused<R>(err: &SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+fn is_put_refused<R>(err: &SdkError<PutItemError, R>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(PutItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+fn is_delete_refused<R>(err: &SdkError<DeleteItemError, R>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(DeleteItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+#[tokio::test]
+async fn a_write_with_a_lower_token_is_rejected_after_a_higher_token_wrote() {
+    fenced_table().await;
+    let id = unique("account");
+
+    set_balance(&id, 7, 10).await.expect("token 7 writes first");
+    let err = set_balance(&id, 6, 99)
+        .await
+        .expect_err("token 6 must be refused after token 7 wrote");
+
+    assert!(is_update_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(number(&id, "balance").await, 10);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 7);
+}
+
+#[tokio::test]
+async fn the_same_token_may_write_again() {
+    fenced_table().await;
+    let id = unique("account");
+
+    set_balance(&id, 7, 10).await.expect("first write");
+    set_balance(&id, 7, 20)
+        .await
+        .expect("second write, same token");
+
+    assert_eq!(number(&id, "balance").await, 20);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 7);
+}
+
+#[tokio::test]
+async fn a_higher_token_overwrites_and_raises_the_fence() {
+    fenced_table().await;
+    let id = unique("account");
+
+    set_balance(&id, 7, 10).await.expect("token 7");
+    set_balance(&id, 8, 20)
+        .await
+        .expect("token 8 after token 7");
+    let err = set_balance(&id, 7, 30)
+        .await
+        .expect_err("token 7 must be refused after token 8 wrote");
+
+    assert!(is_update_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(number(&id, "balance").await, 20);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 8);
+}
+
+#[tokio::test]
+async fn a_stale_put_is_rejected() {
+    fenced_table().await;
+    let id = unique("account");
+    let put = |token: u64, balance: u64| {
+        fence(token).put(
+            dynamodb()
+                .put_item()
+                .table_name(FENCED_TABLE)
+                .item("id", key(&id))
+                .item("balance", n(balance)),
+        )
+    };
+
+    put(3, 10).send().await.expect("token 3 puts first");
+    let err = put(2, 99)
+        .send()
+        .await
+        .expect_err("token 2 must be refused after token 3 wrote");
+
+    assert!(is_put_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(number(&id, "balance").await, 10);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 3);
+}
+
+#[tokio::test]
+async fn a_fenced_put_keeps_the_callers_own_condition() {
+    fenced_table().await;
+    let id = unique("account");
+    let put = |token: u64, required_state: &str, balance: u64| {
+        fence(token).put(
+            dynamodb()
+                .put_item()
+                .table_name(FENCED_TABLE)
+                .item("id", key(&id))
+                .item("State", AttributeValue::S("closed".into()))
+                .item("balance", n(balance))
+                .condition_expression("attribute_not_exists(id) OR #state = :required")
+                .expression_attribute_names("#state", "State")
+                .expression_attribute_values(":required", AttributeValue::S(required_state.into())),
+        )
+    };
+
+    put(1, "closed", 10).send().await.expect("first put");
+    let err = put(5, "open", 99)
+        .send()
+        .await
+        .expect_err("the caller's condition fails, whatever the token");
+    assert!(is_put_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(number(&id, "balance").await, 10);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 1);
+
+    put(5, "closed", 20)
+        .send()
+        .await
+        .expect("both the caller's condition and the fence hold");
+    assert_eq!(number(&id, "balance").await, 20);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 5);
+}
+
+#[tokio::test]
+async fn a_fenced_update_keeps_the_callers_other_clauses_and_custom_attribute() {
+    fenced_table().await;
+    let id = unique("account");
+    dynamodb()
+        .put_item()
+        .table_name(FENCED_TABLE)
+        .item("id", key(&id))
+        .item("obsolete", AttributeValue::S("x".into()))
+        .item("count", n(1))
+        .send()
+        .await
+        .expect("unfenced seed");
+    let update = |token: u64| {
+        fence(token).attribute("Fence").update(
+            dynamodb()
+                .update_item()
+                .table_name(FENCED_TABLE)
+                .key("id", key(&id))
+                .update_expression("REMOVE obsolete ADD #count :one set balance = :b")
+                .expression_attribute_names("#count", "count")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":b", n(token * 10)),
+        )
+    };
+
+    update(4).send().await.expect("the first fenced write");
+    let err = update(3).send().await.expect_err("token 3 after token 4");
+
+    assert!(is_update_refused(&err), "unexpected error: {err:?}");
+    let stored = item(&id).await.expect("item");
+    assert!(
+        !stored.contains_key("obsolete"),
+        "REMOVE applied: {stored:?}"
+    );
+    assert!(!stored.contains_key(FENCE_ATTRIBUTE), "{stored:?}");
+    assert_eq!(number(&id, "count").await, 2);
+    assert_eq!(number(&id, "balance").await, 40);
+    assert_eq!(number(&id, "Fence").await, 4);
+}
+
+#[tokio::test]
+async fn a_stale_delete_is_rejected() {
+    fenced_table().await;
+    let id = unique("account");
+    let delete = |token: u64| {
+        fence(token).delete(
+            dynamodb()
+                .delete_item()
+                .table_name(FENCED_TABLE)
+                .key("id", key(&id)),
+        )
+    };
+
+    set_balance(&id, 3, 10).await.expect("token 3 writes");
+    let err = delete(2)
+        .send()
+        .await
+        .expect_err("token 2 must not delete token 3's write");
+    assert!(is_delete_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(number(&id, "balance").await, 10);
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 3);
+
+    delete(3).send().await.expect("the current holder deletes");
+    assert_eq!(item(&id).await, None);
+}

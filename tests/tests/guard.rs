@@ -1,0 +1,304 @@
+//! The lock guard: it extends in the background, reports loss, releases on drop and on release,
+//! replaces the payload; and `with_lock` always releases.
+
+use ddb_lock::{AcquireOptions, Error, LockLost, LockStatus, ReleaseOutcome};
+use ddb_lock_tests::proxy::Proxy;
+use ddb_lock_tests::{builder, dynamodb_at, endpoint, hold, lock_client, unique};
+use std::time::Duration;
+use tokio::time::timeout;
+
+/// Upper bound on any wait in these tests, so that a bug fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn opts(owner: &str, lease_ms: u64, heartbeat_ms: u64) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_millis(lease_ms))
+        .heartbeat(Duration::from_millis(heartbeat_ms))
+}
+
+#[tokio::test]
+async fn a_guard_keeps_its_lock_past_the_first_lease() {
+    let client = lock_client().await;
+    let resource = unique("guard-extends");
+    let guard = client
+        .lock(&resource, &opts("alice", 600, 100))
+        .await
+        .unwrap();
+    let first_expiry = guard.lock().unwrap().expires_at();
+
+    // Letting three leases pass is the behaviour under test, not synchronisation.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+
+    assert!(guard.is_held());
+    let LockStatus::Held { holder, .. } = client.status(&resource).await.unwrap() else {
+        panic!("the guarded lock expired");
+    };
+    assert_eq!(holder.owner, "alice");
+    assert!(holder.expires_at > first_expiry + chrono::TimeDelta::milliseconds(1000));
+    let other = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(other.is_none(), "bob must not get a guarded lock");
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn a_guard_reports_loss_when_its_lock_is_force_released() {
+    let client = lock_client().await;
+    let resource = unique("guard-force-released");
+    let guard = client
+        .lock(&resource, &opts("alice", 5000, 50))
+        .await
+        .unwrap();
+
+    client.force_release(&resource).await.unwrap();
+    let lost = timeout(PATIENCE, guard.lost())
+        .await
+        .expect("loss signalled");
+
+    assert_eq!(lost, LockLost::NotFound);
+    assert!(!guard.is_held());
+    // The guard's release does not touch a lock that is not its own.
+    let bobs = hold(&client, &resource, "bob", Duration::from_secs(60)).await;
+    assert!(matches!(
+        guard.release().await.unwrap(),
+        ReleaseOutcome::NotOwner { .. }
+    ));
+    assert_eq!(
+        client.release(&bobs).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
+
+#[tokio::test]
+async fn a_guard_reports_the_new_holder_when_its_lock_is_taken_over() {
+    let client = lock_client().await;
+    let resource = unique("guard-taken-over");
+    let guard = client
+        .lock(&resource, &opts("alice", 8000, 2000))
+        .await
+        .unwrap();
+
+    client.force_release(&resource).await.unwrap();
+    let bobs = hold(&client, &resource, "bob", Duration::from_secs(60)).await;
+    let lost = timeout(PATIENCE, guard.lost())
+        .await
+        .expect("loss signalled");
+
+    let LockLost::TakenOver { holder } = lost else {
+        panic!("expected a takeover, got {lost:?}");
+    };
+    assert_eq!(holder.owner, "bob");
+    assert!(!guard.is_held());
+    client.release(&bobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_guard_cut_off_from_dynamodb_is_lost_when_its_lease_runs_out() {
+    lock_client().await;
+    let resource = unique("guard-cut-off");
+    let proxy = Proxy::start(&endpoint()).await;
+    let cut_off = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let guard = cut_off
+        .lock(&resource, &opts("alice", 1500, 200))
+        .await
+        .unwrap();
+    let valid_until = guard.lock().unwrap().valid_until();
+
+    proxy.cut_off();
+    let lost = timeout(PATIENCE, guard.lost())
+        .await
+        .expect("loss signalled");
+
+    assert!(
+        matches!(lost, LockLost::LeaseRanOut { .. }),
+        "expected the lease to run out, got {lost:?}"
+    );
+    assert!(
+        std::time::Instant::now() >= valid_until,
+        "not lost before its lease ended"
+    );
+    assert!(!guard.is_held());
+}
+
+#[tokio::test]
+async fn dropping_a_guard_releases_its_lock() {
+    let client = lock_client().await;
+    let resource = unique("guard-dropped");
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    drop(guard);
+    // The lease is a minute: only the release frees the lock within the timeout.
+    let bobs = client
+        .acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("bob")
+                .timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect("the dropped guard's lock was released");
+    client.release(&bobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_holder_replaces_and_removes_the_lock_data() {
+    let client = lock_client().await;
+    let resource = unique("guard-data");
+    let guard = client
+        .lock(
+            &resource,
+            &opts("alice", 60_000, 20_000).data(b"step 1".to_vec()),
+        )
+        .await
+        .unwrap();
+    let data = |status: LockStatus| match status {
+        LockStatus::Held { holder, .. } => holder.data,
+        LockStatus::Free => panic!("the lock should be held"),
+    };
+    assert_eq!(
+        data(client.status(&resource).await.unwrap()).as_deref(),
+        Some(&b"step 1"[..])
+    );
+
+    guard.replace_data(Some(b"step 2".to_vec())).await.unwrap();
+    assert_eq!(
+        data(client.status(&resource).await.unwrap()).as_deref(),
+        Some(&b"step 2"[..])
+    );
+    guard.replace_data(None).await.unwrap();
+    assert_eq!(data(client.status(&resource).await.unwrap()), None);
+
+    let too_large = vec![0u8; ddb_lock::limits::MAX_DATA_BYTES + 1];
+    let err = guard.replace_data(Some(too_large)).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidInput(e) if e.field() == "data"),
+        "{err}"
+    );
+    assert!(guard.is_held(), "bad input changes nothing");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn only_the_holder_can_replace_the_lock_data() {
+    let client = lock_client().await;
+    let resource = unique("data-not-owner");
+    let alices = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
+    client.release(&alices).await.unwrap();
+    let bobs = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("bob").data(b"bob's".to_vec()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+
+    let outcome = client
+        .extend_and_replace_data(&alices, Duration::from_secs(60), Some(b"alice's".to_vec()))
+        .await
+        .unwrap();
+
+    assert!(
+        matches!(outcome, ddb_lock::ExtendOutcome::NotOwner { .. }),
+        "{outcome:?}"
+    );
+    let LockStatus::Held { holder, .. } = client.status(&resource).await.unwrap() else {
+        panic!("bob's lock should be held");
+    };
+    assert_eq!(holder.data.as_deref(), Some(&b"bob's"[..]));
+    client.release(&bobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn with_lock_releases_after_ok_after_an_error_and_after_a_panic() {
+    let client = lock_client().await;
+    let resource = unique("with-lock");
+
+    let value = client
+        .with_lock(
+            &resource,
+            &opts("alice", 60_000, 20_000),
+            |watch| async move {
+                assert!(watch.is_held());
+                Ok::<_, Error>(7)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(value, 7);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+
+    #[derive(Debug)]
+    enum WorkError {
+        Failed,
+        Lock,
+    }
+    impl From<Error> for WorkError {
+        fn from(_: Error) -> Self {
+            WorkError::Lock
+        }
+    }
+    let failed = client
+        .with_lock(&resource, &opts("alice", 60_000, 20_000), |_| async {
+            Err::<(), _>(WorkError::Failed)
+        })
+        .await;
+    assert!(matches!(failed, Err(WorkError::Failed)), "{failed:?}");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+
+    let panicking = client.clone();
+    let panicked_resource = resource.clone();
+    let joined = tokio::spawn(async move {
+        panicking
+            .with_lock(
+                &panicked_resource,
+                &opts("alice", 60_000, 20_000),
+                |_| async {
+                    panic!("the work panics");
+                    #[allow(unreachable_code)]
+                    Ok::<(), Error>(())
+                },
+            )
+            .await
+    })
+    .await;
+    assert!(joined.unwrap_err().is_panic(), "the panic resumes");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
+    let client = lock_client().await;
+    let resource = unique("with-lock-lost");
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let admin = client.clone();
+    let admin_resource = resource.clone();
+    let intruder = tokio::spawn(async move {
+        started_rx.await.unwrap();
+        admin.force_release(&admin_resource).await.unwrap();
+    });
+
+    let result = timeout(
+        PATIENCE,
+        client.with_lock(&resource, &opts("alice", 5000, 50), |_| async move {
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+            Ok::<_, Error>(())
+        }),
+    )
+    .await
+    .expect("the work was stopped");
+
+    intruder.await.unwrap();
+    assert!(
+        matches!(&result, Err(Error::Lost { reason, .. }) if **reason == LockLost::NotFound),
+        "{result:?}"
+    );
+}
