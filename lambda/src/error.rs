@@ -36,7 +36,7 @@ pub enum HandlerError {
         /// The resource.
         resource: String,
         /// Its holder.
-        holder: Holder,
+        holder: Box<Holder>,
     },
     /// See [`name::LOCK_TIMEOUT`]; the message names the resource, the wait and the holder.
     #[error("{0}")]
@@ -59,7 +59,7 @@ pub enum HandlerError {
         /// The owner given.
         owner: String,
         /// The current holder.
-        holder: Holder,
+        holder: Box<Holder>,
     },
     /// See [`name::LOCK_EXPIRED`].
     #[error("the lease of lock `{resource}` ended at {}; it was not extended", timestamp::format(*.expired_at))]

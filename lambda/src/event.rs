@@ -43,6 +43,9 @@ pub enum Request {
         lock: HeldLock,
         /// The new lease, from now.
         lease: Option<Duration>,
+        /// A payload to store instead of the current one, as JSON text: `Some(None)` (the event's
+        /// `"data": null`) removes it, `None` (no `data`) keeps it.
+        data: Option<Option<String>>,
     },
     /// Read a lock.
     Status {
@@ -69,6 +72,8 @@ pub struct NewLock {
     pub lease: Option<Duration>,
     /// The optional payload, as JSON text.
     pub data: Option<String>,
+    /// Whether the acquisition gets a fencing token.
+    pub fencing: bool,
 }
 
 /// Fields identifying a held lock.
@@ -105,15 +110,23 @@ impl RequestError {
 const OPS: [(&str, &[&str]); 8] = [
     (
         "acquire",
-        &["resource", "owner", "lease_ms", "wait_ms", "data"],
+        &[
+            "resource", "owner", "lease_ms", "wait_ms", "data", "fencing",
+        ],
     ),
-    ("try_acquire", &["resource", "owner", "lease_ms", "data"]),
+    (
+        "try_acquire",
+        &["resource", "owner", "lease_ms", "data", "fencing"],
+    ),
     ("release", &["resource", "owner", "lock_id"]),
     (
         "release_execution",
         &["owner", "execution_input", "resource_field"],
     ),
-    ("extend", &["resource", "owner", "lock_id", "lease_ms"]),
+    (
+        "extend",
+        &["resource", "owner", "lock_id", "lease_ms", "data"],
+    ),
     ("status", &["resource"]),
     ("force_release", &["resource"]),
     ("cleanup", &[]),
@@ -197,6 +210,9 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
         "extend" => Request::Extend {
             lock: event.held_lock()?,
             lease: event.millis("lease_ms")?,
+            data: fields
+                .get("data")
+                .map(|d| Some(d).filter(|d| !d.is_null()).map(Value::to_string)),
         },
         "status" => Request::Status {
             resource: event.string("resource")?,
@@ -253,7 +269,19 @@ impl Fields<'_> {
                 .get("data")
                 .filter(|d| !d.is_null())
                 .map(Value::to_string),
+            fencing: self.flag("fencing")?,
         })
+    }
+
+    fn flag(&self, field: &str) -> Result<bool, RequestError> {
+        match self.0.get(field) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(RequestError::new(
+                field,
+                format!("must be true or false, not {}", kind(other)),
+            )),
+        }
     }
 
     /// The resource named by `resource_field` inside `execution_input`, the execution's input
@@ -319,7 +347,7 @@ mod tests {
     fn parses_every_op() {
         let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
         let acquire = parse(&json!({"op": "acquire", "resource": "r", "owner": "o",
-            "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}}))
+            "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}, "fencing": true}))
         .unwrap();
         assert_eq!(
             acquire,
@@ -329,6 +357,7 @@ mod tests {
                     owner: "o".into(),
                     lease: Some(Duration::from_millis(1500)),
                     data: Some(r#"{"step":1}"#.into()),
+                    fencing: true,
                 },
                 wait: Some(Duration::ZERO),
             }
@@ -345,6 +374,35 @@ mod tests {
         ] {
             assert!(parse(&event).is_ok(), "{event}");
         }
+    }
+
+    #[test]
+    fn extend_tells_keeping_replacing_and_removing_data_apart() {
+        let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let data_of = |event: Value| match parse(&event).unwrap() {
+            Request::Extend { data, .. } => data,
+            other => panic!("parsed as {other:?}"),
+        };
+        let base = json!({"op": "extend", "resource": "r", "owner": "o", "lock_id": id});
+        let with = |data: Value| {
+            let mut event = base.clone();
+            event["data"] = data;
+            event
+        };
+        assert_eq!(data_of(base.clone()), None);
+        assert_eq!(data_of(with(Value::Null)), Some(None));
+        assert_eq!(
+            data_of(with(json!({"step": 2}))),
+            Some(Some(r#"{"step":2}"#.into()))
+        );
+    }
+
+    #[test]
+    fn fencing_must_be_a_boolean() {
+        assert_eq!(
+            field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "fencing": "yes"})),
+            "fencing"
+        );
     }
 
     #[test]

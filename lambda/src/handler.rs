@@ -151,7 +151,7 @@ impl Handler {
                     }
                     AcquireAttempt::Held(holder) => Err(HandlerError::Held {
                         resource: lock.resource,
-                        holder,
+                        holder: Box::new(holder),
                     }),
                 }
             }
@@ -166,10 +166,22 @@ impl Handler {
                 let outcome = self.client.release_owned(&resource, &owner).await?;
                 release_answer(resource, owner, None, outcome)
             }
-            Request::Extend { lock, lease } => {
+            Request::Extend { lock, lease, data } => {
                 *attempts = 1;
                 let lease = lease.unwrap_or(self.config.default_lease);
-                match self.client.extend(&handle(&lock), lease).await? {
+                let outcome = match data {
+                    None => self.client.extend(&handle(&lock), lease).await?,
+                    Some(data) => {
+                        self.client
+                            .extend_and_replace_data(
+                                &handle(&lock),
+                                lease,
+                                data.map(String::into_bytes),
+                            )
+                            .await?
+                    }
+                };
+                match outcome {
                     ExtendOutcome::Extended(extended) => {
                         Ok(Done::new(LockResponse::new(&extended), "extended"))
                     }
@@ -184,7 +196,7 @@ impl Handler {
                     ExtendOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
                         resource: lock.resource,
                         owner: lock.owner,
-                        holder,
+                        holder: Box::new(holder),
                     }),
                 }
             }
@@ -243,7 +255,7 @@ fn release_answer(
             return Err(HandlerError::OwnershipMismatch {
                 resource,
                 owner,
-                holder,
+                holder: Box::new(holder),
             })
         }
     };
@@ -263,7 +275,10 @@ fn release_answer(
 /// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an
 /// Acquire state gets back the lock its execution already holds.
 fn acquire_options(lock: &NewLock) -> AcquireOptions {
-    let mut opts = AcquireOptions::new().owner(&lock.owner).idempotent(true);
+    let mut opts = AcquireOptions::new()
+        .owner(&lock.owner)
+        .idempotent(true)
+        .fencing(lock.fencing);
     if let Some(lease) = lock.lease {
         opts = opts.lease(lease);
     }

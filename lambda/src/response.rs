@@ -18,6 +18,9 @@ pub struct LockResponse {
     pub acquired_at: String,
     /// When the lease ends.
     pub expires_at: String,
+    /// The fencing token, when the acquisition was fenced: pass it with every protected write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
     /// Time spent acquiring (acquire only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
@@ -34,6 +37,7 @@ impl LockResponse {
             owner: lock.owner().to_owned(),
             acquired_at: timestamp::format(lock.acquired_at()),
             expires_at: timestamp::format(lock.expires_at()),
+            fencing_token: lock.fencing_token().map(|t| t.value()),
             waited_ms: None,
             attempts: None,
         }
@@ -77,7 +81,10 @@ pub struct StatusResponse {
     /// Milliseconds left on the lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remaining_ms: Option<u64>,
-    /// The payload stored at acquisition.
+    /// The holder's fencing token, when its acquisition was fenced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    /// The payload stored at acquisition or last replaced by the holder.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
@@ -91,6 +98,7 @@ impl StatusResponse {
             acquired_at: None,
             expires_at: None,
             remaining_ms: None,
+            fencing_token: None,
             data: None,
         }
     }
@@ -102,6 +110,7 @@ impl StatusResponse {
             acquired_at: Some(timestamp::format(holder.acquired_at)),
             expires_at: Some(timestamp::format(holder.expires_at)),
             remaining_ms: Some(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+            fencing_token: holder.fencing_token.map(|t| t.value()),
             // Data written through this function is JSON; bytes a library user stored are shown
             // as text.
             data: holder.data.map(|bytes| {

@@ -540,3 +540,58 @@ async fn release_execution_frees_the_lock_an_ended_execution_held() {
         other => panic!("expected InvalidRequest, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_fenced_acquire_returns_a_fencing_token_that_grows_and_status_shows_it() {
+    let handler = handler().await;
+    let resource = unique("lambda-fencing");
+    let acquire = json!({"op": "try_acquire", "resource": resource, "owner": "saga-1",
+        "fencing": true});
+    let first = invoke(&handler, acquire.clone()).await.unwrap();
+    let first_token = first["fencing_token"].as_u64().expect("a numeric token");
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["fencing_token"], first["fencing_token"]);
+    invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "saga-1",
+            "lock_id": first["lock_id"]}),
+    )
+    .await
+    .unwrap();
+
+    let mut second_event = acquire;
+    second_event["owner"] = json!("saga-2");
+    let second = invoke(&handler, second_event).await.unwrap();
+    assert!(second["fencing_token"].as_u64().unwrap() > first_token);
+
+    let unfenced = take(&handler, &unique("lambda-unfenced"), "saga-3").await;
+    assert!(unfenced.get("fencing_token").is_none(), "{unfenced}");
+}
+
+#[tokio::test]
+async fn extend_replaces_or_removes_the_data_the_holder_stored() {
+    let handler = handler().await;
+    let resource = unique("lambda-data");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "saga-1",
+            "data": {"step": 1}}),
+    )
+    .await
+    .unwrap();
+    let extend = |data: Value| {
+        json!({"op": "extend", "resource": resource, "owner": "saga-1",
+            "lock_id": lock["lock_id"], "data": data})
+    };
+    let status = json!({"op": "status", "resource": resource});
+
+    invoke(&handler, extend(json!({"step": 2}))).await.unwrap();
+    let after = invoke(&handler, status.clone()).await.unwrap();
+    assert_eq!(after["data"], json!({"step": 2}));
+
+    invoke(&handler, extend(Value::Null)).await.unwrap();
+    let after = invoke(&handler, status).await.unwrap();
+    assert!(after.get("data").is_none(), "{after}");
+}
