@@ -43,6 +43,19 @@ pub fn dynamodb_with(
     aws_sdk_dynamodb::Client::from_conf(configure(config).build())
 }
 
+/// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
+/// and are retried quickly by the SDK: three attempts, 10 ms initial backoff.
+pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
+    let dynamodb = dynamodb_with(endpoint, |config| {
+        config.retry_config(
+            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(10)),
+        )
+    });
+    builder(dynamodb).build().expect("valid settings")
+}
+
 /// An SDK client for the endpoint under test.
 pub fn dynamodb() -> aws_sdk_dynamodb::Client {
     dynamodb_at(&endpoint())

@@ -5,35 +5,16 @@
 use ddb_lock::{AcquireOptions, ExtendOutcome, ReleaseOutcome};
 use ddb_lock_tests::proxy::Proxy;
 use ddb_lock_tests::{
-    builder, dynamodb_with, endpoint, hold, lock_client, raw_item, stored, string_attr, unique,
+    endpoint, hold, lock_client, quickly_retrying_client, raw_item, stored, string_attr, unique,
 };
 use std::time::Duration;
-
-/// A lock client whose requests pass through `proxy`, retrying quickly.
-fn client_through(proxy: &Proxy) -> ddb_lock::LockClient {
-    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    });
-    builder(dynamodb).build().unwrap()
-}
 
 #[tokio::test]
 async fn a_retried_acquire_whose_first_answer_was_lost_is_acquired_not_held() {
     let direct = lock_client().await;
     let resource = unique("lost-answer");
     let proxy = Proxy::start(&endpoint()).await;
-    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    });
-    let client = builder(dynamodb).build().unwrap();
+    let client = quickly_retrying_client(&proxy.endpoint());
 
     proxy.drop_next_answer("PutItem");
     let lock = client
@@ -69,7 +50,7 @@ async fn a_retried_extend_whose_first_answer_was_lost_is_extended() {
     let direct = lock_client().await;
     let resource = unique("lost-extend");
     let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy);
+    let client = quickly_retrying_client(&proxy.endpoint());
     let lock = hold(&direct, &resource, "alice", Duration::from_secs(5)).await;
 
     proxy.drop_next_answer("UpdateItem");
@@ -97,7 +78,7 @@ async fn a_retried_release_whose_first_answer_was_lost_never_reports_a_mismatch(
     let direct = lock_client().await;
     let resource = unique("lost-release");
     let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy);
+    let client = quickly_retrying_client(&proxy.endpoint());
     let lock = hold(&direct, &resource, "alice", Duration::from_secs(60)).await;
 
     // The first DeleteItem is applied; while its answer is withheld, bob takes the free lock.

@@ -8,8 +8,8 @@ use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, FencedWrite, FencingToken, Lock, LockClient, ReleaseOutcome};
 use ddb_lock_tests::proxy::Proxy;
 use ddb_lock_tests::{
-    builder, dynamodb, dynamodb_at, dynamodb_with, endpoint, fenced_table, lock_client, raw_item,
-    string_attr, unique, OffsetClock, FENCED_TABLE, TABLE,
+    builder, dynamodb, dynamodb_at, endpoint, fenced_table, lock_client, quickly_retrying_client,
+    raw_item, string_attr, unique, OffsetClock, FENCED_TABLE, TABLE,
 };
 use std::time::Duration;
 
@@ -185,15 +185,7 @@ async fn a_retried_fenced_acquire_whose_first_answer_was_lost_is_acquired() {
     lock_client().await;
     let resource = unique("fence-lost-answer");
     let proxy = Proxy::start(&endpoint()).await;
-    let client = builder(dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    }))
-    .build()
-    .unwrap();
+    let client = quickly_retrying_client(&proxy.endpoint());
 
     proxy.drop_next_answer("TransactWriteItems");
     let lock = take(&client, &resource, "a").await;
