@@ -19,6 +19,9 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 run cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "cargo doc (broken links are errors)"
+RUSTDOCFLAGS="-D warnings" run cargo doc --workspace --no-deps --locked
+
 step "deployment checks (scripts/check-infra.sh)"
 run scripts/check-infra.sh
 

@@ -25,7 +25,7 @@ pub fn format(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Parses a canonical timestamp; `None` for anything not in exactly the form [`format`] writes.
+/// Parses a canonical timestamp; `None` for anything not in exactly the form [`format()`] writes.
 ///
 /// # Examples
 ///
