@@ -5,12 +5,16 @@ write without a lock, so two concurrent conditional PutItems can both succeed. D
 conditional write atomic per item. Serializing every request restores that guarantee for the
 emulator (at the cost of throughput, which only matters to benchmarks).
 
-Usage: moto_serialized.py --host 127.0.0.1 --port-file PATH
-Binds an ephemeral port, writes it to PATH once listening, then serves until terminated.
+Usage: moto_serialized.py --host 127.0.0.1 --port-file PATH [--port N] [--state-file PATH]
+Binds the port (by default an ephemeral one), writes it to PATH once listening, then serves until
+terminated. With --state-file, the DynamoDB state is loaded from that file at start (if it exists)
+and saved to it on SIGTERM, so that a restart keeps the tables and items, as DynamoDB Local does
+with -dbPath.
 """
 
 import argparse
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -20,6 +24,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.backends import get_backend
 from werkzeug.serving import make_server
 
 
@@ -36,15 +41,43 @@ class Serialized:
             return list(self.app(environ, start_response))
 
 
+def load_state(path: str) -> None:
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as f:
+        saved = pickle.load(f)
+    backends = get_backend("dynamodb")
+    for account, regions in saved.items():
+        backends[account] = regions
+
+
+def save_state(path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(dict(get_backend("dynamodb")), f)
+    os.replace(tmp, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", required=True)
+    parser.add_argument("--state-file")
     args = parser.parse_args()
 
+    if args.state_file:
+        load_state(args.state_file)
     app = Serialized(DomainDispatcherApplication(create_backend_app))
-    server = make_server(args.host, 0, app, threaded=True, request_handler=MotoRequestHandler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+
+    def terminate(*_):
+        if args.state_file:
+            with app.lock:  # not in the middle of a request
+                save_state(args.state_file)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(server.server_port))
