@@ -1,5 +1,6 @@
-//! A TCP proxy between a client and the endpoint that counts DynamoDB operations and can drop the
-//! answer to a request after forwarding it, as a network that loses a response would.
+//! A TCP proxy between a client and the endpoint that counts DynamoDB operations and injects the
+//! faults of a network: a dropped answer after the request was applied, added latency, a cut-off
+//! client (partition), and throttling answers from a busy service.
 //!
 //! Requests are recognized by their `X-Amz-Target: DynamoDB_20120810.<Operation>` header. An SDK
 //! client sends one request at a time per connection, so the next bytes the endpoint sends on that
@@ -7,8 +8,9 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
@@ -24,6 +26,8 @@ pub struct OpCounts {
     pub answered: usize,
     /// Answers received from the endpoint and thrown away.
     pub dropped: usize,
+    /// Requests answered with throttling instead of forwarded.
+    pub throttled: usize,
 }
 
 /// A running proxy; stops when dropped.
@@ -40,9 +44,28 @@ struct Shared {
     counts: watch::Sender<HashMap<String, OpCounts>>,
     /// Operations whose next answer is to be dropped.
     drop_next: Mutex<Vec<DropRule>>,
-    /// Set when the client is cut off: every connection closes on its next request.
-    cut_off: AtomicBool,
+    /// The faults applied to every request now.
+    faults: Mutex<Faults>,
+    /// Requests seen, for the every-n-th faults.
+    requests: AtomicU64,
 }
+
+/// Faults the proxy applies to every request from the moment they are set until changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Every request's connection is closed instead of forwarded (a partition).
+    pub cut_off: bool,
+    /// Added before each answer is relayed.
+    pub latency: Duration,
+    /// When not 0, the answer of every n-th request is dropped after the request was applied.
+    pub drop_every: u64,
+    /// When not 0, every n-th request is answered with a `ThrottlingException` (HTTP 400) and not
+    /// forwarded.
+    pub throttle_every: u64,
+}
+
+/// What DynamoDB answers when it throttles a request; the SDK retries it.
+const THROTTLED: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: ddb-lock-proxy\r\nConnection: close\r\nContent-Length: 91\r\n\r\n{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\",\"message\":\"Rate exceeded\"}";
 
 /// One answer to drop: of which operation, and whether to hold the connection open until told.
 #[derive(Debug)]
@@ -95,7 +118,8 @@ impl Proxy {
         let shared = Arc::new(Shared {
             counts: counts_tx,
             drop_next: Mutex::new(Vec::new()),
-            cut_off: AtomicBool::new(false),
+            faults: Mutex::new(Faults::default()),
+            requests: AtomicU64::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -159,7 +183,20 @@ impl Proxy {
     /// Cuts the client off, as a network partition would: from now on every request, on a new
     /// or a pooled connection, gets its connection closed instead of an answer.
     pub fn cut_off(&self) {
-        self.shared.cut_off.store(true, Ordering::SeqCst);
+        self.set_faults(Faults {
+            cut_off: true,
+            ..self.faults()
+        });
+    }
+
+    /// Applies `faults` to every request from now on.
+    pub fn set_faults(&self, faults: Faults) {
+        *self.shared.faults.lock().expect("proxy lock") = faults;
+    }
+
+    /// The faults applied now.
+    pub fn faults(&self) -> Faults {
+        *self.shared.faults.lock().expect("proxy lock")
     }
 
     /// Counts of `operation` so far.
@@ -198,7 +235,8 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
         tokio::select! {
             read = client.read(&mut from_client) => {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
-                if shared.cut_off.load(Ordering::SeqCst) {
+                let faults = *shared.faults.lock().expect("proxy lock");
+                if faults.cut_off {
                     return;
                 }
                 let chunk = &from_client[..n];
@@ -206,13 +244,25 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                 let overlap = window.len();
                 window.extend_from_slice(chunk);
                 for operation in operations_in(&window, overlap) {
+                    let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
+                    if faults.throttle_every > 0 && nth % faults.throttle_every == 0 {
+                        shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
+                        let _ = client.write_all(THROTTLED.as_bytes()).await;
+                        return;
+                    }
                     let drop_answer = {
                         let mut drop_next = shared.drop_next.lock().expect("proxy lock");
                         drop_next
                             .iter()
                             .position(|rule| rule.operation == operation)
                             .map(|i| drop_next.remove(i))
-                    };
+                    }
+                    .or_else(|| {
+                        (faults.drop_every > 0 && nth % faults.drop_every == 0).then(|| DropRule {
+                            operation: operation.clone(),
+                            hold: None,
+                        })
+                    });
                     shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
                     pending = Some((operation, drop_answer));
                 }
@@ -231,6 +281,10 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                         return; // closes both connections without answering the client
                     }
                     Some((operation, None)) => {
+                        let latency = shared.faults.lock().expect("proxy lock").latency;
+                        if !latency.is_zero() {
+                            tokio::time::sleep(latency).await;
+                        }
                         shared.counts.send_modify(|c| c.entry(operation).or_default().answered += 1);
                     }
                     None => {}
