@@ -31,3 +31,7 @@ echo "using $DYNAMODB_ENDPOINT"
 
 step "cargo test"
 run cargo test --workspace --locked
+
+step "fault suite, quick form (scripts/soak.sh runs the long one)"
+run cargo build --locked -p ddb-lock-tests --bins
+run target/debug/fault-suite

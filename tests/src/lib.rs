@@ -3,6 +3,7 @@
 //! clock, and a fault-injecting TCP proxy.
 
 pub mod events;
+pub mod faults;
 pub mod proxy;
 pub mod runtime_api;
 
