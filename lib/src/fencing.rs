@@ -11,9 +11,16 @@
 //! fenced write is conditional on its token being at least that high, so DynamoDB itself refuses
 //! the late write of a superseded holder with a `ConditionalCheckFailedException`.
 
+use crate::error::Error;
+use crate::transmissions::Transmissions;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
+use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput};
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::fmt;
 
@@ -65,6 +72,50 @@ impl fmt::Display for FencingToken {
 /// assert_eq!(fence.attribute_name(), FENCE_ATTRIBUTE);
 /// ```
 pub const FENCE_ATTRIBUTE: &str = "FencingToken";
+
+/// What a fenced write sent with [`FencedWrite::send_update`] (or `send_put`, `send_delete`) did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FencedOutcome<T> {
+    /// The write was applied; DynamoDB's answer.
+    Written(T),
+    /// The write was refused and changed nothing: a newer holder has written the item, or the
+    /// request's own condition failed.
+    Refused,
+    /// A retry of the request was refused after an earlier attempt got no answer: that attempt
+    /// may have been applied before a newer holder wrote. Written or not, the writer has been
+    /// superseded.
+    Unknown,
+}
+
+impl<T> FencedOutcome<T> {
+    /// Whether the write certainly happened.
+    pub fn is_written(&self) -> bool {
+        matches!(self, FencedOutcome::Written(_))
+    }
+}
+
+/// A refused write is [`FencedOutcome::Refused`] only if the request was sent once.
+fn classify<T, E>(
+    operation: &'static str,
+    result: Result<T, SdkError<E, HttpResponse>>,
+    transmissions: &Transmissions,
+    is_refusal: impl Fn(&E) -> bool,
+) -> Result<FencedOutcome<T>, Error>
+where
+    aws_sdk_dynamodb::Error: From<SdkError<E, HttpResponse>>,
+{
+    match result {
+        Ok(output) => Ok(FencedOutcome::Written(output)),
+        Err(err) if err.as_service_error().is_some_and(&is_refusal) => {
+            Ok(if transmissions.retried() {
+                FencedOutcome::Unknown
+            } else {
+                FencedOutcome::Refused
+            })
+        }
+        Err(err) => Err(Error::backend(operation, err)),
+    }
+}
 
 /// The expression attribute name placeholder of the fence attribute.
 const NAME: &str = "#ddb_lock_fence";
@@ -291,6 +342,113 @@ impl FencedWrite {
             .condition_expression(condition)
             .expression_attribute_names(NAME, self.attribute.clone())
             .expression_attribute_values(VALUE, self.value())
+    }
+
+    /// Fences and sends an UpdateItem, telling a refusal apart from an ambiguous retry.
+    ///
+    /// If the SDK had to retry the request (an answer was lost) and the retry was refused, the
+    /// earlier attempt may have been applied before a newer holder wrote: that is
+    /// [`FencedOutcome::Unknown`], not [`FencedOutcome::Refused`]. Counting the retried request as
+    /// refused would miscount a write that happened.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedOutcome, FencedWrite, FencingToken};
+    ///
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+    /// let outcome = FencedWrite::new(token)
+    ///     .send_update(
+    ///         dynamodb
+    ///             .update_item()
+    ///             .table_name("accounts")
+    ///             .key("id", AttributeValue::S("42".into()))
+    ///             .update_expression("SET balance = :b")
+    ///             .expression_attribute_values(":b", AttributeValue::N("10".into())),
+    ///     )
+    ///     .await?;
+    /// match outcome {
+    ///     FencedOutcome::Written(_) => {}
+    ///     FencedOutcome::Refused => println!("a newer holder has written: stop"),
+    ///     FencedOutcome::Unknown => println!("maybe written, then superseded: stop, and re-read"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_update(
+        &self,
+        update: UpdateItemFluentBuilder,
+    ) -> Result<FencedOutcome<UpdateItemOutput>, Error> {
+        let transmissions = Transmissions::default();
+        let result = self
+            .update(update)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send()
+            .await;
+        classify("UpdateItem", result, &transmissions, |e| {
+            matches!(e, UpdateItemError::ConditionalCheckFailedException(_))
+        })
+    }
+
+    /// [`send_update`](Self::send_update) for a PutItem.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+    /// let put = dynamodb.put_item().table_name("accounts").item("id", AttributeValue::S("42".into()));
+    /// let outcome = FencedWrite::new(token).send_put(put).await?;
+    /// assert!(outcome.is_written());
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_put(
+        &self,
+        put: PutItemFluentBuilder,
+    ) -> Result<FencedOutcome<PutItemOutput>, Error> {
+        let transmissions = Transmissions::default();
+        let result = self
+            .put(put)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send()
+            .await;
+        classify("PutItem", result, &transmissions, |e| {
+            matches!(e, PutItemError::ConditionalCheckFailedException(_))
+        })
+    }
+
+    /// [`send_update`](Self::send_update) for a DeleteItem.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// use ddb_lock::{FencedWrite, FencingToken};
+    ///
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+    /// let delete = dynamodb.delete_item().table_name("accounts").key("id", AttributeValue::S("42".into()));
+    /// let outcome = FencedWrite::new(token).send_delete(delete).await?;
+    /// println!("{}", if outcome.is_written() { "deleted" } else { "not deleted, or not known" });
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_delete(
+        &self,
+        delete: DeleteItemFluentBuilder,
+    ) -> Result<FencedOutcome<DeleteItemOutput>, Error> {
+        let transmissions = Transmissions::default();
+        let result = self
+            .delete(delete)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send()
+            .await;
+        classify("DeleteItem", result, &transmissions, |e| {
+            matches!(e, DeleteItemError::ConditionalCheckFailedException(_))
+        })
     }
 
     /// The token as DynamoDB stores it: a number.

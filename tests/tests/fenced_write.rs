@@ -6,8 +6,9 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
-use ddb_lock_tests::{dynamodb, fenced_table, unique, FENCED_TABLE};
+use ddb_lock::{FencedOutcome, FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+use ddb_lock_tests::proxy::Proxy;
+use ddb_lock_tests::{dynamodb, dynamodb_with, endpoint, fenced_table, unique, FENCED_TABLE};
 use std::collections::HashMap;
 
 fn key(id: &str) -> AttributeValue {
@@ -259,4 +260,80 @@ async fn a_stale_delete_is_rejected() {
 
     delete(3).send().await.expect("the current holder deletes");
     assert_eq!(item(&id).await, None);
+}
+
+/// A fenced `SET balance` through `dynamodb`, sent with `send_update`.
+async fn send_balance(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    id: &str,
+    token: u64,
+    balance: u64,
+) -> FencedOutcome<()> {
+    let outcome = fence(token)
+        .send_update(
+            dynamodb
+                .update_item()
+                .table_name(FENCED_TABLE)
+                .key("id", key(id))
+                .update_expression("SET balance = :b")
+                .expression_attribute_values(":b", n(balance)),
+        )
+        .await
+        .expect("the endpoint answers");
+    match outcome {
+        FencedOutcome::Written(_) => FencedOutcome::Written(()),
+        FencedOutcome::Refused => FencedOutcome::Refused,
+        FencedOutcome::Unknown => FencedOutcome::Unknown,
+    }
+}
+
+#[tokio::test]
+async fn send_update_reports_written_and_refused() {
+    fenced_table().await;
+    let id = unique("send-update");
+    assert_eq!(
+        send_balance(&dynamodb(), &id, 7, 70).await,
+        FencedOutcome::Written(())
+    );
+    assert_eq!(
+        send_balance(&dynamodb(), &id, 6, 60).await,
+        FencedOutcome::Refused
+    );
+    assert_eq!(number(&id, "balance").await, 70);
+}
+
+// Found by the fault suite: a fenced write whose answer was lost, retried by the SDK after a newer
+// holder wrote, was refused, and reported refused although its first attempt had been applied.
+#[tokio::test]
+async fn a_refused_retry_of_a_fenced_write_whose_first_attempt_applied_is_unknown() {
+    fenced_table().await;
+    let id = unique("retried-fenced-write");
+    let proxy = Proxy::start(&endpoint()).await;
+    let through_proxy = dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(
+            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(std::time::Duration::from_millis(10)),
+        )
+    });
+
+    // The old holder's write (token 7) is applied; while its answer is withheld, a newer holder
+    // (token 8) writes; then the old holder's SDK retries and is refused.
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let old_id = id.clone();
+    let old = tokio::spawn(async move { send_balance(&through_proxy, &old_id, 7, 70).await });
+    answer.applied().await;
+    assert_eq!(
+        send_balance(&dynamodb(), &id, 8, 80).await,
+        FencedOutcome::Written(())
+    );
+    answer.drop_it();
+
+    assert_eq!(
+        old.await.unwrap(),
+        FencedOutcome::Unknown,
+        "the first attempt was applied: the write must not be reported refused"
+    );
+    assert_eq!(proxy.counts("UpdateItem").requests, 2);
+    assert_eq!(number(&id, "balance").await, 80);
 }

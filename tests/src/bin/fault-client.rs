@@ -5,7 +5,8 @@
 //! Configured by environment (set by the suite): `FAULT_ENDPOINT`, `FAULT_TABLE`, `FAULT_CLIENT`,
 //! `FAULT_RESOURCES` (comma-separated), `FAULT_LEASE_MS`, `FAULT_DURATION_MS`,
 //! `FAULT_CLOCK_OFFSET_MS` (signed), `FAULT_TAKEOVER` (`wall-clock` or `observed-lease`),
-//! `FAULT_HISTORY` (the file to write).
+//! `FAULT_HISTORY` (the file to write), and `FAULT_UNLOCKED=1` for the suite's negative control:
+//! no lock and unfenced writes, which must produce violations.
 
 use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, Error, ReleaseOutcome, TakeoverRule};
@@ -63,11 +64,31 @@ async fn main() {
         .timeout(lease * 3)
         .fencing(true);
 
+    let unlocked = std::env::var("FAULT_UNLOCKED").is_ok_and(|v| v == "1");
     let started = Instant::now();
     while started.elapsed() < duration {
         let resource = resources
             .choose(&mut rand::rng())
             .expect("at least one resource");
+        if unlocked {
+            let seq = history.invoke(Op::Read, resource, None);
+            let counter = register::read(&dynamodb, resource)
+                .await
+                .map(|r| r.counter.unwrap_or(0));
+            let outcome = if counter.is_some() {
+                Outcome::Ok
+            } else {
+                Outcome::Info
+            };
+            history.complete(seq, Op::Read, resource, outcome, None, counter);
+            if let Some(counter) = counter {
+                let seq = history.invoke(Op::Write, resource, None);
+                let written =
+                    register::write_unfenced(&dynamodb, resource, &client_name, counter + 1).await;
+                history.complete(seq, Op::Write, resource, written, None, Some(counter + 1));
+            }
+            continue;
+        }
         let seq = history.invoke(Op::Acquire, resource, None);
         let lock = match client.acquire(resource, &opts).await {
             Ok(lock) => lock,

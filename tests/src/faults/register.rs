@@ -4,9 +4,8 @@
 use super::check::Register;
 use super::history::Outcome;
 use crate::FENCED_TABLE;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+use ddb_lock::{FencedOutcome, FencedWrite, FencingToken, FENCE_ATTRIBUTE};
 
 /// The register item's key for `resource`.
 fn key(resource: &str) -> AttributeValue {
@@ -35,21 +34,13 @@ async fn fenced_set(
             .expression_attribute_names("#counter", "Counter")
             .expression_attribute_values(":counter", AttributeValue::N(counter.to_string()));
     }
-    let result = FencedWrite::new(FencingToken::new(token))
-        .update(update)
-        .send()
-        .await;
-    match result {
-        Ok(_) => Outcome::Ok,
-        Err(err)
-            if matches!(
-                err.as_service_error(),
-                Some(UpdateItemError::ConditionalCheckFailedException(_))
-            ) =>
-        {
-            Outcome::Fail
-        }
-        Err(_) => Outcome::Info,
+    match FencedWrite::new(FencingToken::new(token))
+        .send_update(update)
+        .await
+    {
+        Ok(FencedOutcome::Written(_)) => Outcome::Ok,
+        Ok(FencedOutcome::Refused) => Outcome::Fail,
+        Ok(FencedOutcome::Unknown) | Err(_) => Outcome::Info,
     }
 }
 
@@ -72,6 +63,30 @@ pub async fn write(
     counter: u64,
 ) -> Outcome {
     fenced_set(dynamodb, resource, holder, token, Some(counter)).await
+}
+
+/// Writes `counter` without a fence: the suite's negative control, which must lose updates.
+pub async fn write_unfenced(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    resource: &str,
+    holder: &str,
+    counter: u64,
+) -> Outcome {
+    let result = dynamodb
+        .update_item()
+        .table_name(FENCED_TABLE)
+        .key("id", key(resource))
+        .update_expression("SET Holder = :holder, #counter = :counter")
+        .expression_attribute_names("#counter", "Counter")
+        .expression_attribute_values(":holder", AttributeValue::S(holder.to_owned()))
+        .expression_attribute_values(":counter", AttributeValue::N(counter.to_string()))
+        .send()
+        .await;
+    if result.is_ok() {
+        Outcome::Ok
+    } else {
+        Outcome::Info
+    }
 }
 
 /// Reads the register (strongly consistent); `None` on an error.

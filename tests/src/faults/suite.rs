@@ -41,11 +41,14 @@ pub enum Fault {
     ClockAhead,
     /// One client's clock 0.8 leases ahead, observed-lease takeover rule for everyone.
     ClockAheadObservedLease,
+    /// The negative control: no lock, unfenced writes. The checks must find violations here, or
+    /// they could not find them anywhere.
+    NoLock,
 }
 
 impl Fault {
     /// Every fault, in the order of the report.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::None,
         Fault::KillHolder,
         Fault::PauseHolder,
@@ -56,7 +59,13 @@ impl Fault {
         Fault::RestartEndpoint,
         Fault::ClockAhead,
         Fault::ClockAheadObservedLease,
+        Fault::NoLock,
     ];
+
+    /// Whether a correct lock shows no violation under this fault (false for the control).
+    pub fn expects_no_violation(self) -> bool {
+        self != Fault::NoLock
+    }
 }
 
 impl fmt::Display for Fault {
@@ -72,6 +81,7 @@ impl fmt::Display for Fault {
             Fault::RestartEndpoint => "endpoint restart",
             Fault::ClockAhead => "clock ahead (wall clock)",
             Fault::ClockAheadObservedLease => "clock ahead (observed lease)",
+            Fault::NoLock => "control: no lock, unfenced (must fail)",
         })
     }
 }
@@ -149,6 +159,10 @@ pub async fn run(
             .env("FAULT_CLOCK_OFFSET_MS", offset.to_string())
             .env("FAULT_TAKEOVER", takeover)
             .env("FAULT_HISTORY", &history)
+            .env(
+                "FAULT_UNLOCKED",
+                if fault == Fault::NoLock { "1" } else { "0" },
+            )
             .stdout(Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -279,7 +293,9 @@ async fn inject(
         (1, false)
     };
     match fault {
-        Fault::None | Fault::ClockAhead | Fault::ClockAheadObservedLease => (1, false),
+        Fault::None | Fault::ClockAhead | Fault::ClockAheadObservedLease | Fault::NoLock => {
+            (1, false)
+        }
         Fault::KillHolder => match find_holder(admin, resources).await {
             Some(i) => (u32::from(signal(&children[i], Signal::SIGKILL)), false),
             None => (0, false),
