@@ -12,6 +12,7 @@ runs="${1:-3}" duration_ms="${2:-20000}"
 run cargo build --quiet --locked --release -p ddb-lock-tests --bins
 target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 start_endpoint
+mkdir -p docs
 results="$(mktemp)"
 status=0
 run "$target/release/fault-suite" --runs "$runs" --duration-ms "$duration_ms" --report "$results" || status=$?
@@ -55,7 +56,15 @@ a killed client leaves its in-flight operation as indeterminate. A third of the 
   client process finished.
 
 "Critical sections" counts counter writes that succeeded. A violation fails the run (and
-`scripts/test.sh`) and prints what was broken.
+`scripts/test.sh`) and prints what was broken. The last row is a negative control: the same clients
+with no lock and unfenced writes. It must show violations (lost updates), or the checks would be
+unable to see any; the run fails if it shows none.
+
+The quick form found one real bug, now fixed in `lib/`: a fenced write whose answer was lost, retried
+by the SDK after a newer holder had written, was refused on the retry although its first attempt had
+been applied, and the client counted it as not written (the counter check saw 37 for 36 writes).
+`FencedWrite::send_update` now reports such a write as `Unknown` (regression test
+`a_refused_retry_of_a_fenced_write_whose_first_attempt_applied_is_unknown`).
 
 ## Latest long run
 

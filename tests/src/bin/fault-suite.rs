@@ -123,7 +123,18 @@ async fn main() {
         eprintln!("VIOLATION {violation}");
     }
     if let Some(path) = options.report {
-        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        // The command without the report's own path, and the binary without its directory.
+        let args: Vec<String> = std::env::args().collect();
+        let mut shown = vec!["fault-suite".to_owned()];
+        let mut rest = args.iter().skip(1);
+        while let Some(arg) = rest.next() {
+            if arg == "--report" {
+                rest.next();
+            } else {
+                shown.push(arg.clone());
+            }
+        }
+        let command = shown.join(" ");
         let text = format!(
             "Produced by `{command}` on {}, against the endpoint `{endpoint}`: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run.\n\n{table}",
             chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
