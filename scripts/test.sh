@@ -35,3 +35,6 @@ run cargo test --workspace --locked
 step "fault suite, quick form (scripts/soak.sh runs the long one)"
 run cargo build --locked -p ddb-lock-tests --bins
 run target/debug/fault-suite
+
+step "benchmark harness, quick form (scripts/bench.sh runs the full one)"
+run scripts/bench.sh --quick

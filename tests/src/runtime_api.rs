@@ -330,6 +330,11 @@ impl FunctionProcess {
         self.stdout.lock().expect("lock").clone()
     }
 
+    /// The process id, while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -1,0 +1,541 @@
+//! Measuring one contender: its driver run through each scenario behind a counting proxy.
+
+use ddb_lock_tests::faults::history::monotonic_ns;
+use ddb_lock_tests::proxy::Proxy;
+use ddb_lock_tests::runtime_api::{FunctionProcess, RuntimeApi};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// The lease every contender is configured with (its own default poll period otherwise).
+pub const LEASE_MS: u64 = 2000;
+
+/// How much work each scenario does.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// Uncontended acquire + release rounds.
+    pub uncontended: usize,
+    /// Acquisitions per worker, 8 workers on one resource.
+    pub contended: usize,
+    /// Hold time in the contended scenario.
+    pub hold_ms: u64,
+    /// Acquisitions per worker, 64 workers on 64 resources.
+    pub many: usize,
+}
+
+impl Sizes {
+    /// The CI form: every scenario runs, briefly.
+    pub const QUICK: Sizes = Sizes {
+        uncontended: 10,
+        contended: 2,
+        hold_ms: 10,
+        many: 1,
+    };
+    /// The documented run.
+    pub const FULL: Sizes = Sizes {
+        uncontended: 100,
+        contended: 10,
+        hold_ms: 10,
+        many: 5,
+    };
+}
+
+/// A lock implementation and the command that runs its driver.
+#[derive(Debug, Clone)]
+pub struct Contender {
+    /// Its name in the report.
+    pub name: String,
+    /// Whether it is ours (the ratios compare ours with the best peer).
+    pub ours: bool,
+    /// The driver command, before the common arguments.
+    pub command: Vec<String>,
+    /// A table of its own, in the schema it wants.
+    pub table: String,
+}
+
+impl Contender {
+    /// Every contender, peers with their default poll period and with one tuned setting.
+    pub fn all(driver: &Path, root: &Path) -> Vec<Contender> {
+        let driver = driver.display().to_string();
+        let rust = |name: &str, contender: &str, ours: bool, extra: &[&str]| Contender {
+            name: name.into(),
+            ours,
+            command: [driver.as_str(), "--contender", contender]
+                .iter()
+                .chain(extra)
+                .map(|s| (*s).to_owned())
+                .collect(),
+            table: format!("bench-{contender}"),
+        };
+        let python = root.join("bench/python");
+        let node = root.join("bench/node");
+        let py = |name: &str, extra: &[&str]| Contender {
+            name: name.into(),
+            ours: false,
+            command: [
+                python.join(".venv/bin/python").display().to_string(),
+                python.join("driver.py").display().to_string(),
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|s| (*s).to_owned()))
+            .collect(),
+            table: "bench-python-dynamodb-lock".into(),
+        };
+        let js = |name: &str, extra: &[&str]| Contender {
+            name: name.into(),
+            ours: false,
+            command: [
+                "node".to_owned(),
+                node.join("driver.js").display().to_string(),
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|s| (*s).to_owned()))
+            .collect(),
+            table: "bench-dynamodb-lock-client".into(),
+        };
+        vec![
+            rust("ddb-lock", "ddb-lock", true, &[]),
+            rust(
+                "ddb-lock, 20 ms mean backoff",
+                "ddb-lock",
+                true,
+                &["--poll-ms", "20"],
+            ),
+            rust(
+                "ddb-lock Lambda handler (in-process)",
+                "ddb-lock-lambda",
+                true,
+                &[],
+            ),
+            rust("dynamodb-lease 0.22", "dynamodb-lease", false, &[]),
+            rust(
+                "dynamodb-lease 0.22, 20 ms cooldown",
+                "dynamodb-lease",
+                false,
+                &["--poll-ms", "20"],
+            ),
+            py("python_dynamodb_lock 0.9.1", &[]),
+            py(
+                "python_dynamodb_lock 0.9.1, 20 ms retry",
+                &["--poll-ms", "20"],
+            ),
+            js("dynamodb-lock-client 0.7 (npm), FailClosed", &[]),
+            js(
+                "dynamodb-lock-client 0.7 (npm), FailClosed, 20 ms retry",
+                &["--poll-ms", "20"],
+            ),
+            js("dynamodb-lock-client 0.7 (npm), FailOpen", &["--mode", "fail-open"]),
+        ]
+    }
+}
+
+/// One acquisition as a driver reports it (CLOCK_MONOTONIC nanoseconds).
+#[derive(Debug, Clone, Copy)]
+struct Acquisition {
+    wait_start: u64,
+    acquired: u64,
+    release_start: u64,
+    released: u64,
+}
+
+/// What one run of a contender measured.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// The settings the driver reported.
+    pub settings: Value,
+    /// Requests per uncontended acquire + release.
+    pub requests_per_round: f64,
+    /// Uncontended acquire + release latency, p50 and p99, in ms.
+    pub round_ms: (f64, f64),
+    /// Contended hand-off: acquisitions per second.
+    pub handoff_per_s: f64,
+    /// Contended: time from a release to the next acquisition, p50 and p99, in ms.
+    pub gap_ms: (f64, f64),
+    /// Contended: requests per acquisition.
+    pub requests_per_acquisition: f64,
+    /// Contended: the longest any worker waited, in ms.
+    pub longest_wait_ms: f64,
+    /// 64 workers on 64 resources: acquisitions per second.
+    pub many_per_s: f64,
+    /// From SIGKILL of the holder to the next acquisition, in ms; NaN if no takeover happened
+    /// within 5 leases (a lock without a lease is never taken over).
+    pub takeover_ms: f64,
+}
+
+impl Figures {
+    /// One line for the console.
+    pub fn summary(&self) -> String {
+        format!(
+            "{:.1} req/round, p50 {:.1} ms; hand-off {:.1}/s gap p50 {:.1} ms; many {:.0}/s; takeover {:.0} ms",
+            self.requests_per_round,
+            self.round_ms.0,
+            self.handoff_per_s,
+            self.gap_ms.0,
+            self.many_per_s,
+            self.takeover_ms
+        )
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// A running driver: its process and its output lines.
+struct Driver {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Driver {
+    fn start(
+        contender: &Contender,
+        proxy: &Proxy,
+        scenario: &str,
+        resource: &str,
+        args: &[String],
+    ) -> Driver {
+        let mut child = Command::new(&contender.command[0])
+            .args(&contender.command[1..])
+            .args(["--endpoint", &proxy.endpoint()])
+            .args(["--table", &contender.table])
+            .args(["--scenario", scenario])
+            .args(["--resource", resource])
+            .args(["--lease-ms", &LEASE_MS.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {:?}: {e}", contender.command));
+        let stdout = child.stdout.take().expect("piped stdout");
+        Driver {
+            child,
+            lines: BufReader::new(stdout).lines(),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Value, String> {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the driver ended early")?;
+        let value: Value =
+            serde_json::from_str(&line).map_err(|e| format!("bad line {line:?}: {e}"))?;
+        match value.get("error") {
+            Some(error) => Err(format!("driver error: {error}")),
+            None => Ok(value),
+        }
+    }
+
+    /// Waits for the ready line; returns the settings.
+    async fn ready(&mut self) -> Result<Value, String> {
+        let line = self.next().await?;
+        Ok(line.get("settings").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Reads acquisition lines to the end and waits for a clean exit.
+    async fn acquisitions(mut self) -> Result<Vec<Acquisition>, String> {
+        let mut found = Vec::new();
+        loop {
+            match self.next().await {
+                Ok(line) => {
+                    let field = |name: &str| {
+                        line.get(name)
+                            .and_then(Value::as_u64)
+                            .ok_or_else(|| format!("no {name} in {line}"))
+                    };
+                    found.push(Acquisition {
+                        wait_start: field("wait_start_ns")?,
+                        acquired: field("acquired_ns")?,
+                        release_start: field("release_start_ns")?,
+                        released: field("released_ns")?,
+                    });
+                }
+                Err(end) if end == "the driver ended early" => break,
+                Err(other) => return Err(other),
+            }
+        }
+        let status = self.child.wait().await.map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("the driver exited with {status}"));
+        }
+        Ok(found)
+    }
+}
+
+/// Requests counted by the proxy so far, all operations.
+fn requests(proxy: &Proxy) -> usize {
+    [
+        "PutItem",
+        "DeleteItem",
+        "UpdateItem",
+        "GetItem",
+        "TransactWriteItems",
+        "Query",
+        "Scan",
+        "DescribeTable",
+        "CreateTable",
+        "DescribeTimeToLive",
+        "UpdateTimeToLive",
+        "BatchWriteItem",
+        "BatchGetItem",
+        "TransactGetItems",
+    ]
+    .iter()
+    .map(|op| proxy.counts(op).requests)
+    .sum()
+}
+
+/// Runs a scenario; the requests made after the driver was ready, and its acquisitions.
+async fn scenario(
+    contender: &Contender,
+    proxy: &Proxy,
+    name: &str,
+    workers: usize,
+    ops: usize,
+    hold_ms: u64,
+) -> Result<(Value, usize, Vec<Acquisition>), String> {
+    let args = [
+        "--workers".to_owned(),
+        workers.to_string(),
+        "--ops".into(),
+        ops.to_string(),
+        "--hold-ms".into(),
+        hold_ms.to_string(),
+    ];
+    let mut driver = Driver::start(contender, proxy, name, &fresh_resource(), &args);
+    let settings = driver.ready().await?;
+    let before = requests(proxy);
+    let acquisitions = driver.acquisitions().await?;
+    if acquisitions.len() != workers * ops {
+        return Err(format!(
+            "{name}: {} acquisitions, expected {}",
+            acquisitions.len(),
+            workers * ops
+        ));
+    }
+    Ok((settings, requests(proxy) - before, acquisitions))
+}
+
+/// Measures every figure of `contender` once.
+pub async fn measure(
+    contender: &Contender,
+    proxy: &Proxy,
+    sizes: Sizes,
+    _run: usize,
+) -> Result<Figures, String> {
+    let (settings, uncontended_requests, rounds) =
+        scenario(contender, proxy, "uncontended", 1, sizes.uncontended, 0).await?;
+    let round_ms = sorted(
+        rounds
+            .iter()
+            .map(|a| ms(a.released - a.wait_start))
+            .collect(),
+    );
+
+    let (_, contended_requests, contended) = scenario(
+        contender,
+        proxy,
+        "contended",
+        8,
+        sizes.contended,
+        sizes.hold_ms,
+    )
+    .await?;
+    let mut by_acquisition = contended.clone();
+    by_acquisition.sort_by_key(|a| a.acquired);
+    let gaps = sorted(
+        by_acquisition
+            .windows(2)
+            .map(|w| ms(w[1].acquired.saturating_sub(w[0].released)))
+            .collect(),
+    );
+    let span = |all: &[Acquisition]| {
+        let first = all.iter().map(|a| a.wait_start).min().unwrap_or(0);
+        let last = all.iter().map(|a| a.released).max().unwrap_or(0);
+        (last - first) as f64 / 1e9
+    };
+    let longest_wait = contended
+        .iter()
+        .map(|a| ms(a.acquired - a.wait_start))
+        .fold(0.0, f64::max);
+    let overlapping = by_acquisition
+        .windows(2)
+        .any(|w| w[1].acquired < w[0].release_start);
+    if overlapping {
+        return Err("contended holds overlapped".into());
+    }
+
+    let (_, _, many) = scenario(contender, proxy, "many", 64, sizes.many, 0).await?;
+
+    Ok(Figures {
+        settings,
+        requests_per_round: uncontended_requests as f64 / rounds.len() as f64,
+        round_ms: (percentile(&round_ms, 50.0), percentile(&round_ms, 99.0)),
+        handoff_per_s: contended.len() as f64 / span(&contended),
+        gap_ms: (percentile(&gaps, 50.0), percentile(&gaps, 99.0)),
+        requests_per_acquisition: contended_requests as f64 / contended.len() as f64,
+        longest_wait_ms: longest_wait,
+        many_per_s: many.len() as f64 / span(&many),
+        takeover_ms: takeover(contender, proxy).await.unwrap_or(f64::NAN),
+    })
+}
+
+fn fresh_resource() -> String {
+    format!("bench/{}", uuid::Uuid::new_v4().simple())
+}
+
+/// SIGKILL of a holder, then the time until a waiting process acquires.
+async fn takeover(contender: &Contender, proxy: &Proxy) -> Result<f64, String> {
+    let resource = fresh_resource();
+    let mut holder = Driver::start(contender, proxy, "hold", &resource, &[]);
+    holder.ready().await?;
+    holder.next().await?; // acquired
+    let mut taker = Driver::start(contender, proxy, "takeover", &resource, &[]);
+    taker.ready().await?;
+    // Let the taker reach its wait loop (it is refused at least once) before the crash.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = holder
+        .child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or("holder has no pid")?;
+    let killed = monotonic_ns();
+    kill(Pid::from_raw(pid), Signal::SIGKILL).map_err(|e| e.to_string())?;
+    let line = tokio::time::timeout(Duration::from_millis(LEASE_MS * 5), taker.next())
+        .await
+        .map_err(|_| "no takeover within 5 leases".to_owned())??;
+    let acquired = line
+        .get("acquired_ns")
+        .and_then(Value::as_u64)
+        .ok_or(format!("no acquired_ns in {line}"))?;
+    let _ = taker.child.wait().await;
+    Ok(ms(acquired.saturating_sub(killed)))
+}
+
+/// The endpoint's own rate of unconditional PutItem + DeleteItem pairs from 64 concurrent
+/// workers on 64 keys, through a proxy like every contender: the ceiling for "many".
+pub async fn raw_ceiling(endpoint: &str, sizes: Sizes) -> f64 {
+    let proxy = Proxy::start(endpoint).await;
+    let dynamodb = ddb_lock_tests::dynamodb_at(&proxy.endpoint());
+    let table = ddb_lock_tests::TABLE;
+    ddb_lock_tests::lock_client().await; // the table exists
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let started = monotonic_ns();
+    let workers: Vec<_> = (0..64)
+        .map(|i| {
+            let (dynamodb, key) = (dynamodb.clone(), format!("LOCK#bench-raw/{run}/{i}"));
+            tokio::spawn(async move {
+                for _ in 0..sizes.many {
+                    let k = aws_sdk_dynamodb::types::AttributeValue::S(key.clone());
+                    let sk = aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into());
+                    dynamodb
+                        .put_item()
+                        .table_name(table)
+                        .item("PK", k.clone())
+                        .item("SK", sk.clone())
+                        .send()
+                        .await
+                        .expect("PutItem");
+                    dynamodb
+                        .delete_item()
+                        .table_name(table)
+                        .key("PK", k)
+                        .key("SK", sk)
+                        .send()
+                        .await
+                        .expect("DeleteItem");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("raw worker");
+    }
+    (64 * sizes.many) as f64 / ((monotonic_ns() - started) as f64 / 1e9)
+}
+
+/// The Lambda function's figures.
+#[derive(Debug, Clone, Default)]
+pub struct LambdaFigures {
+    /// Size of the arm64 release binary, if it has been built (`cargo lambda build`).
+    pub arm64_bytes: Option<u64>,
+    /// The binary the start-up figures were measured with.
+    pub measured_binary: String,
+    /// From exec to the first poll of the Runtime API, ms (median of 5).
+    pub ready_ms: f64,
+    /// From exec to the first invocation answered, ms (median of 5).
+    pub first_answer_ms: f64,
+    /// Peak resident memory after 200 invocations, KiB.
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// Starts the function binary next to the harness 5 times against a local Runtime API.
+pub async fn lambda_figures(harness: &Path, endpoint: &str) -> LambdaFigures {
+    let root = harness
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let arm64 = root.join("lambda/bootstrap/bootstrap");
+    let bootstrap = harness.with_file_name("bootstrap");
+    let mut figures = LambdaFigures {
+        arm64_bytes: std::fs::metadata(&arm64).ok().map(|m| m.len()),
+        measured_binary: bootstrap.display().to_string(),
+        ..LambdaFigures::default()
+    };
+    if !bootstrap.exists() {
+        return figures;
+    }
+    ddb_lock_tests::lock_client().await;
+    let binary = bootstrap.display().to_string();
+    let (mut ready, mut answered) = (Vec::new(), Vec::new());
+    for attempt in 0..5 {
+        let api = RuntimeApi::start().await;
+        let started = monotonic_ns();
+        let function = FunctionProcess::spawn(&binary, &api, endpoint, ddb_lock_tests::TABLE, &[]);
+        api.wait_for_polls(1).await;
+        ready.push(ms(monotonic_ns() - started));
+        let status = json!({"op": "status", "resource": "bench/cold-start"});
+        api.invoke(&status).await.response();
+        answered.push(ms(monotonic_ns() - started));
+        if attempt == 4 {
+            for _ in 0..200 {
+                api.invoke(&status).await.response();
+            }
+            figures.peak_rss_kib = function.id().and_then(peak_rss_kib);
+        }
+    }
+    figures.ready_ms = percentile(&sorted(ready), 50.0);
+    figures.first_answer_ms = percentile(&sorted(answered), 50.0);
+    figures
+}
+
+/// `VmHWM` of a process, from `/proc`.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

@@ -1,0 +1,118 @@
+//! The benchmark harness: runs every contender's driver against the same local endpoint, each
+//! behind its own counting proxy, and writes `docs/benchmarks.md` and `docs/benchmarks.svg`.
+//!
+//! ```text
+//! bench [--quick] [--runs N] [--out DIR]
+//! ```
+//!
+//! Needs `DYNAMODB_ENDPOINT`, the drivers (`bench-driver` next to this binary, the Python venv in
+//! `bench/python/.venv`, `bench/node/node_modules`) and, for the Lambda figures, `bootstrap` next to
+//! this binary. `scripts/bench.sh` prepares all of that.
+
+mod figures;
+mod report;
+
+use ddb_lock_tests::proxy::Proxy;
+use figures::{Contender, Figures, Sizes};
+use std::path::PathBuf;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Options {
+    quick: bool,
+    runs: usize,
+    out: PathBuf,
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        quick: false,
+        runs: 3,
+        out: repo_root().join("docs"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--quick" => {
+                options.quick = true;
+                options.runs = 1;
+            }
+            "--runs" => {
+                options.runs = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--runs takes a number")
+            }
+            "--out" => options.out = PathBuf::from(args.next().expect("--out takes a directory")),
+            other => panic!("unknown option {other}"),
+        }
+    }
+    options
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    let endpoint = ddb_lock_tests::endpoint();
+    let here = std::env::current_exe().expect("own path");
+    let driver = here.with_file_name("bench-driver");
+    let root = repo_root();
+    let contenders = Contender::all(&driver, &root);
+    let sizes = if options.quick {
+        Sizes::QUICK
+    } else {
+        Sizes::FULL
+    };
+    println!(
+        "benchmarks: {} contenders, {} run(s) each, {} mode\n",
+        contenders.len(),
+        options.runs,
+        if options.quick { "quick" } else { "full" }
+    );
+
+    let mut results: Vec<(Contender, Vec<Figures>)> = Vec::new();
+    for contender in contenders {
+        let mut runs = Vec::new();
+        for run in 0..options.runs {
+            let proxy = Proxy::start(&endpoint).await;
+            match figures::measure(&contender, &proxy, sizes, run).await {
+                Ok(figures) => {
+                    println!(
+                        "{:<34} run {}: {}",
+                        contender.name,
+                        run + 1,
+                        figures.summary()
+                    );
+                    runs.push(figures);
+                }
+                Err(err) => {
+                    println!("{:<34} run {}: FAILED: {err}", contender.name, run + 1);
+                }
+            }
+        }
+        results.push((contender, runs));
+    }
+    let ceiling = figures::raw_ceiling(&endpoint, sizes).await;
+    let lambda = figures::lambda_figures(&here, &endpoint).await;
+
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(_, runs)| runs.is_empty())
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    let markdown = report::markdown(&results, ceiling, &lambda, sizes, options.quick);
+    println!("\n{markdown}");
+    if !options.quick {
+        std::fs::create_dir_all(&options.out).expect("output directory");
+        std::fs::write(options.out.join("benchmarks.md"), &markdown).expect("write report");
+        std::fs::write(options.out.join("benchmarks.svg"), report::svg(&results))
+            .expect("write plot");
+        println!("wrote {}", options.out.join("benchmarks.md").display());
+    }
+    if !failed.is_empty() {
+        eprintln!("contenders that failed every run: {failed:?}");
+        std::process::exit(1);
+    }
+}

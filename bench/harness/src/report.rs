@@ -1,0 +1,298 @@
+//! The report: `docs/benchmarks.md` (tables of min / median / max over runs, and ratios to the best
+//! peer) and `docs/benchmarks.svg` (hand-off throughput and crash takeover, side by side).
+
+use crate::figures::{Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
+use std::fmt::Write as _;
+
+/// Whether a larger value of a figure is better.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Better {
+    Higher,
+    Lower,
+}
+
+/// The figures of the tables: name, unit, which way is better, and how to read it.
+type Column = (&'static str, Better, fn(&Figures) -> f64);
+
+const COLUMNS: [Column; 10] = [
+    ("requests / acquire+release", Better::Lower, |f| {
+        f.requests_per_round
+    }),
+    ("acquire+release p50 ms", Better::Lower, |f| f.round_ms.0),
+    ("acquire+release p99 ms", Better::Lower, |f| f.round_ms.1),
+    ("hand-off acquisitions/s", Better::Higher, |f| {
+        f.handoff_per_s
+    }),
+    ("release→acquire gap p50 ms", Better::Lower, |f| {
+        f.gap_ms.0
+    }),
+    ("release→acquire gap p99 ms", Better::Lower, |f| {
+        f.gap_ms.1
+    }),
+    ("requests / contended acquisition", Better::Lower, |f| {
+        f.requests_per_acquisition
+    }),
+    ("longest wait ms", Better::Lower, |f| f.longest_wait_ms),
+    ("64 resources acquisitions/s", Better::Higher, |f| {
+        f.many_per_s
+    }),
+    ("crash takeover ms", Better::Lower, |f| f.takeover_ms),
+];
+
+fn stats(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some((v[0], v[v.len() / 2], v[v.len() - 1]))
+}
+
+fn number(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn median(runs: &[Figures], read: fn(&Figures) -> f64) -> Option<f64> {
+    stats(&runs.iter().map(read).collect::<Vec<_>>()).map(|s| s.1)
+}
+
+/// The best peer's median of a figure.
+fn best_peer(results: &[(Contender, Vec<Figures>)], column: &Column) -> Option<f64> {
+    let medians = results
+        .iter()
+        .filter(|(c, _)| !c.ours)
+        .filter_map(|(_, runs)| median(runs, column.2));
+    match column.1 {
+        Better::Higher => medians.fold(None, |best: Option<f64>, m| {
+            Some(best.map_or(m, |b| b.max(m)))
+        }),
+        Better::Lower => medians.fold(None, |best: Option<f64>, m| {
+            Some(best.map_or(m, |b| b.min(m)))
+        }),
+    }
+}
+
+/// The markdown report.
+pub fn markdown(
+    results: &[(Contender, Vec<Figures>)],
+    ceiling: f64,
+    lambda: &LambdaFigures,
+    sizes: Sizes,
+    quick: bool,
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmarks: ddb-lock and its peers, side by side\n");
+    let _ = writeln!(
+        md,
+        "Produced by `scripts/bench.sh{}` on {} against a local endpoint ({}). Every contender ran \
+         against the same endpoint in the same run, each behind its own counting TCP proxy \
+         (requests are counted there, not by the contenders). Each figure is min / median / max \
+         over the runs; ratios compare ddb-lock's median with the best peer's median (above 1 is \
+         better for ddb-lock).\n",
+        if quick { " --quick" } else { "" },
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        std::env::var("DYNAMODB_ENDPOINT_KIND").unwrap_or_else(|_| "moto, serialized".into()),
+    );
+    let _ = writeln!(
+        md,
+        "Scenarios: lease {LEASE_MS} ms for everyone; uncontended: {} acquire + release rounds; \
+         contended: 8 workers on one resource, {} acquisitions each, holding {} ms; many: 64 workers \
+         on 64 resources, {} acquisitions each; takeover: the holder is SIGKILLed while another \
+         process waits.\n",
+        sizes.uncontended, sizes.contended, sizes.hold_ms, sizes.many
+    );
+    let _ = writeln!(md, "## Contenders and settings\n");
+    let _ = writeln!(md, "| contender | settings (as the driver reported them) |");
+    let _ = writeln!(md, "|---|---|");
+    for (contender, runs) in results {
+        let settings = runs
+            .first()
+            .map_or("(failed)".to_owned(), |f| f.settings.to_string());
+        let _ = writeln!(md, "| {} | `{}` |", contender.name, settings);
+    }
+    let _ = writeln!(md, "\n## Figures\n");
+    for chunk in COLUMNS.chunks(5) {
+        let _ = write!(md, "| contender |");
+        for column in chunk {
+            let _ = write!(md, " {} |", column.0);
+        }
+        let _ = write!(md, "\n|---|");
+        for _ in chunk {
+            let _ = write!(md, "---:|");
+        }
+        let _ = writeln!(md);
+        for (contender, runs) in results {
+            let _ = write!(md, "| {} |", contender.name);
+            for column in chunk {
+                match stats(&runs.iter().map(column.2).collect::<Vec<_>>()) {
+                    Some((min, med, max)) => {
+                        let _ = write!(
+                            md,
+                            " {} / **{}** / {} |",
+                            number(min),
+                            number(med),
+                            number(max)
+                        );
+                    }
+                    None if column.0 == "crash takeover ms" => {
+                        let _ = write!(md, " never |");
+                    }
+                    None => {
+                        let _ = write!(md, " – |");
+                    }
+                }
+            }
+            let _ = writeln!(md);
+        }
+        for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
+            let _ = write!(md, "| *{} vs best peer* |", contender.name);
+            for column in chunk {
+                let ratio =
+                    median(runs, column.2)
+                        .zip(best_peer(results, column))
+                        .map(|(ours, best)| match column.1 {
+                            Better::Higher => ours / best,
+                            Better::Lower => best / ours,
+                        });
+                let _ = match ratio {
+                    Some(r) if r.is_finite() => write!(md, " ×{} |", number(r)),
+                    _ => write!(md, " – |"),
+                };
+            }
+            let _ = writeln!(md);
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(
+        md,
+        "The endpoint's own ceiling for the many-resources scenario, measured in the same run: \
+         {} unconditional PutItem + DeleteItem pairs per second from 64 workers.\n",
+        number(ceiling)
+    );
+    for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
+        if let Some(m) = median(runs, |f| f.many_per_s) {
+            let _ = writeln!(
+                md,
+                "- {}: {} acquisitions/s on 64 resources = {:.0} % of the ceiling.",
+                contender.name,
+                number(m),
+                100.0 * m / ceiling
+            );
+        }
+    }
+    let _ = writeln!(md, "\n## The Lambda function\n");
+    let _ = writeln!(md, "| figure | value |");
+    let _ = writeln!(md, "|---|---|");
+    let _ = writeln!(
+        md,
+        "| release binary, arm64 (`cargo lambda build --release --arm64`) | {} |",
+        lambda
+            .arm64_bytes
+            .map_or("not built in this run".to_owned(), |b| format!(
+                "{b} bytes ({:.1} MiB)",
+                b as f64 / 1048576.0
+            ))
+    );
+    let _ = writeln!(
+        md,
+        "| start to first Runtime API poll (median of 5, `{}`) | {:.1} ms |",
+        short(&lambda.measured_binary),
+        lambda.ready_ms
+    );
+    let _ = writeln!(
+        md,
+        "| start to first invocation answered (median of 5) | {:.1} ms |",
+        lambda.first_answer_ms
+    );
+    let _ = writeln!(
+        md,
+        "| peak memory (VmHWM) after 200 invocations | {} |",
+        lambda.peak_rss_kib.map_or("–".to_owned(), |k| format!(
+            "{:.1} MiB",
+            k as f64 / 1024.0
+        ))
+    );
+    let _ = writeln!(
+        md,
+        "\n![hand-off throughput and crash takeover](benchmarks.svg)"
+    );
+    md
+}
+
+fn short(path: &str) -> &str {
+    path.rsplit_once("target/").map_or(path, |(_, rest)| rest)
+}
+
+/// A chart: its title and the figure it shows.
+type Panel = (&'static str, fn(&Figures) -> f64);
+
+/// Two horizontal bar charts: contended hand-off acquisitions/s, and crash takeover ms.
+pub fn svg(results: &[(Contender, Vec<Figures>)]) -> String {
+    let panels: [Panel; 2] = [
+        (
+            "contended hand-off, acquisitions/s (higher is better)",
+            |f| f.handoff_per_s,
+        ),
+        ("crash takeover, ms (lower is better)", |f| f.takeover_ms),
+    ];
+    let row = 22.0;
+    let label = 330.0;
+    let bar_space = 300.0;
+    let panel_height = row * results.len() as f64 + 40.0;
+    let height = panel_height * panels.len() as f64 + 10.0;
+    let width = label + bar_space + 90.0;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    for (p, (title, read)) in panels.iter().enumerate() {
+        let top = p as f64 * panel_height + 10.0;
+        let _ = writeln!(
+            svg,
+            r#"<text x="10" y="{}" font-weight="bold">{title}</text>"#,
+            top + 12.0
+        );
+        let values: Vec<Option<f64>> = results
+            .iter()
+            .map(|(_, runs)| median(runs, *read))
+            .collect();
+        let max = values
+            .iter()
+            .flatten()
+            .copied()
+            .fold(0.0, f64::max)
+            .max(1e-9);
+        for (i, ((contender, _), value)) in results.iter().zip(&values).enumerate() {
+            let y = top + 24.0 + i as f64 * row;
+            let colour = if contender.ours { "#d9480f" } else { "#868e96" };
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+                label - 6.0,
+                y + 13.0,
+                contender.name.replace('&', "&amp;")
+            );
+            if let Some(v) = value {
+                let w = (v / max * bar_space).max(1.0);
+                let _ = writeln!(
+                    svg,
+                    r#"<rect x="{label}" y="{y}" width="{w:.1}" height="{}" fill="{colour}"/><text x="{}" y="{}">{}</text>"#,
+                    row - 6.0,
+                    label + w + 4.0,
+                    y + 13.0,
+                    number(*v)
+                );
+            }
+        }
+    }
+    let _ = writeln!(svg, "</svg>");
+    svg
+}
