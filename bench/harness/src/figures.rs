@@ -129,7 +129,10 @@ impl Contender {
                 "dynamodb-lock-client 0.7 (npm), FailClosed, 20 ms retry",
                 &["--poll-ms", "20"],
             ),
-            js("dynamodb-lock-client 0.7 (npm), FailOpen", &["--mode", "fail-open"]),
+            js(
+                "dynamodb-lock-client 0.7 (npm), FailOpen",
+                &["--mode", "fail-open"],
+            ),
         ]
     }
 }
