@@ -66,12 +66,6 @@ impl Backoff {
         Backoff { bounds, attempt: 0 }
     }
 
-    /// Starts again from the initial ceiling: the lock changed hands, so holds are short and the
-    /// next release is near.
-    pub(crate) fn restart(&mut self) {
-        self.attempt = 0;
-    }
-
     /// The next delay: uniform in `[0, min(max, initial * 2^attempt)]`.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let ceiling = self
@@ -97,17 +91,6 @@ mod tests {
             let delay = backoff.next_delay();
             assert!(delay <= Duration::from_millis(ceiling_ms), "{delay:?}");
         }
-    }
-
-    #[test]
-    fn a_restart_brings_the_ceiling_back_to_initial() {
-        let bounds = BackoffBounds::new(Duration::from_millis(10), Duration::from_millis(500));
-        let mut backoff = Backoff::new(bounds);
-        for _ in 0..10 {
-            backoff.next_delay();
-        }
-        backoff.restart();
-        assert!(backoff.next_delay() <= Duration::from_millis(10));
     }
 
     #[test]

@@ -297,14 +297,6 @@ impl LockClient {
                     return Ok(lock);
                 }
                 Attempt::Held { holder, retry_at } => {
-                    // A new acquisition since our last attempt: the lock is changing hands, so
-                    // the next release is likely near; back off from the start again.
-                    let handed_off = last_holder.as_ref().is_some_and(|last| {
-                        (&last.owner, last.acquired_at) != (&holder.owner, holder.acquired_at)
-                    });
-                    if handed_off {
-                        backoff.restart();
-                    }
                     last_holder = Some(holder);
                     retry_at
                 }
