@@ -886,7 +886,10 @@ impl LockClient {
 
     /// A successful attempt: this client no longer waits on the resource.
     fn acquired(&self, lock: Lock) -> Attempt {
-        self.settings.observations.forget(lock.resource());
+        // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
+        if self.settings.takeover == TakeoverRule::ObservedLease {
+            self.settings.observations.forget(lock.resource());
+        }
         Attempt::Acquired(lock)
     }
 
