@@ -147,14 +147,7 @@ impl Proxy {
 
     /// Forward the next `operation` request, then throw its answer away and close the connection.
     pub fn drop_next_answer(&self, operation: &str) {
-        self.shared
-            .drop_next
-            .lock()
-            .expect("proxy lock")
-            .push(DropRule {
-                operation: operation.to_owned(),
-                hold: None,
-            });
+        self.queue_drop(operation, None);
     }
 
     /// Forward the next `operation` request and keep its answer: the client waits, its
@@ -163,21 +156,28 @@ impl Proxy {
     pub fn withhold_next_answer(&self, operation: &str) -> WithheldAnswer {
         let (withheld_tx, withheld_rx) = oneshot::channel();
         let (gate_tx, gate_rx) = oneshot::channel();
+        self.queue_drop(
+            operation,
+            Some(Hold {
+                withheld: withheld_tx,
+                gate: gate_rx,
+            }),
+        );
+        WithheldAnswer {
+            withheld: Some(withheld_rx),
+            gate: Some(gate_tx),
+        }
+    }
+
+    fn queue_drop(&self, operation: &str, hold: Option<Hold>) {
         self.shared
             .drop_next
             .lock()
             .expect("proxy lock")
             .push(DropRule {
                 operation: operation.to_owned(),
-                hold: Some(Hold {
-                    withheld: withheld_tx,
-                    gate: gate_rx,
-                }),
+                hold,
             });
-        WithheldAnswer {
-            withheld: Some(withheld_rx),
-            gate: Some(gate_tx),
-        }
     }
 
     /// Cuts the client off, as a network partition would: from now on every request, on a new
@@ -197,6 +197,11 @@ impl Proxy {
     /// The faults applied now.
     pub fn faults(&self) -> Faults {
         *self.shared.faults.lock().expect("proxy lock")
+    }
+
+    /// Requests of every operation forwarded so far.
+    pub fn total_requests(&self) -> usize {
+        self.counts.borrow().values().map(|c| c.requests).sum()
     }
 
     /// Counts of `operation` so far.

@@ -286,29 +286,6 @@ impl Driver {
     }
 }
 
-/// Requests counted by the proxy so far, all operations.
-fn requests(proxy: &Proxy) -> usize {
-    [
-        "PutItem",
-        "DeleteItem",
-        "UpdateItem",
-        "GetItem",
-        "TransactWriteItems",
-        "Query",
-        "Scan",
-        "DescribeTable",
-        "CreateTable",
-        "DescribeTimeToLive",
-        "UpdateTimeToLive",
-        "BatchWriteItem",
-        "BatchGetItem",
-        "TransactGetItems",
-    ]
-    .iter()
-    .map(|op| proxy.counts(op).requests)
-    .sum()
-}
-
 /// Runs a scenario; the requests made after the driver was ready, and its acquisitions.
 async fn scenario(
     contender: &Contender,
@@ -328,7 +305,7 @@ async fn scenario(
     ];
     let mut driver = Driver::start(contender, proxy, name, &fresh_resource(), &args);
     let settings = driver.ready().await?;
-    let before = requests(proxy);
+    let before = proxy.total_requests();
     let acquisitions = driver.acquisitions().await?;
     if acquisitions.len() != workers * ops {
         return Err(format!(
@@ -337,7 +314,7 @@ async fn scenario(
             workers * ops
         ));
     }
-    Ok((settings, requests(proxy) - before, acquisitions))
+    Ok((settings, proxy.total_requests() - before, acquisitions))
 }
 
 /// Measures every figure of `contender` once.
