@@ -162,6 +162,7 @@ impl LockClientBuilder {
             clock: self.clock,
             takeover: self.takeover,
             observations: Default::default(),
+            queues: Default::default(),
             token_offset: Default::default(),
         }))
     }

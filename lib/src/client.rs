@@ -17,6 +17,7 @@ use crate::limits::{self, MIN_LEASE};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
 use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+use crate::queue::{Offer, Offers, Place, WaitQueues};
 use crate::takeover::{Observations, TakeoverRule};
 use crate::timestamp;
 use crate::transmissions::Transmissions;
@@ -75,6 +76,8 @@ pub(crate) struct Settings {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) takeover: TakeoverRule,
     pub(crate) observations: Observations,
+    /// This client's waiters, in line per resource.
+    pub(crate) queues: WaitQueues,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -94,9 +97,11 @@ struct Request<'a> {
 /// The outcome of one acquisition attempt.
 enum Attempt {
     Acquired(Lock),
-    /// Someone else holds the lock; this client's rule lets it try again at `retry_at`.
+    /// Someone else holds the lock (the acquisition `lock_id`); this client's rule lets it try
+    /// again at `retry_at`.
     Held {
         holder: Holder,
+        lock_id: LockId,
         retry_at: Instant,
     },
     /// A concurrent write to the same items cancelled a fenced acquisition's transaction.
@@ -225,6 +230,11 @@ impl LockClient {
     /// the deadline, at which it makes one last attempt. On timeout the error names the resource,
     /// the time waited and the last holder seen. A zero timeout makes exactly one attempt.
     ///
+    /// Tasks waiting for the same resource through this client (or its clones) line up, first come
+    /// first served, and only the first in line makes requests. While another task of this client
+    /// holds the lock, the first in line does not poll: a [`release`](Self::release) through this
+    /// client writes its lock in place of the released one and hands it over, in one request.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -287,7 +297,29 @@ impl LockClient {
         let deadline = started + timeout;
         let mut backoff = Backoff::new(self.settings.backoff);
         let mut last_holder: Option<Holder> = None;
+        let queues = &self.settings.queues;
+        let place = queues.join(resource);
+        // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
+        // one last attempt below is still made.
+        let first = tokio::time::timeout_at(deadline, place.first()).await.ok();
+        let mut offers = Offers::default();
         loop {
+            if first.is_some() {
+                if !request.fencing {
+                    place.offer(&mut offers, request.owner, request.lease, request.data);
+                }
+                if let Some(lock) = self
+                    .wait_while_held_here(&place, &mut offers, resource, deadline)
+                    .await
+                {
+                    log_acquired(&lock, started.elapsed(), stats.attempts);
+                    return Ok(self.took(lock));
+                }
+            }
+            // Registered before the attempt, so that a release during it is not missed.
+            let freed = place.freed();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
             stats.attempts += 1;
             let attempts = stats.attempts;
             let floor = last_holder.as_ref().and_then(|h| h.fencing_token);
@@ -296,7 +328,21 @@ impl LockClient {
                     log_acquired(&lock, started.elapsed(), attempts);
                     return Ok(lock);
                 }
-                Attempt::Held { holder, retry_at } => {
+                Attempt::Held {
+                    holder,
+                    lock_id,
+                    retry_at,
+                } => {
+                    if let Some(handed) = offers.written_for_us(lock_id).await {
+                        // A release of this client wrote our lock; its answer came (or was lost).
+                        let lock = handed.unwrap_or_else(|offered_at| {
+                            let handle = LockHandle::new(resource, request.owner, lock_id);
+                            let valid_until = offered_at + request.lease;
+                            Lock::new(handle, holder.acquired_at, holder.expires_at, valid_until)
+                        });
+                        log_acquired(&lock, started.elapsed(), attempts);
+                        return Ok(self.took(lock));
+                    }
                     last_holder = Some(holder);
                     retry_at
                 }
@@ -325,16 +371,60 @@ impl LockClient {
                     holder: Box::new(holder),
                 });
             }
+            if first.is_some() && queues.held_here(resource, now).is_some() {
+                continue;
+            }
             let delay = backoff
                 .next_delay()
                 .min(retry_at.saturating_duration_since(now))
                 .min(deadline - now);
             debug!(resource, delay_ms = millis(delay), "lock held; backing off");
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = &mut freed, if first.is_some() => {}
+                lock = offers.handed(), if first.is_some() => {
+                    log_acquired(&lock, started.elapsed(), attempts);
+                    return Ok(self.took(lock));
+                }
+            }
+        }
+    }
+
+    /// While this client holds the lock on `resource` (taken by another of its tasks), waits for
+    /// its release through this client, its lease end, the deadline, or the backoff's largest
+    /// delay, whichever comes first: the last, in case it is released elsewhere. Returns the lock
+    /// if the release handed it to us.
+    async fn wait_while_held_here(
+        &self,
+        place: &Place<'_>,
+        offers: &mut Offers,
+        resource: &str,
+        deadline: Instant,
+    ) -> Option<Lock> {
+        let freed = place.freed();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        let now = Instant::now();
+        let lease_end = self.settings.queues.held_here(resource, now)?;
+        let wake = lease_end
+            .min(now + self.settings.backoff.max())
+            .min(deadline);
+        debug!(
+            resource,
+            "lock held by this client; waiting for its release"
+        );
+        tokio::select! {
+            () = tokio::time::sleep_until(wake) => None,
+            () = freed => None,
+            lock = offers.handed() => Some(lock),
         }
     }
 
     /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.
+    ///
+    /// If a task of this client is waiting for the resource in [`acquire`](Self::acquire), the
+    /// release is instead one PutItem, under the same condition, that writes that task's lock in
+    /// place of this one: the waiter has the lock when the release returns.
     ///
     /// Accepts a [`Lock`] or a [`LockHandle`]. A lock that is already gone is
     /// [`ReleaseOutcome::NotFound`]; a lock someone else holds now is left untouched and reported as
@@ -353,8 +443,88 @@ impl LockClient {
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
         let handle = lock.as_ref();
         self.check_handle(handle)?;
+        if let Some(offer) = self.settings.queues.take_offer(handle.resource()) {
+            return self.hand_over(handle, offer).await;
+        }
         self.delete_lock(handle.resource(), handle.owner(), Some(handle.lock_id()))
             .await
+    }
+
+    /// Release when a task of this client waits for the resource: one PutItem of the waiter's
+    /// lock, conditioned as the release's DeleteItem, replaces the released lock; the waiter gets
+    /// its lock without a request of its own.
+    async fn hand_over(&self, handle: &LockHandle, offer: Offer) -> Result<ReleaseOutcome, Error> {
+        let resource = handle.resource();
+        let sent = Instant::now();
+        let now = self.now();
+        let (Ok(expires_at), Ok(ttl_epoch_seconds)) = (
+            after(now, offer.lease, "lease"),
+            after(now, offer.lease, "lease").and_then(|t| self.ttl_epoch_seconds(t)),
+        ) else {
+            return self
+                .delete_lock(resource, handle.owner(), Some(handle.lock_id()))
+                .await;
+        };
+        let waiter = LockHandle::new(resource, offer.owner.as_str(), offer.lock_id);
+        let lock = Lock::new(waiter, now, expires_at, sent + offer.lease);
+        let version = uuid::Uuid::new_v4().to_string();
+        let written = Written {
+            version: &version,
+            ttl_epoch_seconds,
+            data: offer.data.as_deref(),
+        };
+        let transmissions = Transmissions::default();
+        let result = self
+            .dynamodb()
+            .put_item()
+            .table_name(self.table_name())
+            .set_item(Some(item::encode(
+                &self.settings.key_prefix,
+                &lock,
+                &written,
+            )))
+            .condition_expression(item::RELEASE_CONDITION)
+            .set_expression_attribute_names(Some(item::names_for(&[item::RELEASE_CONDITION])))
+            .expression_attribute_values(":lock_id", s(handle.lock_id().to_string()))
+            .expression_attribute_values(":owner", s(handle.owner()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send()
+            .await;
+        if let Err(err) = result {
+            let Some(PutItemError::ConditionalCheckFailedException(failed)) =
+                err.as_service_error()
+            else {
+                return Err(Error::backend("PutItem", err));
+            };
+            match self.record(resource, failed.item())? {
+                // A retry failed on the lock its own first attempt had written: handed over.
+                Some(record) if record.lock_id == offer.lock_id => {}
+                record => {
+                    self.settings.queues.freed(resource, Some(handle.lock_id()));
+                    let retried = transmissions.retried();
+                    let (owner, lock_id) = (handle.owner(), Some(handle.lock_id()));
+                    return Ok(self.not_released(resource, owner, lock_id, record, retried));
+                }
+            }
+        }
+        self.settings
+            .queues
+            .acquired(resource, lock.lock_id(), lock.valid_until_instant());
+        info!(
+            resource,
+            owner = handle.owner(),
+            lock_id = %handle.lock_id().short(),
+            to = %offer.owner,
+            "lock released and handed to a waiting task of this client"
+        );
+        if let Err(orphan) = offer.reply.send(lock) {
+            // The waiter gave up meanwhile: release what was written for it.
+            self.delete_lock(resource, orphan.owner(), Some(orphan.lock_id()))
+                .await?;
+        }
+        Ok(ReleaseOutcome::Released)
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
@@ -408,64 +578,63 @@ impl LockClient {
                 .filter_map(|(name, value)| Some((name.to_owned(), value?)))
                 .collect(),
             ))
-            .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
             .interceptor(transmissions.clone())
             .send()
             .await;
-        let now = self.now();
         match result {
-            Ok(out) => {
-                let held = out
-                    .attributes()
-                    .and_then(|old| item::decode(resource, old).ok())
-                    .map(|record| {
-                        if !record.holder.is_live_at(now) {
-                            warn!(
-                                resource,
-                                owner,
-                                expired_at = %timestamp::format(record.holder.expires_at),
-                                "released a lock whose lease had already ended"
-                            );
-                        }
-                        span(record.holder.acquired_at, now)
-                    });
+            Ok(_) => {
+                self.settings.queues.freed(resource, lock_id);
                 info!(
                     resource,
                     owner,
                     lock_id = lock_id.map(|id| id.short()),
-                    held_ms = held.map(millis),
                     "lock released"
                 );
                 Ok(ReleaseOutcome::Released)
             }
             Err(err) => match err.as_service_error() {
                 Some(DeleteItemError::ConditionalCheckFailedException(failed)) => {
+                    // Not ours (any more): not held by this client either.
+                    self.settings.queues.freed(resource, lock_id);
                     let record = self.record(resource, failed.item())?;
-                    // A retry may have failed on what our own earlier attempt did: deleted our
-                    // item, after which someone else may have acquired. Never call that a
-                    // mismatch; it is at most "not found".
-                    let ours = |r: &Record| match lock_id {
-                        Some(id) => r.lock_id == id,
-                        None => r.holder.owner == owner,
-                    };
-                    let outcome = match record {
-                        Some(record) if transmissions.retried() && !ours(&record) => {
-                            info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
-                            ReleaseOutcome::NotFound
-                        }
-                        Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
-                            holder: record.holder,
-                        },
-                        _ => ReleaseOutcome::NotFound,
-                    };
-                    info!(resource, owner, ?outcome, "lock not released");
-                    Ok(outcome)
+                    let retried = transmissions.retried();
+                    Ok(self.not_released(resource, owner, lock_id, record, retried))
                 }
                 _ => Err(Error::backend("DeleteItem", err)),
             },
         }
+    }
+
+    /// What a release whose condition failed on `record` (ALL_OLD) tells its caller.
+    fn not_released(
+        &self,
+        resource: &str,
+        owner: &str,
+        lock_id: Option<LockId>,
+        record: Option<Record>,
+        retried: bool,
+    ) -> ReleaseOutcome {
+        // A retry may have failed on what our own earlier attempt did: deleted our item, after
+        // which someone else may have acquired. Never call that a mismatch; it is at most "not
+        // found".
+        let ours = |r: &Record| match lock_id {
+            Some(id) => r.lock_id == id,
+            None => r.holder.owner == owner,
+        };
+        let outcome = match record {
+            Some(record) if retried && !ours(&record) => {
+                info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
+                ReleaseOutcome::NotFound
+            }
+            Some(record) if record.holder.is_live_at(self.now()) => ReleaseOutcome::NotOwner {
+                holder: record.holder,
+            },
+            _ => ReleaseOutcome::NotFound,
+        };
+        info!(resource, owner, ?outcome, "lock not released");
+        outcome
     }
 
     /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`
@@ -597,6 +766,9 @@ impl LockClient {
                         Some(record) if record.version == version => record,
                         record => {
                             let outcome = self.lost_outcome(handle, record, now);
+                            self.settings
+                                .queues
+                                .freed(handle.resource(), Some(handle.lock_id()));
                             warn!(
                                 resource = handle.resource(),
                                 owner = handle.owner(),
@@ -617,6 +789,11 @@ impl LockClient {
             sent + lease,
         )
         .with_fencing_token(record.holder.fencing_token);
+        self.settings.queues.extended(
+            handle.resource(),
+            handle.lock_id(),
+            lock.valid_until_instant(),
+        );
         info!(
             resource = handle.resource(),
             owner = handle.owner(),
@@ -712,6 +889,7 @@ impl LockClient {
             .send()
             .await
             .map_err(|e| Error::backend("DeleteItem", e))?;
+        self.settings.queues.freed(resource, None);
         let now = self.now();
         let removed = match self.record(resource, out.attributes()) {
             Ok(Some(record)) if record.holder.is_live_at(now) => Some(record.holder),
@@ -884,13 +1062,22 @@ impl LockClient {
         Ok(Attempt::Conflict)
     }
 
-    /// A successful attempt: this client no longer waits on the resource.
+    /// A successful attempt.
     fn acquired(&self, lock: Lock) -> Attempt {
+        Attempt::Acquired(self.took(lock))
+    }
+
+    /// This client has taken `lock`: it no longer waits on the resource, and its waiters know
+    /// who holds it.
+    fn took(&self, lock: Lock) -> Lock {
         // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
         if self.settings.takeover == TakeoverRule::ObservedLease {
             self.settings.observations.forget(lock.resource());
         }
-        Attempt::Acquired(lock)
+        self.settings
+            .queues
+            .acquired(lock.resource(), lock.lock_id(), lock.valid_until_instant());
+        lock
     }
 
     /// What a refused attempt found in the item that refused it (`ALL_OLD`).
@@ -950,6 +1137,7 @@ impl LockClient {
         };
         Ok(Attempt::Held {
             holder: record.holder,
+            lock_id: record.lock_id,
             retry_at,
         })
     }

@@ -50,6 +50,7 @@ pub mod limits;
 mod lock;
 mod options;
 mod outcome;
+mod queue;
 mod table;
 mod takeover;
 pub mod timestamp;

@@ -89,9 +89,17 @@ async fn acquire_reports_its_attempts_whatever_the_outcome() {
     let waiting = AcquireOptions::new()
         .owner("bob")
         .timeout(Duration::from_millis(200));
-    let (timed_out, stats) = client.acquire_with_stats(&resource, &waiting).await;
+    let elsewhere = builder(dynamodb()).build().unwrap();
+    let (timed_out, stats) = elsewhere.acquire_with_stats(&resource, &waiting).await;
     assert!(matches!(timed_out, Err(Error::Timeout { .. })));
     assert!(stats.attempts >= 2, "retried before giving up: {stats:?}");
+    assert!(stats.waited >= Duration::from_millis(200));
+
+    // A task of the holder's own client knows who holds the lock and waits for its release
+    // instead of polling: one last attempt at the deadline.
+    let (timed_out, stats) = client.acquire_with_stats(&resource, &waiting).await;
+    assert!(matches!(timed_out, Err(Error::Timeout { .. })));
+    assert_eq!(stats.attempts, 1, "{stats:?}");
     assert!(stats.waited >= Duration::from_millis(200));
     client.release(&lock).await.unwrap();
 }

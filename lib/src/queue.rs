@@ -1,0 +1,337 @@
+//! Waiting in line inside one client.
+//!
+//! Tasks of one process that wait for the same resource through the same
+//! [`LockClient`](crate::LockClient) (or its clones) need not all poll DynamoDB. They line up, first
+//! come first served, and only the first in line makes requests. A release, a lost extension or a
+//! force release of that resource through this client wakes the first in line at once, so a
+//! hand-off between tasks of one process costs the release and one PutItem, with no polling and no
+//! wasted attempt. While the lock is held by this very client, the first in line does not even poll
+//! at the backoff's pace: it waits for that wake-up, the lock's lease end, or the backoff's largest
+//! delay (the lock may be released elsewhere, by `release_owned` or `force_release`), whichever
+//! comes first.
+//!
+//! Better still, the first in line leaves an [`Offer`]: a release through this client then writes
+//! the waiter's lock in place of its own, in one PutItem conditioned exactly as the release's
+//! DeleteItem would be, and hands the lock to the waiter. A hand-off inside a process thus costs
+//! one request and no gap at all.
+//!
+//! Waiters in other processes are not affected: they poll the item as always. The queue holds no
+//! lock state of its own: every acquisition is still a conditional write, so the queue can only
+//! change who tries when, never who gets the lock.
+
+use crate::lock::{Lock, LockId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::futures::Notified;
+use tokio::sync::{oneshot, MutexGuard, Notify};
+use tokio::time::Instant;
+
+/// Most resources a client keeps lines for; beyond it, holds nobody waits for are forgotten
+/// first, and if that is not enough, new holds are not remembered (which only costs a waiter of
+/// this client some polling).
+const MAX_LINES: usize = 4096;
+
+/// The lines of one client, one per resource that someone of this client is waiting for or that
+/// this client holds a lock on.
+#[derive(Debug, Default)]
+pub(crate) struct WaitQueues {
+    lines: Mutex<HashMap<String, Line>>,
+}
+
+/// One resource's line. It exists while a task waits in it or a lock this client took on the
+/// resource has not been released through the client and its lease has not ended.
+#[derive(Debug, Default)]
+struct Line {
+    shared: Arc<Turns>,
+    waiting: usize,
+    /// A lock on the resource that this client took: its id and monotonic lease end.
+    held: Option<(LockId, Instant)>,
+    /// The first in line's offer, for the next release through this client.
+    offer: Option<Offer>,
+}
+
+/// What the first in line would take from a release in this client: a lock with this id, owner,
+/// lease and payload, written in place of the released one, sent back on `reply`.
+#[derive(Debug)]
+pub(crate) struct Offer {
+    pub(crate) lock_id: LockId,
+    pub(crate) owner: String,
+    pub(crate) lease: Duration,
+    pub(crate) data: Option<Vec<u8>>,
+    pub(crate) reply: oneshot::Sender<Lock>,
+}
+
+/// The first in line's side of its offers: the one out, and those taken by a release that never
+/// answered (its request failed in transit: the lock may have been written for us all the same).
+#[derive(Debug, Default)]
+pub(crate) struct Offers {
+    out: Option<(LockId, Instant, oneshot::Receiver<Lock>)>,
+    unanswered: Vec<(LockId, Instant)>,
+}
+
+/// What the tasks of one line wait on.
+#[derive(Debug, Default)]
+struct Turns {
+    /// Held by the first in line; tokio's mutex is fair, so the others get it in arrival order.
+    first: tokio::sync::Mutex<()>,
+    /// Signalled when the lock may have been freed through this client.
+    freed: Notify,
+}
+
+/// A task's place in a resource's line; leaving the line is dropping it (which withdraws its
+/// offer).
+#[derive(Debug)]
+pub(crate) struct Place<'a> {
+    queues: &'a WaitQueues,
+    resource: &'a str,
+    turns: Arc<Turns>,
+    offered: Mutex<Option<LockId>>,
+}
+
+impl WaitQueues {
+    fn lines(&self) -> std::sync::MutexGuard<'_, HashMap<String, Line>> {
+        self.lines.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Joins the line for `resource`.
+    pub(crate) fn join<'a>(&'a self, resource: &'a str) -> Place<'a> {
+        let mut lines = self.lines();
+        let line = lines.entry(resource.to_owned()).or_default();
+        line.waiting += 1;
+        Place {
+            queues: self,
+            resource,
+            turns: line.shared.clone(),
+            offered: Mutex::new(None),
+        }
+    }
+
+    /// This client took a lock on `resource`, held until `valid_until`.
+    pub(crate) fn acquired(&self, resource: &str, lock_id: LockId, valid_until: Instant) {
+        let mut lines = self.lines();
+        if lines.len() >= MAX_LINES && !lines.contains_key(resource) {
+            let now = Instant::now();
+            lines.retain(|_, line| {
+                line.waiting > 0 || line.held.is_some_and(|(_, until)| until > now)
+            });
+            if lines.len() >= MAX_LINES {
+                return;
+            }
+        }
+        lines.entry(resource.to_owned()).or_default().held = Some((lock_id, valid_until));
+    }
+
+    /// This client extended its lock `lock_id` on `resource` to `valid_until`.
+    pub(crate) fn extended(&self, resource: &str, lock_id: LockId, valid_until: Instant) {
+        if let Some(line) = self.lines().get_mut(resource) {
+            if matches!(line.held, Some((held, _)) if held == lock_id) {
+                line.held = Some((lock_id, valid_until));
+            }
+        }
+    }
+
+    /// The lock `lock_id` on `resource` (any lock, for `None`) is not held by this client any
+    /// more: released, force-released, or found lost. Wakes the first in line, unless this client
+    /// is known to hold another lock on the resource.
+    pub(crate) fn freed(&self, resource: &str, lock_id: Option<LockId>) {
+        let mut lines = self.lines();
+        let Some(line) = lines.get_mut(resource) else {
+            return;
+        };
+        if matches!((line.held, lock_id), (Some((held, _)), Some(id)) if held != id) {
+            return;
+        }
+        line.held = None;
+        if line.waiting == 0 {
+            lines.remove(resource);
+        } else {
+            line.shared.freed.notify_one();
+        }
+    }
+
+    /// Takes the offer of the first in line for `resource`, if there is one.
+    pub(crate) fn take_offer(&self, resource: &str) -> Option<Offer> {
+        self.lines().get_mut(resource)?.offer.take()
+    }
+
+    /// The lease end of the live lock this client holds on `resource`, if it knows of one.
+    pub(crate) fn held_here(&self, resource: &str, now: Instant) -> Option<Instant> {
+        let lines = self.lines();
+        let (_, valid_until) = lines.get(resource)?.held?;
+        (valid_until > now).then_some(valid_until)
+    }
+}
+
+impl Place<'_> {
+    /// Waits until this task is first in line; it stays first while the guard lives.
+    pub(crate) async fn first(&self) -> MutexGuard<'_, ()> {
+        self.turns.first.lock().await
+    }
+
+    /// Completes once the lock may have been freed through this client, counting from this call
+    /// (or from a wake-up that found nobody waiting, which is kept for the next caller).
+    pub(crate) fn freed(&self) -> Notified<'_> {
+        self.turns.freed.notified()
+    }
+
+    /// Leaves `offer` for the next release through this client, unless one of ours is out.
+    pub(crate) fn offer(
+        &self,
+        offers: &mut Offers,
+        owner: &str,
+        lease: Duration,
+        data: Option<&[u8]>,
+    ) {
+        if offers.out.is_some() {
+            return;
+        }
+        let (reply, answer) = oneshot::channel();
+        let lock_id = LockId::generate();
+        let offer = Offer {
+            lock_id,
+            owner: owner.to_owned(),
+            lease,
+            data: data.map(<[u8]>::to_vec),
+            reply,
+        };
+        let mut lines = self.queues.lines();
+        let Some(line) = lines.get_mut(self.resource) else {
+            return;
+        };
+        line.offer = Some(offer);
+        *self.offered.lock().unwrap_or_else(PoisonError::into_inner) = Some(lock_id);
+        offers.out = Some((lock_id, Instant::now(), answer));
+    }
+}
+
+impl Offers {
+    /// Completes with the lock a release handed us. An offer taken without an answer is kept as
+    /// unanswered (see [`written_for_us`](Self::written_for_us)), after which this never
+    /// completes: the caller offers again on its next round.
+    pub(crate) async fn handed(&mut self) -> Lock {
+        if let Some((lock_id, offered_at, answer)) = &mut self.out {
+            if let Ok(lock) = answer.await {
+                self.out = None;
+                return lock;
+            }
+            self.unanswered.push((*lock_id, *offered_at));
+            self.out = None;
+        }
+        std::future::pending().await
+    }
+
+    /// Whether the lock `lock_id`, found on the item, was written for one of our offers: then
+    /// the lock the release hands us (`Ok`), or, if that release never answered, the time the
+    /// offer was made (`Err`): the lock was written after then, so its lease ends no sooner than
+    /// a lease from then.
+    pub(crate) async fn written_for_us(
+        &mut self,
+        lock_id: LockId,
+    ) -> Option<Result<Lock, Instant>> {
+        if let Some((out, offered_at, answer)) = &mut self.out {
+            if *out == lock_id {
+                // Written, so the release is about to answer, if it can.
+                let (offered_at, answer) = (*offered_at, answer.await);
+                self.out = None;
+                return Some(answer.map_err(|_| offered_at));
+            }
+        }
+        self.unanswered
+            .iter()
+            .find(|(id, _)| *id == lock_id)
+            .map(|(_, at)| Err(*at))
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let mut lines = self.queues.lines();
+        if let Some(line) = lines.get_mut(self.resource) {
+            line.waiting -= 1;
+            let ours = *self.offered.lock().unwrap_or_else(PoisonError::into_inner);
+            if ours.is_some() && line.offer.as_ref().map(|o| o.lock_id) == ours {
+                line.offer = None;
+            }
+            if line.waiting == 0 && line.held.is_none() {
+                lines.remove(self.resource);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn id() -> LockId {
+        LockId::generate()
+    }
+
+    #[tokio::test]
+    async fn a_line_remembers_the_lock_this_client_holds_until_it_is_freed() {
+        let queues = WaitQueues::default();
+        let now = Instant::now();
+        let secs = |s| now + Duration::from_secs(s);
+        let place = queues.join("r");
+        let lock = id();
+        queues.acquired("r", lock, secs(5));
+        assert_eq!(queues.held_here("r", now), Some(secs(5)));
+        queues.extended("r", id(), secs(9));
+        assert_eq!(queues.held_here("r", now), Some(secs(5)), "not that lock");
+        queues.extended("r", lock, secs(9));
+        assert_eq!(queues.held_here("r", now), Some(secs(9)));
+        assert_eq!(queues.held_here("r", secs(9)), None, "its lease has ended");
+        queues.freed("r", Some(id()));
+        assert!(queues.held_here("r", now).is_some(), "not that lock");
+        queues.freed("r", Some(lock));
+        assert_eq!(queues.held_here("r", now), None);
+        drop(place);
+        assert!(queues.lines().is_empty());
+
+        queues.acquired("s", lock, secs(5));
+        assert!(
+            queues.held_here("s", now).is_some(),
+            "kept with nobody waiting"
+        );
+        queues.freed("s", None);
+        assert!(queues.lines().is_empty(), "and dropped at its release");
+    }
+
+    #[tokio::test]
+    async fn holds_nobody_waits_for_are_forgotten_first_when_the_lines_are_full() {
+        let queues = WaitQueues::default();
+        let now = Instant::now();
+        let _waiting = queues.join("waited-for");
+        for i in 0..MAX_LINES - 1 {
+            queues.acquired(&format!("ended/{i}"), id(), now);
+        }
+        queues.acquired("live", id(), now + Duration::from_secs(60));
+        assert!(queues.held_here("live", now).is_some());
+        let lines = queues.lines();
+        assert_eq!(
+            lines.len(),
+            2,
+            "ended holds dropped, the waited-for line kept"
+        );
+        assert!(lines.contains_key("waited-for"));
+    }
+
+    #[tokio::test]
+    async fn the_first_in_line_keeps_its_turn_and_a_release_wakes_it() {
+        let queues = WaitQueues::default();
+        let (a, b) = (queues.join("r"), queues.join("r"));
+        let first = a.first().await;
+        assert!(b.turns.first.try_lock().is_err(), "b waits behind a");
+
+        let freed = a.freed();
+        queues.freed("r", None);
+        freed.await; // completes: the wake-up reached the first in line
+
+        drop(first);
+        let _second = b.first().await;
+        drop(a);
+        assert_eq!(queues.lines()["r"].waiting, 1);
+    }
+}
