@@ -41,7 +41,7 @@ impl Sizes {
         uncontended: 100,
         contended: 10,
         hold_ms: 10,
-        many: 5,
+        many: 10,
     };
 }
 
@@ -52,6 +52,10 @@ pub struct Contender {
     pub name: String,
     /// Whether it is ours (the ratios compare ours with the best peer).
     pub ours: bool,
+    /// Whether the waiting workers of its process line up inside the library (one client shared
+    /// by the workers, with an in-process queue) instead of contending through DynamoDB only, as
+    /// separate processes would. The hand-off figures are compared within each kind too.
+    pub queues_in_process: bool,
     /// The driver command, before the common arguments.
     pub command: Vec<String>,
     /// A table of its own, in the schema it wants.
@@ -62,21 +66,24 @@ impl Contender {
     /// Every contender, peers with their default poll period and with one tuned setting.
     pub fn all(driver: &Path, root: &Path) -> Vec<Contender> {
         let driver = driver.display().to_string();
-        let rust = |name: &str, contender: &str, ours: bool, extra: &[&str]| Contender {
-            name: name.into(),
-            ours,
-            command: [driver.as_str(), "--contender", contender]
-                .iter()
-                .chain(extra)
-                .map(|s| (*s).to_owned())
-                .collect(),
-            table: format!("bench-{contender}"),
-        };
+        let rust =
+            |name: &str, contender: &str, ours: bool, queues: bool, extra: &[&str]| Contender {
+                name: name.into(),
+                ours,
+                queues_in_process: queues,
+                command: [driver.as_str(), "--contender", contender]
+                    .iter()
+                    .chain(extra)
+                    .map(|s| (*s).to_owned())
+                    .collect(),
+                table: format!("bench-{contender}"),
+            };
         let python = root.join("bench/python");
         let node = root.join("bench/node");
         let py = |name: &str, extra: &[&str]| Contender {
             name: name.into(),
             ours: false,
+            queues_in_process: false,
             command: [
                 python.join(".venv/bin/python").display().to_string(),
                 python.join("driver.py").display().to_string(),
@@ -89,6 +96,7 @@ impl Contender {
         let js = |name: &str, extra: &[&str]| Contender {
             name: name.into(),
             ours: false,
+            queues_in_process: false,
             command: [
                 "node".to_owned(),
                 node.join("driver.js").display().to_string(),
@@ -99,25 +107,42 @@ impl Contender {
             table: "bench-dynamodb-lock-client".into(),
         };
         vec![
-            rust("ddb-lock", "ddb-lock", true, &[]),
+            rust("ddb-lock", "ddb-lock", true, true, &[]),
             rust(
-                "ddb-lock, 20 ms mean backoff",
+                "ddb-lock, one client per worker",
                 "ddb-lock",
                 true,
-                &["--poll-ms", "20"],
+                false,
+                &["--client-per-worker"],
+            ),
+            rust(
+                "ddb-lock, one client per worker, 20 ms mean backoff",
+                "ddb-lock",
+                true,
+                false,
+                &["--client-per-worker", "--poll-ms", "20"],
             ),
             rust(
                 "ddb-lock Lambda handler (in-process)",
                 "ddb-lock-lambda",
                 true,
+                true,
                 &[],
             ),
-            rust("dynamodb-lease 0.22", "dynamodb-lease", false, &[]),
+            rust("dynamodb-lease 0.22", "dynamodb-lease", false, false, &[]),
             rust(
                 "dynamodb-lease 0.22, 20 ms cooldown",
                 "dynamodb-lease",
                 false,
+                false,
                 &["--poll-ms", "20"],
+            ),
+            rust(
+                "dynamodb-lease 0.22, 20 ms cooldown, shared client",
+                "dynamodb-lease",
+                false,
+                true,
+                &["--poll-ms", "20", "--shared-lease-client"],
             ),
             py("python_dynamodb_lock 0.9.1", &[]),
             py(
@@ -413,9 +438,21 @@ async fn takeover(contender: &Contender, proxy: &Proxy) -> Result<f64, String> {
     Ok(ms(acquired.saturating_sub(killed)))
 }
 
-/// The endpoint's own rate of unconditional PutItem + DeleteItem pairs from 64 concurrent
-/// workers on 64 keys, through a proxy like every contender: the ceiling for "many".
-pub async fn raw_ceiling(endpoint: &str, sizes: Sizes) -> f64 {
+/// The endpoint's own rates for the many-resources scenario, pairs per second.
+#[derive(Debug, Clone, Copy)]
+pub struct Ceiling {
+    /// Unconditional PutItem + DeleteItem.
+    pub unconditional: f64,
+    /// The least conditions a lock needs.
+    pub conditional: f64,
+}
+
+/// The endpoint's own rate of PutItem + DeleteItem pairs from 64 concurrent workers on 64 keys,
+/// through a proxy like every contender: the ceiling for "many". Unconditional (the issue's
+/// ceiling), or with the least conditions a lock needs (`attribute_not_exists` on the put, an
+/// attribute's value on the delete) to show what evaluating conditions costs the endpoint.
+pub async fn raw_ceiling(endpoint: &str, sizes: Sizes, conditional: bool) -> f64 {
+    use aws_sdk_dynamodb::types::AttributeValue;
     let proxy = Proxy::start(endpoint).await;
     let dynamodb = ddb_lock_tests::dynamodb_at(&proxy.endpoint());
     let table = ddb_lock_tests::TABLE;
@@ -426,25 +463,37 @@ pub async fn raw_ceiling(endpoint: &str, sizes: Sizes) -> f64 {
         .map(|i| {
             let (dynamodb, key) = (dynamodb.clone(), format!("LOCK#bench-raw/{run}/{i}"));
             tokio::spawn(async move {
-                for _ in 0..sizes.many {
-                    let k = aws_sdk_dynamodb::types::AttributeValue::S(key.clone());
-                    let sk = aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into());
-                    dynamodb
+                for round in 0..sizes.many {
+                    let (k, sk) = (
+                        AttributeValue::S(key.clone()),
+                        AttributeValue::S("LOCK".into()),
+                    );
+                    let id = AttributeValue::S(round.to_string());
+                    let put = dynamodb
                         .put_item()
                         .table_name(table)
                         .item("PK", k.clone())
                         .item("SK", sk.clone())
-                        .send()
-                        .await
-                        .expect("PutItem");
-                    dynamodb
+                        .item("LockID", id.clone());
+                    let put = if conditional {
+                        put.condition_expression("attribute_not_exists(PK)")
+                    } else {
+                        put
+                    };
+                    put.send().await.expect("PutItem");
+                    let delete = dynamodb
                         .delete_item()
                         .table_name(table)
                         .key("PK", k)
-                        .key("SK", sk)
-                        .send()
-                        .await
-                        .expect("DeleteItem");
+                        .key("SK", sk);
+                    let delete = if conditional {
+                        delete
+                            .condition_expression("LockID = :id")
+                            .expression_attribute_values(":id", id)
+                    } else {
+                        delete
+                    };
+                    delete.send().await.expect("DeleteItem");
                 }
             })
         })

@@ -94,7 +94,10 @@ async fn main() {
         }
         results.push((contender, runs));
     }
-    let ceiling = figures::raw_ceiling(&endpoint, sizes).await;
+    let ceiling = figures::Ceiling {
+        unconditional: figures::raw_ceiling(&endpoint, sizes, false).await,
+        conditional: figures::raw_ceiling(&endpoint, sizes, true).await,
+    };
     let lambda = figures::lambda_figures(&here, &endpoint).await;
 
     let failed: Vec<&str> = results

@@ -1,7 +1,7 @@
 //! The report: `docs/benchmarks.md` (tables of min / median / max over runs, and ratios to the best
 //! peer) and `docs/benchmarks.svg` (hand-off throughput and crash takeover, side by side).
 
-use crate::figures::{Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
+use crate::figures::{Ceiling, Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
 use std::fmt::Write as _;
 
 /// Whether a larger value of a figure is better.
@@ -78,10 +78,89 @@ fn best_peer(results: &[(Contender, Vec<Figures>)], column: &Column) -> Option<f
     }
 }
 
+/// The hand-off columns.
+const HANDOFF: [&str; 5] = [
+    "hand-off acquisitions/s",
+    "release→acquire gap p50 ms",
+    "release→acquire gap p99 ms",
+    "requests / contended acquisition",
+    "longest wait ms",
+];
+
+/// The hand-off figures within each way of waiting: workers of one process lined up inside the
+/// library, or contending through DynamoDB only (as separate processes do), each of ours against
+/// the best peer of its kind.
+fn like_for_like(md: &mut String, results: &[(Contender, Vec<Figures>)]) {
+    let columns: Vec<&Column> = COLUMNS.iter().filter(|c| HANDOFF.contains(&c.0)).collect();
+    let _ = writeln!(
+        md,
+        "### Hand-off, like for like
+"
+    );
+    let _ = writeln!(
+        md,
+        "Medians. A library that lines up the waiting workers of one process (a shared client) \
+         is compared with peers that do the same; one whose workers each have a client, or \
+         whose shared client does not queue, contends through DynamoDB only, as separate \
+         processes (Lambda functions) always do.\n"
+    );
+    for (queues, title) in [
+        (true, "workers of one process lined up in the library"),
+        (false, "contending through DynamoDB only"),
+    ] {
+        let kind: Vec<_> = results
+            .iter()
+            .filter(|(c, _)| c.queues_in_process == queues)
+            .cloned()
+            .collect();
+        let _ = write!(md, "| {title} |");
+        for column in &columns {
+            let _ = write!(md, " {} |", column.0);
+        }
+        let _ = write!(md, "\n|---|");
+        for _ in &columns {
+            let _ = write!(md, "---:|");
+        }
+        let _ = writeln!(md);
+        for (contender, runs) in &kind {
+            let _ = write!(md, "| {} |", contender.name);
+            for column in &columns {
+                let _ = match median(runs, column.2) {
+                    Some(m) => write!(md, " {} |", number(m)),
+                    None => write!(md, " – |"),
+                };
+            }
+            let _ = writeln!(md);
+        }
+        for (contender, runs) in kind.iter().filter(|(c, _)| c.ours) {
+            let _ = write!(md, "| *{} vs best peer of this kind* |", contender.name);
+            for column in &columns {
+                let _ = match ratio(runs, &kind, column) {
+                    Some(r) => write!(md, " ×{} |", number(r)),
+                    None => write!(md, " – |"),
+                };
+            }
+            let _ = writeln!(md);
+        }
+        let _ = writeln!(md);
+    }
+}
+
+/// Our median against the best peer's, oriented so that above 1 is better for us.
+fn ratio(runs: &[Figures], peers: &[(Contender, Vec<Figures>)], column: &Column) -> Option<f64> {
+    median(runs, column.2)
+        .zip(best_peer(peers, column))
+        .map(|(ours, best)| match column.1 {
+            Better::Higher => ours / best,
+            Better::Lower => best / ours,
+        })
+        .filter(|r| r.is_finite())
+}
+
 /// The markdown report.
 pub fn markdown(
     results: &[(Contender, Vec<Figures>)],
-    ceiling: f64,
+    ceiling: Ceiling,
     lambda: &LambdaFigures,
     sizes: Sizes,
     quick: bool,
@@ -153,36 +232,35 @@ pub fn markdown(
         for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
             let _ = write!(md, "| *{} vs best peer* |", contender.name);
             for column in chunk {
-                let ratio =
-                    median(runs, column.2)
-                        .zip(best_peer(results, column))
-                        .map(|(ours, best)| match column.1 {
-                            Better::Higher => ours / best,
-                            Better::Lower => best / ours,
-                        });
-                let _ = match ratio {
-                    Some(r) if r.is_finite() => write!(md, " ×{} |", number(r)),
-                    _ => write!(md, " – |"),
+                let _ = match ratio(runs, results, column) {
+                    Some(r) => write!(md, " ×{} |", number(r)),
+                    None => write!(md, " – |"),
                 };
             }
             let _ = writeln!(md);
         }
         let _ = writeln!(md);
     }
+    like_for_like(&mut md, results);
     let _ = writeln!(
         md,
         "The endpoint's own ceiling for the many-resources scenario, measured in the same run: \
-         {} unconditional PutItem + DeleteItem pairs per second from 64 workers.\n",
-        number(ceiling)
+         {} unconditional PutItem + DeleteItem pairs per second from 64 workers; {} pairs per \
+         second with the least conditions a lock needs (`attribute_not_exists(PK)` on the put, \
+         `LockID = :id` on the delete).\n",
+        number(ceiling.unconditional),
+        number(ceiling.conditional),
     );
     for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
         if let Some(m) = median(runs, |f| f.many_per_s) {
             let _ = writeln!(
                 md,
-                "- {}: {} acquisitions/s on 64 resources = {:.0} % of the ceiling.",
+                "- {}: {} acquisitions/s on 64 resources = {:.0} % of the unconditional ceiling, \
+                 {:.0} % of the conditional one.",
                 contender.name,
                 number(m),
-                100.0 * m / ceiling
+                100.0 * m / ceiling.unconditional,
+                100.0 * m / ceiling.conditional,
             );
         }
     }

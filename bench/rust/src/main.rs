@@ -11,7 +11,10 @@
 //! - `ddb-lock`: the library of this workspace; `LockClient::acquire` (timeout 60 s) and
 //!   `release`. `--poll-ms P` sets its backoff bounds to `[2P, 2P]`: its delays stay full-jitter,
 //!   uniform in `[0, 2P]` (a mean of P, the same average polling rate as a fixed period P), and
-//!   never past the holder's lease end.
+//!   never past the holder's lease end. The workers share one client, as the tasks of one process
+//!   would (they line up in it, and a release hands the lock to the next in one request);
+//!   `--client-per-worker` gives each its own, so that they contend through DynamoDB only, as
+//!   separate processes (Lambda functions) do.
 //! - `ddb-lock-lambda`: the Lambda handler of this workspace, invoked in-process with the events
 //!   of its README (`acquire` with `wait_ms` 60000, `release`); its answers are serialized to JSON
 //!   as the Lambda runtime does, and its metrics lines are formatted but discarded (stdout belongs
@@ -115,6 +118,9 @@ struct Args {
     /// dynamodb-lease only: one client shared by all workers instead of one each.
     #[arg(long)]
     shared_lease_client: bool,
+    /// ddb-lock only: one client per worker instead of one shared by all.
+    #[arg(long)]
+    client_per_worker: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -213,7 +219,8 @@ struct Worker {
 /// A contender, ready to use.
 enum Contestant {
     DdbLock {
-        client: LockClient,
+        /// One shared by the workers, or one per worker.
+        clients: Vec<LockClient>,
     },
     Lambda {
         handler: Arc<Handler>,
@@ -227,7 +234,11 @@ enum Contestant {
 
 /// An acquisition, to release.
 enum Held {
-    DdbLock(ddb_lock::Lock),
+    DdbLock {
+        lock: ddb_lock::Lock,
+        /// The worker's client: a release goes through the client that acquired.
+        client: LockClient,
+    },
     Lambda {
         resource: String,
         owner: String,
@@ -257,10 +268,6 @@ impl Contestant {
         });
         let contestant = match args.contender {
             Contender::DdbLock => {
-                let mut builder = LockClient::builder(sdk)
-                    .table_name(&args.table)
-                    .lease(lease)
-                    .acquire_timeout(wait);
                 let backoff = match args.poll_ms {
                     Some(p) => BackoffBounds::new(
                         Duration::from_millis(2 * p),
@@ -268,9 +275,19 @@ impl Contestant {
                     ),
                     None => BackoffBounds::default(),
                 };
-                builder = builder.backoff(backoff);
-                let client = builder.build().map_err(|e| describe(&e))?;
-                client
+                let count = if args.client_per_worker { workers } else { 1 };
+                let clients = (0..count)
+                    .map(|_| {
+                        LockClient::builder(sdk.clone())
+                            .table_name(&args.table)
+                            .lease(lease)
+                            .acquire_timeout(wait)
+                            .backoff(backoff)
+                            .build()
+                            .map_err(|e| describe(&e))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                clients[0]
                     .create_table()
                     .await
                     .map_err(|e| format!("creating the table: {}", describe(&e)))?;
@@ -280,10 +297,14 @@ impl Contestant {
                         "backoff": backoff_settings(backoff),
                         "heartbeat_ms": heartbeat,
                         "takeover_rule": "wall_clock",
-                        "lock_clients": "one, shared by the workers",
+                        "lock_clients": if args.client_per_worker {
+                            "one per worker: waiters contend through DynamoDB only, as separate processes do"
+                        } else {
+                            "one, shared by the workers: waiters line up in the client and a release hands over"
+                        },
                     }),
                 );
-                Contestant::DdbLock { client }
+                Contestant::DdbLock { clients }
             }
             Contender::DdbLockLambda => {
                 let table = args.table.clone();
@@ -386,7 +407,8 @@ impl Contestant {
         wait: Duration,
     ) -> Result<Held> {
         match self {
-            Contestant::DdbLock { client } => {
+            Contestant::DdbLock { clients } => {
+                let client = &clients[worker.index % clients.len()];
                 let opts = AcquireOptions::new()
                     .owner(&worker.owner)
                     .lease(lease)
@@ -394,7 +416,10 @@ impl Contestant {
                 client
                     .acquire(resource, &opts)
                     .await
-                    .map(Held::DdbLock)
+                    .map(|lock| Held::DdbLock {
+                        lock,
+                        client: client.clone(),
+                    })
                     .map_err(|e| format!("acquire: {}", describe(&e)))
             }
             Contestant::Lambda { handler } => {
@@ -427,7 +452,7 @@ impl Contestant {
     /// Releases an acquisition; an acquisition that was lost meanwhile is an error.
     async fn release(&self, held: Held) -> Result<()> {
         match (self, held) {
-            (Contestant::DdbLock { client }, Held::DdbLock(lock)) => {
+            (Contestant::DdbLock { .. }, Held::DdbLock { lock, client }) => {
                 match client
                     .release(&lock)
                     .await
@@ -471,7 +496,8 @@ impl Contestant {
         wait: Duration,
     ) -> Result<tokio::task::JoinHandle<String>> {
         match self {
-            Contestant::DdbLock { client } => {
+            Contestant::DdbLock { clients } => {
+                let client = &clients[worker.index % clients.len()];
                 let opts = AcquireOptions::new()
                     .owner(&worker.owner)
                     .lease(lease)
