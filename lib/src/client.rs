@@ -22,6 +22,7 @@ use crate::takeover::{Observations, TakeoverRule};
 use crate::timestamp;
 use crate::transmissions::Transmissions;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -475,14 +476,7 @@ impl LockClient {
         };
         let transmissions = Transmissions::default();
         let result = self
-            .dynamodb()
-            .put_item()
-            .table_name(self.table_name())
-            .set_item(Some(item::encode(
-                &self.settings.key_prefix,
-                &lock,
-                &written,
-            )))
+            .put_lock_item(&lock, &written)
             .condition_expression(item::RELEASE_CONDITION)
             .set_expression_attribute_names(Some(item::names_for(&[item::RELEASE_CONDITION])))
             .expression_attribute_values(":lock_id", s(handle.lock_id().to_string()))
@@ -937,14 +931,7 @@ impl LockClient {
                 .await;
         }
         let result = self
-            .dynamodb()
-            .put_item()
-            .table_name(self.table_name())
-            .set_item(Some(item::encode(
-                &self.settings.key_prefix,
-                &lock,
-                &written,
-            )))
+            .put_lock_item(&lock, &written)
             .condition_expression(condition)
             .set_expression_attribute_names(Some(item::names_for(&[condition])))
             .set_expression_attribute_values(values)
@@ -960,6 +947,14 @@ impl LockClient {
                 _ => Err(Error::backend("PutItem", err)),
             },
         }
+    }
+
+    /// A PutItem of `lock`'s full item, to be given its condition.
+    fn put_lock_item(&self, lock: &Lock, written: &Written<'_>) -> PutItemFluentBuilder {
+        self.dynamodb()
+            .put_item()
+            .table_name(self.table_name())
+            .set_item(Some(item::encode(&self.settings.key_prefix, lock, written)))
     }
 
     /// The fenced attempt: the lock item's Put and the fence item's token raise succeed or fail

@@ -5,14 +5,14 @@
 //! task run up to its next wait: that is how a test knows the waiters are in line (no sleeps).
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use ddb_lock::{AcquireOptions, BackoffBounds, LockClient, ReleaseOutcome};
+use ddb_lock::{AcquireOptions, BackoffBounds, Lock, LockClient, ReleaseOutcome};
 use ddb_lock_tests::proxy::Proxy;
 use ddb_lock_tests::{
     builder, dynamodb_at, dynamodb_with, endpoint, lock_client, raw_item, string_attr, unique,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::task::yield_now;
+use tokio::task::{yield_now, JoinHandle};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -39,6 +39,18 @@ async fn patient_client(proxy: &Proxy) -> LockClient {
 
 fn owner(name: &str) -> AcquireOptions {
     AcquireOptions::new().owner(name).timeout(LEASE)
+}
+
+/// A task acquiring `resource` for `name` through `client`, once it is waiting.
+async fn in_line(
+    client: &LockClient,
+    resource: &str,
+    name: &str,
+) -> JoinHandle<Result<Lock, ddb_lock::Error>> {
+    let (client, resource, opts) = (client.clone(), resource.to_owned(), owner(name));
+    let waiter = tokio::spawn(async move { client.acquire(&resource, &opts).await });
+    yield_now().await;
+    waiter
 }
 
 #[tokio::test]
@@ -96,11 +108,7 @@ async fn a_hand_off_whose_answer_was_lost_is_recognised_on_the_retry() {
     let client = patient_client(&proxy).await;
     let resource = unique("lost-handoff-answer");
     let first = client.acquire(&resource, &owner("first")).await.unwrap();
-    let waiter = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &owner("waiter")).await })
-    };
-    yield_now().await;
+    let waiter = in_line(&client, &resource, "waiter").await;
 
     proxy.drop_next_answer("PutItem");
     assert_eq!(
@@ -130,11 +138,7 @@ async fn a_waiter_that_gave_up_leaves_no_offer_behind() {
     let client = patient_client(&proxy).await;
     let resource = unique("abandoned-offer");
     let first = client.acquire(&resource, &owner("first")).await.unwrap();
-    let waiter = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &owner("waiter")).await })
-    };
-    yield_now().await;
+    let waiter = in_line(&client, &resource, "waiter").await;
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
 
@@ -163,11 +167,7 @@ async fn a_waiting_task_notices_a_release_made_by_another_client() {
         .unwrap();
     let resource = unique("released-elsewhere");
     let first = client.acquire(&resource, &owner("first")).await.unwrap();
-    let waiter = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &owner("waiter")).await })
-    };
-    yield_now().await;
+    let waiter = in_line(&client, &resource, "waiter").await;
 
     let removed = elsewhere.force_release(&resource).await.unwrap();
     assert_eq!(removed.map(|h| h.owner), Some("first".to_owned()));

@@ -3,8 +3,8 @@
 //! a short count) and records when it held the lock (an overlap shows up directly).
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use ddb_lock::AcquireOptions;
-use ddb_lock_tests::{dynamodb, lock_client, unique, TABLE};
+use ddb_lock::{AcquireOptions, LockClient};
+use ddb_lock_tests::{builder, dynamodb, lock_client, unique, TABLE};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -41,15 +41,35 @@ async fn write_counter(dynamodb: &aws_sdk_dynamodb::Client, key: &str, count: u6
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_tasks_never_hold_one_lock_at_once_and_lose_no_update() {
+async fn sixteen_tasks_of_sixteen_clients_never_hold_one_lock_at_once_and_lose_no_update() {
+    // Each task its own client: they contend through DynamoDB's conditional writes only, as
+    // separate processes do.
+    lock_client().await; // the table exists
+    let clients: Vec<LockClient> = (0..TASKS)
+        .map(|_| builder(dynamodb()).build().unwrap())
+        .collect();
+    count_under_the_lock(clients).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_tasks_sharing_a_client_never_hold_one_lock_at_once_and_lose_no_update() {
+    // One client: the tasks line up in it and releases hand the lock over.
     let client = lock_client().await;
+    count_under_the_lock(vec![client; TASKS]).await;
+}
+
+/// Task `i` takes the lock through `clients[i]` `ACQUISITIONS_PER_TASK` times, each time
+/// incrementing a counter item by a read and a write; no update may be lost and no two critical
+/// sections may overlap.
+async fn count_under_the_lock(clients: Vec<LockClient>) {
     let resource = unique("stress");
     let counter = format!("COUNTER#{resource}");
     let started = Instant::now();
 
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|task| {
-            let client = client.clone();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(task, client)| {
             let resource = resource.clone();
             let counter = counter.clone();
             tokio::spawn(async move {
