@@ -72,12 +72,15 @@ async fn main() {
         if options.quick { "quick" } else { "full" }
     );
 
-    let mut results: Vec<(Contender, Vec<Figures>)> = Vec::new();
-    for contender in contenders {
-        let mut runs = Vec::new();
-        for run in 0..options.runs {
+    // Run by run, every contender in each, so that a drift of the endpoint over time (the
+    // emulator slows down as it ages) weighs on every contender alike.
+    let mut results: Vec<(Contender, Vec<Figures>)> =
+        contenders.into_iter().map(|c| (c, Vec::new())).collect();
+    let mut ceilings = Vec::new();
+    for run in 0..options.runs {
+        for (contender, runs) in &mut results {
             let proxy = Proxy::start(&endpoint).await;
-            match figures::measure(&contender, &proxy, sizes, run).await {
+            match figures::measure(contender, &proxy, sizes, run).await {
                 Ok(figures) => {
                     println!(
                         "{:<34} run {}: {}",
@@ -92,12 +95,19 @@ async fn main() {
                 }
             }
         }
-        results.push((contender, runs));
+        let ceiling = figures::Ceiling {
+            unconditional: figures::raw_ceiling(&endpoint, sizes, false).await,
+            conditional: figures::raw_ceiling(&endpoint, sizes, true).await,
+        };
+        println!(
+            "{:<34} run {}: {:.0} unconditional, {:.0} conditional pairs/s",
+            "endpoint ceiling",
+            run + 1,
+            ceiling.unconditional,
+            ceiling.conditional
+        );
+        ceilings.push(ceiling);
     }
-    let ceiling = figures::Ceiling {
-        unconditional: figures::raw_ceiling(&endpoint, sizes, false).await,
-        conditional: figures::raw_ceiling(&endpoint, sizes, true).await,
-    };
     let lambda = figures::lambda_figures(&here, &endpoint).await;
 
     let failed: Vec<&str> = results
@@ -105,7 +115,7 @@ async fn main() {
         .filter(|(_, runs)| runs.is_empty())
         .map(|(c, _)| c.name.as_str())
         .collect();
-    let markdown = report::markdown(&results, ceiling, &lambda, sizes, options.quick);
+    let markdown = report::markdown(&results, &ceilings, &lambda, sizes, options.quick);
     println!("\n{markdown}");
     if !options.quick {
         std::fs::create_dir_all(&options.out).expect("output directory");

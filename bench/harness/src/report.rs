@@ -160,7 +160,7 @@ fn ratio(runs: &[Figures], peers: &[(Contender, Vec<Figures>)], column: &Column)
 /// The markdown report.
 pub fn markdown(
     results: &[(Contender, Vec<Figures>)],
-    ceiling: Ceiling,
+    ceilings: &[Ceiling],
     lambda: &LambdaFigures,
     sizes: Sizes,
     quick: bool,
@@ -242,26 +242,34 @@ pub fn markdown(
         let _ = writeln!(md);
     }
     like_for_like(&mut md, results);
-    let _ = writeln!(
-        md,
-        "The endpoint's own ceiling for the many-resources scenario, measured in the same run: \
-         {} unconditional PutItem + DeleteItem pairs per second from 64 workers; {} pairs per \
-         second with the least conditions a lock needs (`attribute_not_exists(PK)` on the put, \
-         `LockID = :id` on the delete).\n",
-        number(ceiling.unconditional),
-        number(ceiling.conditional),
-    );
-    for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
-        if let Some(m) = median(runs, |f| f.many_per_s) {
-            let _ = writeln!(
-                md,
-                "- {}: {} acquisitions/s on 64 resources = {:.0} % of the unconditional ceiling, \
-                 {:.0} % of the conditional one.",
-                contender.name,
-                number(m),
-                100.0 * m / ceiling.unconditional,
-                100.0 * m / ceiling.conditional,
-            );
+    let unconditional = stats(&ceilings.iter().map(|c| c.unconditional).collect::<Vec<_>>());
+    let conditional = stats(&ceilings.iter().map(|c| c.conditional).collect::<Vec<_>>());
+    if let (Some(unconditional), Some(conditional)) = (unconditional, conditional) {
+        let triple = |(min, med, max): (f64, f64, f64)| {
+            format!("{} / **{}** / {}", number(min), number(med), number(max))
+        };
+        let _ = writeln!(
+            md,
+            "The endpoint's own ceiling for the many-resources scenario, measured after the \
+             contenders in each run (pairs per second from 64 workers, min / median / max): {} \
+             unconditional PutItem + DeleteItem pairs; {} pairs with the least conditions a lock \
+             needs (`attribute_not_exists(PK)` on the put, `LockID = :id` on the delete). Percentages \
+             use the medians.\n",
+            triple(unconditional),
+            triple(conditional),
+        );
+        for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
+            if let Some(m) = median(runs, |f| f.many_per_s) {
+                let _ = writeln!(
+                    md,
+                    "- {}: {} acquisitions/s on 64 resources = {:.0} % of the unconditional ceiling, \
+                     {:.0} % of the conditional one.",
+                    contender.name,
+                    number(m),
+                    100.0 * m / unconditional.1,
+                    100.0 * m / conditional.1,
+                );
+            }
         }
     }
     let _ = writeln!(md, "\n## The Lambda function\n");
