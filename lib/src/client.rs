@@ -458,10 +458,9 @@ impl LockClient {
         let resource = handle.resource();
         let sent = Instant::now();
         let now = self.now();
-        let (Ok(expires_at), Ok(ttl_epoch_seconds)) = (
-            after(now, offer.lease, "lease"),
-            after(now, offer.lease, "lease").and_then(|t| self.ttl_epoch_seconds(t)),
-        ) else {
+        let lease_end = after(now, offer.lease, "lease")
+            .and_then(|expires_at| Ok((expires_at, self.ttl_epoch_seconds(expires_at)?)));
+        let Ok((expires_at, ttl_epoch_seconds)) = lease_end else {
             return self
                 .delete_lock(resource, handle.owner(), Some(handle.lock_id()))
                 .await;
