@@ -408,11 +408,7 @@ impl Contestant {
     ) -> Result<Held> {
         match self {
             Contestant::DdbLock { clients } => {
-                let client = &clients[worker.index % clients.len()];
-                let opts = AcquireOptions::new()
-                    .owner(&worker.owner)
-                    .lease(lease)
-                    .timeout(wait);
+                let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
                 client
                     .acquire(resource, &opts)
                     .await
@@ -497,11 +493,7 @@ impl Contestant {
     ) -> Result<tokio::task::JoinHandle<String>> {
         match self {
             Contestant::DdbLock { clients } => {
-                let client = &clients[worker.index % clients.len()];
-                let opts = AcquireOptions::new()
-                    .owner(&worker.owner)
-                    .lease(lease)
-                    .timeout(wait);
+                let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
                 let guard = client
                     .lock(resource, &opts)
                     .await
@@ -549,6 +541,20 @@ impl Contestant {
             }
         }
     }
+}
+
+/// The client of `worker` (its own, or the one shared by all) and its acquire options.
+fn ddb_lock_request<'a>(
+    clients: &'a [LockClient],
+    worker: &Worker,
+    lease: Duration,
+    wait: Duration,
+) -> (&'a LockClient, AcquireOptions) {
+    let opts = AcquireOptions::new()
+        .owner(&worker.owner)
+        .lease(lease)
+        .timeout(wait);
+    (&clients[worker.index % clients.len()], opts)
 }
 
 /// Invokes the Lambda handler as its runtime does; the answer as the runtime serializes it.
