@@ -12,6 +12,7 @@
 mod figures;
 mod report;
 
+use clap::Parser;
 use ddb_lock_tests::proxy::Proxy;
 use figures::{Contender, Figures, Sizes};
 use std::path::PathBuf;
@@ -20,41 +21,26 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "bench", about = "Runs ddb-lock and its peers side by side")]
 struct Options {
+    /// Every scenario of every contender once, briefly; nothing written.
+    #[arg(long)]
     quick: bool,
-    runs: usize,
-    out: PathBuf,
-}
-
-fn options() -> Options {
-    let mut options = Options {
-        quick: false,
-        runs: 3,
-        out: repo_root().join("docs"),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match flag.as_str() {
-            "--quick" => {
-                options.quick = true;
-                options.runs = 1;
-            }
-            "--runs" => {
-                options.runs = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--runs takes a number")
-            }
-            "--out" => options.out = PathBuf::from(args.next().expect("--out takes a directory")),
-            other => panic!("unknown option {other}"),
-        }
-    }
-    options
+    /// Runs per contender (default: 1 with --quick, else 3).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Where benchmarks.md and benchmarks.svg go (default: the repository's docs/).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[tokio::main]
 async fn main() {
-    let options = options();
+    let options = Options::parse();
+    let runs_each = options.runs.unwrap_or(if options.quick { 1 } else { 3 });
+    let out = options.out.unwrap_or_else(|| repo_root().join("docs"));
     let endpoint = ddb_lock_tests::endpoint();
     let here = std::env::current_exe().expect("own path");
     let driver = here.with_file_name("bench-driver");
@@ -68,7 +54,7 @@ async fn main() {
     println!(
         "benchmarks: {} contenders, {} run(s) each, {} mode\n",
         contenders.len(),
-        options.runs,
+        runs_each,
         if options.quick { "quick" } else { "full" }
     );
 
@@ -77,7 +63,7 @@ async fn main() {
     let mut results: Vec<(Contender, Vec<Figures>)> =
         contenders.into_iter().map(|c| (c, Vec::new())).collect();
     let mut ceilings = Vec::new();
-    for run in 0..options.runs {
+    for run in 0..runs_each {
         for (contender, runs) in &mut results {
             let proxy = Proxy::start(&endpoint).await;
             match figures::measure(contender, &proxy, sizes, run).await {
@@ -118,11 +104,10 @@ async fn main() {
     let markdown = report::markdown(&results, &ceilings, &lambda, sizes, options.quick);
     println!("\n{markdown}");
     if !options.quick {
-        std::fs::create_dir_all(&options.out).expect("output directory");
-        std::fs::write(options.out.join("benchmarks.md"), &markdown).expect("write report");
-        std::fs::write(options.out.join("benchmarks.svg"), report::svg(&results))
-            .expect("write plot");
-        println!("wrote {}", options.out.join("benchmarks.md").display());
+        std::fs::create_dir_all(&out).expect("output directory");
+        std::fs::write(out.join("benchmarks.md"), &markdown).expect("write report");
+        std::fs::write(out.join("benchmarks.svg"), report::svg(&results)).expect("write plot");
+        println!("wrote {}", out.join("benchmarks.md").display());
     }
     if !failed.is_empty() {
         eprintln!("contenders that failed every run: {failed:?}");

@@ -9,53 +9,52 @@
 //! Needs `DYNAMODB_ENDPOINT` (as `scripts/test.sh` and `scripts/soak.sh` set it) and the
 //! `fault-client` binary next to this one (`cargo build --bins -p ddb-lock-tests`).
 
+use clap::Parser;
 use ddb_lock_tests::faults::suite::{self, Fault, Settings};
 use std::fmt::Write as _;
 use std::time::Duration;
 
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fault-suite",
+    about = "Runs every fault scenario against the local endpoint"
+)]
 struct Options {
+    /// Runs per fault.
+    #[arg(long, default_value_t = 1)]
     runs: u32,
-    settings: Settings,
+    /// How long each run lasts, in milliseconds.
+    #[arg(long, default_value_t = 6000)]
+    duration_ms: u64,
+    /// The lease of every acquisition, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    lease_ms: u64,
+    /// Client processes per run.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Resources the clients contend for.
+    #[arg(long, default_value_t = 2)]
+    resources: usize,
+    /// Also write the table, with the command that produced it, to this file.
+    #[arg(long)]
     report: Option<String>,
 }
 
-fn options() -> Options {
-    let mut options = Options {
-        runs: 1,
-        settings: Settings {
-            clients: 4,
-            resources: 2,
-            lease: Duration::from_millis(1000),
-            duration: Duration::from_millis(6000),
-        },
-        report: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .unwrap_or_else(|| panic!("{flag} needs a value"));
-        let number = || -> u64 {
-            value
-                .parse()
-                .unwrap_or_else(|_| panic!("{flag} takes a number, not {value:?}"))
-        };
-        match flag.as_str() {
-            "--runs" => options.runs = u32::try_from(number()).expect("a small number of runs"),
-            "--duration-ms" => options.settings.duration = Duration::from_millis(number()),
-            "--lease-ms" => options.settings.lease = Duration::from_millis(number()),
-            "--clients" => options.settings.clients = number() as usize,
-            "--resources" => options.settings.resources = number() as usize,
-            "--report" => options.report = Some(value),
-            other => panic!("unknown option {other}"),
+impl Options {
+    fn settings(&self) -> Settings {
+        Settings {
+            clients: self.clients,
+            resources: self.resources,
+            lease: Duration::from_millis(self.lease_ms),
+            duration: Duration::from_millis(self.duration_ms),
         }
     }
-    options
 }
 
 #[tokio::main]
 async fn main() {
-    let options = options();
+    let options = Options::parse();
     let endpoint = ddb_lock_tests::endpoint();
     let client_bin = std::env::current_exe()
         .expect("own path")
@@ -72,7 +71,7 @@ async fn main() {
         resources,
         lease,
         duration,
-    } = options.settings;
+    } = options.settings();
     println!(
         "fault suite: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run, {} run(s) per fault\n",
         options.runs
@@ -90,7 +89,7 @@ async fn main() {
         let mut skipped = false;
         for _ in 0..options.runs {
             let report =
-                suite::run(fault, options.settings, &endpoint, &client_bin, &workdir).await;
+                suite::run(fault, options.settings(), &endpoint, &client_bin, &workdir).await;
             if report.skipped {
                 skipped = true;
                 break;
