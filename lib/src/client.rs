@@ -233,8 +233,9 @@ impl LockClient {
     ///
     /// Tasks waiting for the same resource through this client (or its clones) line up, first come
     /// first served, and only the first in line makes requests. While another task of this client
-    /// holds the lock, the first in line does not poll: a [`release`](Self::release) through this
-    /// client writes its lock in place of the released one and hands it over, in one request.
+    /// holds the lock, the first in line polls only once per backoff maximum (in case another
+    /// process releases it): a [`release`](Self::release) through this client writes its lock in
+    /// place of the released one and hands it over, in one request.
     ///
     /// # Examples
     ///
