@@ -41,9 +41,9 @@ target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,
 user_endpoint="${DYNAMODB_ENDPOINT:-}"
 start_endpoint
 if [ "$profile" = release ] && [ -z "$user_endpoint" ] && ! $started_endpoint; then
-  # The emulator slows down as its process ages (a hand-off rate of 47/s became 62/s after a
-  # restart): the documented run starts on a fresh process, keeping the data.
+  # An engine's process can slow down as it ages (moto did: a hand-off rate of 47/s became 62/s
+  # after a restart): the documented run starts on a fresh process, keeping the data.
   echo "bench: restarting the local endpoint for a fresh process (its data is kept)"
   DYNAMODB_ENDPOINT="$(scripts/dynamodb-local.sh restart)"
 fi
-DYNAMODB_ENDPOINT_KIND="$(scripts/dynamodb-local.sh status | cut -d' ' -f2)" run "$target/$profile/bench" "$@"
+DYNAMODB_ENDPOINT_KIND="$(scripts/dynamodb-local.sh describe)" run "$target/$profile/bench" "$@"

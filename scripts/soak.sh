@@ -40,6 +40,7 @@ a killed client leaves its in-flight operation as indeterminate. A third of the 
 | partition > lease | one client is cut off for 2.5 leases |
 | throttling | every second request of one client is answered `ThrottlingException`, for a third of the run |
 | endpoint restart | the endpoint is restarted, keeping its data (`scripts/dynamodb-local.sh restart`) |
+| SIGSTOP endpoint past lease | the endpoint process is stopped for 2.5 leases, then continued: every request hangs, then is answered late |
 | clock ahead (wall clock) | one client's clock runs 0.8 leases ahead (the library's clock abstraction) |
 | clock ahead (observed lease) | the same, with every client on `TakeoverRule::ObservedLease` |
 

@@ -176,7 +176,7 @@ pub fn markdown(
          better for ddb-lock).\n",
         if quick { " --quick" } else { "" },
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
-        std::env::var("DYNAMODB_ENDPOINT_KIND").unwrap_or_else(|_| "moto, serialized".into()),
+        std::env::var("DYNAMODB_ENDPOINT_KIND").unwrap_or_else(|_| "not described".into()),
     );
     let _ = writeln!(
         md,

@@ -37,6 +37,9 @@ pub enum Fault {
     Throttle,
     /// The endpoint restarted (keeping its data) in the middle of the run.
     RestartEndpoint,
+    /// The endpoint process stopped (SIGSTOP) for 2.5 leases, then continued (SIGCONT): every
+    /// client's requests hang, then are answered late.
+    PauseEndpoint,
     /// One client's clock 0.8 leases ahead, wall-clock takeover rule.
     ClockAhead,
     /// One client's clock 0.8 leases ahead, observed-lease takeover rule for everyone.
@@ -48,7 +51,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault, in the order of the report.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::None,
         Fault::KillHolder,
         Fault::PauseHolder,
@@ -57,6 +60,7 @@ impl Fault {
         Fault::Partition,
         Fault::Throttle,
         Fault::RestartEndpoint,
+        Fault::PauseEndpoint,
         Fault::ClockAhead,
         Fault::ClockAheadObservedLease,
         Fault::NoLock,
@@ -79,6 +83,7 @@ impl fmt::Display for Fault {
             Fault::Partition => "partition > lease",
             Fault::Throttle => "throttling",
             Fault::RestartEndpoint => "endpoint restart",
+            Fault::PauseEndpoint => "SIGSTOP endpoint past lease",
             Fault::ClockAhead => "clock ahead (wall clock)",
             Fault::ClockAheadObservedLease => "clock ahead (observed lease)",
             Fault::NoLock => "control: no lock, unfenced (must fail)",
@@ -337,11 +342,12 @@ async fn inject(
             for_a_while(faults, settings.duration / 3).await
         }
         Fault::RestartEndpoint => restart_endpoint().await,
+        Fault::PauseEndpoint => pause_endpoint(lease * 5 / 2).await,
     }
 }
 
-/// Restarts the endpoint with `scripts/dynamodb-local.sh restart`, which keeps its data.
-async fn restart_endpoint() -> (u32, bool) {
+/// `scripts/dynamodb-local.sh ARG`: its exit code and what it printed.
+async fn endpoint_script(arg: &str) -> (Option<i32>, String) {
     let script: PathBuf = [
         env!("CARGO_MANIFEST_DIR"),
         "..",
@@ -350,15 +356,34 @@ async fn restart_endpoint() -> (u32, bool) {
     ]
     .iter()
     .collect();
-    let status = Command::new(script)
-        .arg("restart")
-        .stdout(Stdio::null())
-        .status()
+    let output = Command::new(script)
+        .arg(arg)
+        .stderr(Stdio::inherit())
+        .output()
         .await
         .expect("the endpoint script runs");
-    match status.code() {
+    let printed = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    (output.status.code(), printed)
+}
+
+/// Restarts the endpoint with `scripts/dynamodb-local.sh restart`, which keeps its data.
+async fn restart_endpoint() -> (u32, bool) {
+    match endpoint_script("restart").await.0 {
         Some(0) => (1, false),
         Some(3) => (0, true), // an external endpoint: not ours to restart
         other => panic!("restarting the endpoint failed: {other:?}"),
     }
+}
+
+/// Stops the endpoint process for `how_long`, then continues it.
+async fn pause_endpoint(how_long: Duration) -> (u32, bool) {
+    let pid = match endpoint_script("pid").await {
+        (Some(0), pid) => Pid::from_raw(pid.parse().expect("a process id")),
+        (Some(3), _) => return (0, true), // an external endpoint: not ours to pause
+        other => panic!("finding the endpoint process failed: {other:?}"),
+    };
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP the endpoint");
+    tokio::time::sleep(how_long).await;
+    kill(pid, Signal::SIGCONT).expect("SIGCONT the endpoint");
+    (1, false)
 }
