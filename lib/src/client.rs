@@ -12,12 +12,13 @@ use crate::builder::LockClientBuilder;
 use crate::clock::Clock;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
+use crate::in_flight::InFlightAcquisition;
 use crate::item::{self, Item, Record, Written};
 use crate::limits::{self, MIN_LEASE};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
 use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
-use crate::queue::{Offer, Offers, Place, WaitQueues};
+use crate::queue::{Place, WaitQueues};
 use crate::takeover::{Observations, TakeoverRule};
 use crate::timestamp;
 use crate::transmissions::Transmissions;
@@ -98,11 +99,9 @@ struct Request<'a> {
 /// The outcome of one acquisition attempt.
 enum Attempt {
     Acquired(Lock),
-    /// Someone else holds the lock (the acquisition `lock_id`); this client's rule lets it try
-    /// again at `retry_at`.
+    /// Someone else holds the lock; this client's rule lets it try again at `retry_at`.
     Held {
         holder: Holder,
-        lock_id: LockId,
         retry_at: Instant,
     },
     /// A concurrent write to the same items cancelled a fenced acquisition's transaction.
@@ -234,8 +233,8 @@ impl LockClient {
     /// Tasks waiting for the same resource through this client (or its clones) line up, first come
     /// first served, and only the first in line makes requests. While another task of this client
     /// holds the lock, the first in line polls only once per backoff maximum (in case another
-    /// process releases it): a [`release`](Self::release) through this client writes its lock in
-    /// place of the released one and hands it over, in one request.
+    /// process releases it): a [`release`](Self::release) through this client wakes it, and it
+    /// makes its PutItem at once.
     ///
     /// # Examples
     ///
@@ -304,19 +303,9 @@ impl LockClient {
         // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
         // one last attempt below is still made.
         let first = tokio::time::timeout_at(deadline, place.first()).await.ok();
-        let mut offers = Offers::default();
         loop {
             if first.is_some() {
-                if !request.fencing {
-                    place.offer(&mut offers, request.owner, request.lease, request.data);
-                }
-                if let Some(lock) = self
-                    .wait_while_held_here(&place, &mut offers, resource, deadline)
-                    .await
-                {
-                    log_acquired(&lock, started.elapsed(), stats.attempts);
-                    return Ok(self.took(lock));
-                }
+                self.wait_while_held_here(&place, resource, deadline).await;
             }
             // Registered before the attempt, so that a release during it is not missed.
             let freed = place.freed();
@@ -330,21 +319,7 @@ impl LockClient {
                     log_acquired(&lock, started.elapsed(), attempts);
                     return Ok(lock);
                 }
-                Attempt::Held {
-                    holder,
-                    lock_id,
-                    retry_at,
-                } => {
-                    if let Some(handed) = offers.written_for_us(lock_id).await {
-                        // A release of this client wrote our lock; its answer came (or was lost).
-                        let lock = handed.unwrap_or_else(|offered_at| {
-                            let handle = LockHandle::new(resource, request.owner, lock_id);
-                            let valid_until = offered_at + request.lease;
-                            Lock::new(handle, holder.acquired_at, holder.expires_at, valid_until)
-                        });
-                        log_acquired(&lock, started.elapsed(), attempts);
-                        return Ok(self.took(lock));
-                    }
+                Attempt::Held { holder, retry_at } => {
                     last_holder = Some(holder);
                     retry_at
                 }
@@ -384,30 +359,21 @@ impl LockClient {
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = &mut freed, if first.is_some() => {}
-                lock = offers.handed(), if first.is_some() => {
-                    log_acquired(&lock, started.elapsed(), attempts);
-                    return Ok(self.took(lock));
-                }
             }
         }
     }
 
     /// While this client holds the lock on `resource` (taken by another of its tasks), waits for
     /// its release through this client, its lease end, the deadline, or the backoff's largest
-    /// delay, whichever comes first: the last, in case it is released elsewhere. Returns the lock
-    /// if the release handed it to us.
-    async fn wait_while_held_here(
-        &self,
-        place: &Place<'_>,
-        offers: &mut Offers,
-        resource: &str,
-        deadline: Instant,
-    ) -> Option<Lock> {
+    /// delay, whichever comes first: the last, in case it is released elsewhere.
+    async fn wait_while_held_here(&self, place: &Place<'_>, resource: &str, deadline: Instant) {
         let freed = place.freed();
         tokio::pin!(freed);
         freed.as_mut().enable();
         let now = Instant::now();
-        let lease_end = self.settings.queues.held_here(resource, now)?;
+        let Some(lease_end) = self.settings.queues.held_here(resource, now) else {
+            return;
+        };
         let wake = lease_end
             .min(now + self.settings.backoff.max())
             .min(deadline);
@@ -416,17 +382,15 @@ impl LockClient {
             "lock held by this client; waiting for its release"
         );
         tokio::select! {
-            () = tokio::time::sleep_until(wake) => None,
-            () = freed => None,
-            lock = offers.handed() => Some(lock),
+            () = tokio::time::sleep_until(wake) => {}
+            () = freed => {}
         }
     }
 
     /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.
     ///
     /// If a task of this client is waiting for the resource in [`acquire`](Self::acquire), the
-    /// release is instead one PutItem, under the same condition, that writes that task's lock in
-    /// place of this one: the waiter has the lock when the release returns.
+    /// release wakes it, and it makes its PutItem at once.
     ///
     /// Accepts a [`Lock`] or a [`LockHandle`]. A lock that is already gone is
     /// [`ReleaseOutcome::NotFound`]; a lock someone else holds now is left untouched and reported as
@@ -445,80 +409,8 @@ impl LockClient {
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
         let handle = lock.as_ref();
         self.check_handle(handle)?;
-        if let Some(offer) = self.settings.queues.take_offer(handle.resource()) {
-            return self.hand_over(handle, offer).await;
-        }
         self.delete_lock(handle.resource(), handle.owner(), Some(handle.lock_id()))
             .await
-    }
-
-    /// Release when a task of this client waits for the resource: one PutItem of the waiter's
-    /// lock, conditioned as the release's DeleteItem, replaces the released lock; the waiter gets
-    /// its lock without a request of its own.
-    async fn hand_over(&self, handle: &LockHandle, offer: Offer) -> Result<ReleaseOutcome, Error> {
-        let resource = handle.resource();
-        let sent = Instant::now();
-        let now = self.now();
-        let lease_end = after(now, offer.lease, "lease")
-            .and_then(|expires_at| Ok((expires_at, self.ttl_epoch_seconds(expires_at)?)));
-        let Ok((expires_at, ttl_epoch_seconds)) = lease_end else {
-            return self
-                .delete_lock(resource, handle.owner(), Some(handle.lock_id()))
-                .await;
-        };
-        let waiter = LockHandle::new(resource, offer.owner.as_str(), offer.lock_id);
-        let lock = Lock::new(waiter, now, expires_at, sent + offer.lease);
-        let version = uuid::Uuid::new_v4().to_string();
-        let written = Written {
-            version: &version,
-            ttl_epoch_seconds,
-            data: offer.data.as_deref(),
-        };
-        let transmissions = Transmissions::default();
-        let result = self
-            .put_lock_item(&lock, &written)
-            .condition_expression(item::RELEASE_CONDITION)
-            .set_expression_attribute_names(Some(item::names_for(&[item::RELEASE_CONDITION])))
-            .expression_attribute_values(":lock_id", s(handle.lock_id().to_string()))
-            .expression_attribute_values(":owner", s(handle.owner()))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .customize()
-            .interceptor(transmissions.clone())
-            .send()
-            .await;
-        if let Err(err) = result {
-            let Some(PutItemError::ConditionalCheckFailedException(failed)) =
-                err.as_service_error()
-            else {
-                return Err(Error::backend("PutItem", err));
-            };
-            match self.record(resource, failed.item())? {
-                // A retry failed on the lock its own first attempt had written: handed over.
-                Some(record) if record.lock_id == offer.lock_id => {}
-                record => {
-                    self.settings.queues.freed(resource, Some(handle.lock_id()));
-                    let retried = transmissions.retried();
-                    let (owner, lock_id) = (handle.owner(), Some(handle.lock_id()));
-                    return Ok(self.not_released(resource, owner, lock_id, record, retried));
-                }
-            }
-        }
-        self.settings
-            .queues
-            .acquired(resource, lock.lock_id(), lock.valid_until_instant());
-        info!(
-            resource,
-            owner = handle.owner(),
-            lock_id = %handle.lock_id().short(),
-            to = %offer.owner,
-            "lock released and handed to a waiting task of this client"
-        );
-        if let Err(orphan) = offer.reply.send(lock) {
-            // The waiter gave up meanwhile: release what was written for it.
-            self.delete_lock(resource, orphan.owner(), Some(orphan.lock_id()))
-                .await?;
-        }
-        Ok(ReleaseOutcome::Released)
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
@@ -545,7 +437,7 @@ impl LockClient {
     }
 
     /// The DeleteItem of release (`lock_id` given) and release_owned (owner only).
-    async fn delete_lock(
+    pub(crate) async fn delete_lock(
         &self,
         resource: &str,
         owner: &str,
@@ -930,6 +822,7 @@ impl LockClient {
                 .put_fenced(request, lock, &written, (condition, values), floor)
                 .await;
         }
+        let in_flight = InFlightAcquisition::new(self, lock.handle());
         let result = self
             .put_lock_item(&lock, &written)
             .condition_expression(condition)
@@ -938,6 +831,7 @@ impl LockClient {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
+        in_flight.answered();
         match result {
             Ok(_) => Ok(self.acquired(lock)),
             Err(err) => match err.as_service_error() {
@@ -1009,6 +903,7 @@ impl LockClient {
                 )
                 .build()
                 .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+            let in_flight = InFlightAcquisition::new(self, lock.handle());
             let result = self
                 .dynamodb()
                 .transact_write_items()
@@ -1016,6 +911,7 @@ impl LockClient {
                 .transact_items(TransactWriteItem::builder().update(fence).build())
                 .send()
                 .await;
+            in_flight.answered();
             let err = match result {
                 Ok(_) => return Ok(self.acquired(lock)),
                 Err(err) => err,
@@ -1132,7 +1028,6 @@ impl LockClient {
         };
         Ok(Attempt::Held {
             holder: record.holder,
-            lock_id: record.lock_id,
             retry_at,
         })
     }

@@ -45,6 +45,7 @@ mod clock;
 mod error;
 mod fencing;
 mod guard;
+mod in_flight;
 pub mod item;
 pub mod limits;
 mod lock;

@@ -3,28 +3,23 @@
 //! Tasks of one process that wait for the same resource through the same
 //! [`LockClient`](crate::LockClient) (or its clones) need not all poll DynamoDB. They line up, first
 //! come first served, and only the first in line makes requests. A release, a lost extension or a
-//! force release of that resource through this client wakes the first in line at once, so a
-//! hand-off between tasks of one process costs the release and one PutItem, with no polling and no
-//! wasted attempt. While the lock is held by this very client, the first in line does not even poll
-//! at the backoff's pace: it waits for that wake-up, the lock's lease end, or the backoff's largest
-//! delay (the lock may be released elsewhere, by `release_owned` or `force_release`), whichever
-//! comes first.
-//!
-//! Better still, the first in line leaves an [`Offer`]: a release through this client then writes
-//! the waiter's lock in place of its own, in one PutItem conditioned exactly as the release's
-//! DeleteItem would be, and hands the lock to the waiter. A hand-off inside a process thus costs
-//! one request and no gap at all.
+//! force release of that resource through this client wakes the first in line at once, and it
+//! makes one ordinary conditional PutItem: a hand-off between tasks of one process costs the
+//! release and that PutItem, with no polling and no wasted attempt. While the lock is held by this
+//! very client, the first in line does not even poll at the backoff's pace: it waits for that
+//! wake-up, the lock's lease end, or the backoff's largest delay (the lock may be released
+//! elsewhere, by `release_owned` or `force_release`), whichever comes first.
 //!
 //! Waiters in other processes are not affected: they poll the item as always. The queue holds no
-//! lock state of its own: every acquisition is still a conditional write, so the queue can only
-//! change who tries when, never who gets the lock.
+//! lock state of its own and writes nothing: every acquisition is the waiter's own conditional
+//! write, so the queue can only change who tries when, never who gets the lock, and a waiter that
+//! gives up (a timeout, a dropped future) leaves nothing behind but its place in line.
 
-use crate::lock::{Lock, LockId};
+use crate::lock::LockId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::sync::futures::Notified;
-use tokio::sync::{oneshot, MutexGuard, Notify};
+use tokio::sync::{MutexGuard, Notify};
 use tokio::time::Instant;
 
 /// Most resources a client keeps lines for; beyond it, holds nobody waits for are forgotten
@@ -47,27 +42,6 @@ struct Line {
     waiting: usize,
     /// A lock on the resource that this client took: its id and monotonic lease end.
     held: Option<(LockId, Instant)>,
-    /// The first in line's offer, for the next release through this client.
-    offer: Option<Offer>,
-}
-
-/// What the first in line would take from a release in this client: a lock with this id, owner,
-/// lease and payload, written in place of the released one, sent back on `reply`.
-#[derive(Debug)]
-pub(crate) struct Offer {
-    pub(crate) lock_id: LockId,
-    pub(crate) owner: String,
-    pub(crate) lease: Duration,
-    pub(crate) data: Option<Vec<u8>>,
-    pub(crate) reply: oneshot::Sender<Lock>,
-}
-
-/// The first in line's side of its offers: the one out, and those taken by a release that never
-/// answered (its request failed in transit: the lock may have been written for us all the same).
-#[derive(Debug, Default)]
-pub(crate) struct Offers {
-    out: Option<(LockId, Instant, oneshot::Receiver<Lock>)>,
-    unanswered: Vec<(LockId, Instant)>,
 }
 
 /// What the tasks of one line wait on.
@@ -79,14 +53,12 @@ struct Turns {
     freed: Notify,
 }
 
-/// A task's place in a resource's line; leaving the line is dropping it (which withdraws its
-/// offer).
+/// A task's place in a resource's line; leaving the line is dropping it.
 #[derive(Debug)]
 pub(crate) struct Place<'a> {
     queues: &'a WaitQueues,
     resource: &'a str,
     turns: Arc<Turns>,
-    offered: Mutex<Option<LockId>>,
 }
 
 impl WaitQueues {
@@ -103,7 +75,6 @@ impl WaitQueues {
             queues: self,
             resource,
             turns: line.shared.clone(),
-            offered: Mutex::new(None),
         }
     }
 
@@ -150,11 +121,6 @@ impl WaitQueues {
         }
     }
 
-    /// Takes the offer of the first in line for `resource`, if there is one.
-    pub(crate) fn take_offer(&self, resource: &str) -> Option<Offer> {
-        self.lines().get_mut(resource)?.offer.take()
-    }
-
     /// The lease end of the live lock this client holds on `resource`, if it knows of one.
     pub(crate) fn held_here(&self, resource: &str, now: Instant) -> Option<Instant> {
         let lines = self.lines();
@@ -174,74 +140,6 @@ impl Place<'_> {
     pub(crate) fn freed(&self) -> Notified<'_> {
         self.turns.freed.notified()
     }
-
-    /// Leaves `offer` for the next release through this client, unless one of ours is out.
-    pub(crate) fn offer(
-        &self,
-        offers: &mut Offers,
-        owner: &str,
-        lease: Duration,
-        data: Option<&[u8]>,
-    ) {
-        if offers.out.is_some() {
-            return;
-        }
-        let (reply, answer) = oneshot::channel();
-        let lock_id = LockId::generate();
-        let offer = Offer {
-            lock_id,
-            owner: owner.to_owned(),
-            lease,
-            data: data.map(<[u8]>::to_vec),
-            reply,
-        };
-        let mut lines = self.queues.lines();
-        let Some(line) = lines.get_mut(self.resource) else {
-            return;
-        };
-        line.offer = Some(offer);
-        *self.offered.lock().unwrap_or_else(PoisonError::into_inner) = Some(lock_id);
-        offers.out = Some((lock_id, Instant::now(), answer));
-    }
-}
-
-impl Offers {
-    /// Completes with the lock a release handed us. An offer taken without an answer is kept as
-    /// unanswered (see [`written_for_us`](Self::written_for_us)), after which this never
-    /// completes: the caller offers again on its next round.
-    pub(crate) async fn handed(&mut self) -> Lock {
-        if let Some((lock_id, offered_at, answer)) = &mut self.out {
-            if let Ok(lock) = answer.await {
-                self.out = None;
-                return lock;
-            }
-            self.unanswered.push((*lock_id, *offered_at));
-            self.out = None;
-        }
-        std::future::pending().await
-    }
-
-    /// Whether the lock `lock_id`, found on the item, was written for one of our offers: then
-    /// the lock the release hands us (`Ok`), or, if that release never answered, the time the
-    /// offer was made (`Err`): the lock was written after then, so its lease ends no sooner than
-    /// a lease from then.
-    pub(crate) async fn written_for_us(
-        &mut self,
-        lock_id: LockId,
-    ) -> Option<Result<Lock, Instant>> {
-        if let Some((out, offered_at, answer)) = &mut self.out {
-            if *out == lock_id {
-                // Written, so the release is about to answer, if it can.
-                let (offered_at, answer) = (*offered_at, answer.await);
-                self.out = None;
-                return Some(answer.map_err(|_| offered_at));
-            }
-        }
-        self.unanswered
-            .iter()
-            .find(|(id, _)| *id == lock_id)
-            .map(|(_, at)| Err(*at))
-    }
 }
 
 impl Drop for Place<'_> {
@@ -249,10 +147,6 @@ impl Drop for Place<'_> {
         let mut lines = self.queues.lines();
         if let Some(line) = lines.get_mut(self.resource) {
             line.waiting -= 1;
-            let ours = *self.offered.lock().unwrap_or_else(PoisonError::into_inner);
-            if ours.is_some() && line.offer.as_ref().map(|o| o.lock_id) == ours {
-                line.offer = None;
-            }
             if line.waiting == 0 && line.held.is_none() {
                 lines.remove(self.resource);
             }

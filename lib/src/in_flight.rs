@@ -1,0 +1,63 @@
+//! An acquisition whose future is dropped while its write is in flight.
+//!
+//! A caller may stop waiting for `acquire` at any moment: a `tokio::select!`, an outer timeout,
+//! an aborted task. If that happens while the PutItem (or the fenced TransactWriteItems) is on its
+//! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
+//! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
+//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a spawned
+//! task. If the write was never applied, or someone else holds the lock by then, the condition
+//! fails and nothing changes. (A write still in flight when the DeleteItem arrives is not caught:
+//! it expires with its lease.)
+
+use crate::client::LockClient;
+use crate::lock::LockHandle;
+use tracing::{debug, warn};
+
+/// Armed while an acquisition's write is in flight; releases what it may have written if dropped
+/// before [`answered`](Self::answered).
+pub(crate) struct InFlightAcquisition<'a> {
+    client: &'a LockClient,
+    handle: Option<LockHandle>,
+}
+
+impl<'a> InFlightAcquisition<'a> {
+    /// Arms the clean-up for the write of `handle`'s lock, about to be sent.
+    pub(crate) fn new(client: &'a LockClient, handle: &LockHandle) -> Self {
+        InFlightAcquisition {
+            client,
+            handle: Some(handle.clone()),
+        }
+    }
+
+    /// The write was answered (applied, refused or failed): its caller decides from here.
+    pub(crate) fn answered(mut self) {
+        self.handle = None;
+    }
+}
+
+impl Drop for InFlightAcquisition<'_> {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            warn!(
+                resource = handle.resource(),
+                "acquisition dropped mid-request outside a runtime; what it wrote expires with its lease"
+            );
+            return;
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            let (resource, owner) = (handle.resource(), handle.owner());
+            match client.delete_lock(resource, owner, Some(handle.lock_id())).await {
+                Ok(outcome) => {
+                    debug!(resource, ?outcome, "released what a dropped acquisition may have written")
+                }
+                Err(err) => {
+                    warn!(resource, %err, "a dropped acquisition's write could not be released; it expires with its lease")
+                }
+            }
+        });
+    }
+}
