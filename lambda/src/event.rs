@@ -4,6 +4,7 @@
 //! Parsing is strict: an unknown or inapplicable field is an error, so a typo (`leaseMs`) fails
 //! loudly instead of silently taking a default.
 
+use chrono::{DateTime, TimeZone, Utc};
 use ddb_lock::{duration_from_millis, LockId};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub enum Request {
         resource: String,
         /// The execution ARN, the lock's owner.
         owner: String,
+        /// When the execution stopped (the event's `detail.stopDate`): only a lock acquired no
+        /// later is released, so that a redriven execution's new lock is spared.
+        stopped_at: Option<DateTime<Utc>>,
     },
     /// Extend a held lock.
     Extend {
@@ -121,7 +125,7 @@ const OPS: [(&str, &[&str]); 8] = [
     ("release", &["resource", "owner", "lock_id"]),
     (
         "release_execution",
-        &["owner", "execution_input", "resource_field"],
+        &["owner", "execution_input", "resource_field", "stopped_at"],
     ),
     (
         "extend",
@@ -206,6 +210,7 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
         "release_execution" => Request::ReleaseExecution {
             resource: event.execution_resource()?,
             owner: event.string("owner")?,
+            stopped_at: event.epoch_millis("stopped_at")?,
         },
         "extend" => Request::Extend {
             lock: event.held_lock()?,
@@ -286,6 +291,30 @@ impl Fields<'_> {
 
     /// The resource named by `resource_field` inside `execution_input`, the execution's input
     /// as Step Functions reports it: a JSON document in a string.
+    /// An instant given as epoch milliseconds (as EventBridge's Step Functions events carry it).
+    fn epoch_millis(&self, field: &'static str) -> Result<Option<DateTime<Utc>>, RequestError> {
+        match self.0.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
+                .map(Some)
+                .ok_or_else(|| {
+                    RequestError::new(
+                        field,
+                        format!("must be a whole number of milliseconds since the epoch, not {n}"),
+                    )
+                }),
+            Some(other) => Err(RequestError::new(
+                field,
+                format!(
+                    "must be a number of milliseconds since the epoch, not {}",
+                    kind(other)
+                ),
+            )),
+        }
+    }
+
     fn execution_resource(&self) -> Result<String, RequestError> {
         let field = self.string("resource_field")?;
         let input: Value = serde_json::from_str(&self.string("execution_input")?).map_err(|e| {

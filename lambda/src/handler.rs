@@ -161,9 +161,20 @@ impl Handler {
                 let lock_id = Some(lock.lock_id.to_string());
                 release_answer(lock.resource, lock.owner, lock_id, outcome)
             }
-            Request::ReleaseExecution { resource, owner } => {
+            Request::ReleaseExecution {
+                resource,
+                owner,
+                stopped_at,
+            } => {
                 *attempts = 1;
-                let outcome = self.client.release_owned(&resource, &owner).await?;
+                let outcome = match stopped_at {
+                    Some(stopped_at) => {
+                        self.client
+                            .release_owned_acquired_by(&resource, &owner, stopped_at)
+                            .await?
+                    }
+                    None => self.client.release_owned(&resource, &owner).await?,
+                };
                 release_answer(resource, owner, None, outcome)
             }
             Request::Extend { lock, lease, data } => {

@@ -2,9 +2,12 @@
 //! every operation, every error name.
 
 use chrono::TimeDelta;
+use ddb_lock::AcquireOptions;
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::{Config, Handler, HandlerError};
-use ddb_lock_tests::{builder, dynamodb, lock_client, raw_item, unique, OffsetClock, TABLE};
+use ddb_lock_tests::{
+    builder, dynamodb, lock_client, raw_item, string_attr, unique, FixedClock, OffsetClock, TABLE,
+};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -537,6 +540,68 @@ async fn release_execution_frees_the_lock_an_ended_execution_held() {
         "resource_field": "orderId", "execution_input": "{\"invoiceId\": \"x\"}"});
     match invoke(&handler, no_field).await {
         Err(HandlerError::InvalidRequest(invalid)) => assert_eq!(invalid.field, "execution_input"),
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}
+
+/// Written first, and seen failing before the fix: the late event deleted the redriven
+/// execution's live lock.
+#[tokio::test]
+async fn a_late_release_execution_spares_the_lock_a_redriven_execution_took_again() {
+    let handler = handler().await;
+    let resource = unique("h-redrive");
+    let execution = "arn:aws:states:us-east-1:000000000000:execution:saga:redriven";
+    // What the EventBridge rule sends for a run of `execution` that stopped a second after it
+    // took the lock `taken`.
+    let stop_event = |taken: &Value| {
+        let acquired_at = chrono::DateTime::parse_from_rfc3339(
+            taken["acquired_at"].as_str().expect("acquired_at"),
+        )
+        .expect("an RFC 3339 time");
+        let stopped_at = acquired_at.timestamp_millis() + 1000;
+        let event = json!({"op": "release_execution", "owner": execution,
+            "resource_field": "invoiceId", "stopped_at": stopped_at,
+            "execution_input": json!({"invoiceId": resource}).to_string()});
+        (event, acquired_at + TimeDelta::seconds(5))
+    };
+    let first = take(&handler, &resource, execution).await;
+    let (late_event, redriven_at) = stop_event(&first);
+    // The run failed and released its lock; it was redriven (same ARN) and the redriven run took
+    // the lock again, after the stop.
+    let release = json!({"op": "release", "resource": resource, "owner": execution,
+        "lock_id": first["lock_id"]});
+    invoke(&handler, release).await.unwrap();
+    let redriven_client = builder(dynamodb())
+        .clock(FixedClock::shared(redriven_at.with_timezone(&chrono::Utc)))
+        .build()
+        .unwrap();
+    let redriven = redriven_client
+        .try_acquire(&resource, &AcquireOptions::new().owner(execution))
+        .await
+        .unwrap()
+        .expect("free");
+
+    // The stopped run's status-change event arrives late (or again): the new lock stays.
+    assert_eq!(
+        error_name(invoke(&handler, late_event).await),
+        name::LOCK_OWNERSHIP_MISMATCH,
+        "the lock of the redriven run is not the stopped run's"
+    );
+    let item = raw_item(&resource).await.expect("the redriven run's lock");
+    assert_eq!(string_attr(&item, "LockID"), redriven.lock_id().to_string());
+    redriven_client.release(&redriven).await.unwrap();
+
+    // Without a redrive, the event frees the lock the stopped run held.
+    let second = take(&handler, &resource, execution).await;
+    let (event, _) = stop_event(&second);
+    let answer = invoke(&handler, event).await.unwrap();
+    assert_eq!(answer["released"], true, "{answer}");
+    assert!(raw_item(&resource).await.is_none());
+
+    let bad = json!({"op": "release_execution", "owner": execution, "resource_field": "invoiceId",
+        "execution_input": json!({"invoiceId": resource}).to_string(), "stopped_at": "yesterday"});
+    match invoke(&handler, bad).await {
+        Err(HandlerError::InvalidRequest(invalid)) => assert_eq!(invalid.field, "stopped_at"),
         other => panic!("expected InvalidRequest, got {other:?}"),
     }
 }

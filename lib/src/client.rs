@@ -436,6 +436,41 @@ impl LockClient {
         self.delete_lock(resource, owner, None).await
     }
 
+    /// [`release_owned`](Self::release_owned), sparing a lock of `owner` acquired after
+    /// `acquired_by`: one DeleteItem conditioned on `Owner` and on `AcquiredAt <= acquired_by`.
+    ///
+    /// For releasing the lock of a Step Functions execution that stopped at `acquired_by` (the
+    /// stop time its status-change event carries): if the execution was redriven since, under the
+    /// same execution ARN, and took the lock again, that newer lock is left alone (reported as
+    /// [`ReleaseOutcome::NotOwner`]), however late or often the event arrives. `AcquiredAt` is
+    /// the acquirer's clock and the stop time the service's: a redrive sooner after the stop than
+    /// the skew between them could be mistaken for the old acquisition.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use chrono::{TimeZone, Utc};
+    ///
+    /// let execution = "arn:aws:states:eu-west-1:123456789012:execution:checkout:7b1e";
+    /// let stopped_at = Utc.timestamp_millis_opt(1_795_459_402_000).unwrap();
+    /// client
+    ///     .release_owned_acquired_by("invoice/2026-0042", execution, stopped_at)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_owned_acquired_by(
+        &self,
+        resource: &str,
+        owner: &str,
+        acquired_by: DateTime<Utc>,
+    ) -> Result<ReleaseOutcome, Error> {
+        limits::resource(resource, &self.settings.key_prefix)?;
+        limits::owner(owner)?;
+        self.delete_lock_where(resource, owner, None, Some(acquired_by))
+            .await
+    }
+
     /// The DeleteItem of release (`lock_id` given) and release_owned (owner only).
     pub(crate) async fn delete_lock(
         &self,
@@ -443,9 +478,22 @@ impl LockClient {
         owner: &str,
         lock_id: Option<LockId>,
     ) -> Result<ReleaseOutcome, Error> {
-        let condition = match lock_id {
-            Some(_) => item::RELEASE_CONDITION,
-            None => item::RELEASE_OWNED_CONDITION,
+        self.delete_lock_where(resource, owner, lock_id, None).await
+    }
+
+    /// The release DeleteItem: by acquisition (`lock_id`), else by owner, perhaps only for a lock
+    /// acquired no later than `acquired_by`.
+    async fn delete_lock_where(
+        &self,
+        resource: &str,
+        owner: &str,
+        lock_id: Option<LockId>,
+        acquired_by: Option<DateTime<Utc>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        let condition = match (lock_id, acquired_by) {
+            (Some(_), _) => item::RELEASE_CONDITION,
+            (None, Some(_)) => item::RELEASE_OWNED_BY_CONDITION,
+            (None, None) => item::RELEASE_OWNED_CONDITION,
         };
         let transmissions = Transmissions::default();
         let result = self
@@ -459,6 +507,10 @@ impl LockClient {
                 [
                     (":owner", Some(s(owner))),
                     (":lock_id", lock_id.map(|id| s(id.to_string()))),
+                    (
+                        ":acquired_by",
+                        acquired_by.map(|t| s(timestamp::format(t.trunc_subsecs(3)))),
+                    ),
                 ]
                 .into_iter()
                 .filter_map(|(name, value)| Some((name.to_owned(), value?)))

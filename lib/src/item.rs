@@ -59,6 +59,10 @@ pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR #versi
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
 /// Release by owner alone (DeleteItem), for owners that lost their lock id.
 pub(crate) const RELEASE_OWNED_CONDITION: &str = "#owner = :owner";
+/// Release by owner alone of a lock acquired no later than a moment (an execution's stop), so
+/// that a later acquisition by the same owner (a redriven execution) is spared.
+pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
+    "#owner = :owner AND #acquired_at <= :acquired_by";
 /// Extend (UpdateItem) moves the lease end and the TTL and rotates the version…
 pub(crate) const EXTEND_UPDATE: &str =
     "SET #expires_at = :expires_at, #ttl = :ttl, #version = :version, #lease_ms = :lease_ms";
@@ -239,11 +243,12 @@ pub(crate) fn decode_fence(resource: &str, item: &Item) -> Result<Option<Fencing
 }
 
 /// Each placeholder used in the expressions, and the attribute it stands for.
-const PLACEHOLDERS: [(&str, &str); 10] = [
+const PLACEHOLDERS: [(&str, &str); 11] = [
     ("#pk", PK),
     ("#sk", SK),
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
+    ("#acquired_at", ACQUIRED_AT),
     ("#expires_at", EXPIRES_AT),
     ("#ttl", TTL),
     ("#version", VERSION),
@@ -359,6 +364,7 @@ mod tests {
             FENCE_CONDITION,
             RELEASE_CONDITION,
             RELEASE_OWNED_CONDITION,
+            RELEASE_OWNED_BY_CONDITION,
             EXTEND_UPDATE,
             EXTEND_CONDITION,
         ] {

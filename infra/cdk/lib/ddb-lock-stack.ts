@@ -112,6 +112,7 @@ export class DdbLockStack extends cdk.Stack {
             owner: events.EventField.fromPath('$.detail.executionArn'),
             execution_input: events.EventField.fromPath('$.detail.input'),
             resource_field: props.sagaResourceField ?? 'invoiceId',
+            stopped_at: events.EventField.fromPath('$.detail.stopDate'),
           }),
         }),
       ],

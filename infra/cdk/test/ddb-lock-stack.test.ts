@@ -169,7 +169,10 @@ describe('saga', () => {
       Targets: [
         Match.objectLike({
           InputTransformer: Match.objectLike({
-            InputPathsMap: Match.objectLike({ 'detail-executionArn': '$.detail.executionArn' }),
+            InputPathsMap: Match.objectLike({
+              'detail-executionArn': '$.detail.executionArn',
+              'detail-stopDate': '$.detail.stopDate',
+            }),
             InputTemplate: Match.stringLikeRegexp('"op":"release_execution"'),
           }),
         }),
