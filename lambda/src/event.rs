@@ -5,7 +5,7 @@
 //! loudly instead of silently taking a default.
 
 use chrono::{DateTime, TimeZone, Utc};
-use ddb_lock::{duration_from_millis, LockId};
+use ddb_lock::{duration_from_millis, CleanupCursor, InvalidCleanupCursor, LockId};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -62,7 +62,10 @@ pub enum Request {
         resource: String,
     },
     /// Delete long-expired lock items.
-    Cleanup,
+    Cleanup {
+        /// Where an earlier cleanup stopped (its `next_cursor`); `None`: from the start.
+        cursor: Option<CleanupCursor>,
+    },
 }
 
 /// Fields of a lock to acquire.
@@ -133,7 +136,7 @@ const OPS: [(&str, &[&str]); 8] = [
     ),
     ("status", &["resource"]),
     ("force_release", &["resource"]),
-    ("cleanup", &[]),
+    ("cleanup", &["cursor"]),
 ];
 
 /// Parses an invocation event.
@@ -225,7 +228,9 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
         "force_release" => Request::ForceRelease {
             resource: event.string("resource")?,
         },
-        _ => Request::Cleanup,
+        _ => Request::Cleanup {
+            cursor: event.cleanup_cursor()?,
+        },
     })
 }
 
@@ -291,6 +296,23 @@ impl Fields<'_> {
 
     /// The resource named by `resource_field` inside `execution_input`, the execution's input
     /// as Step Functions reports it: a JSON document in a string.
+    fn cleanup_cursor(&self) -> Result<Option<CleanupCursor>, RequestError> {
+        match self.0.get("cursor") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(cursor)) => cursor
+                .parse()
+                .map(Some)
+                .map_err(|e: InvalidCleanupCursor| RequestError::new("cursor", e.to_string())),
+            Some(other) => Err(RequestError::new(
+                "cursor",
+                format!(
+                    "must be the next_cursor string of an earlier cleanup, not {}",
+                    kind(other)
+                ),
+            )),
+        }
+    }
+
     /// An instant given as epoch milliseconds (as EventBridge's Step Functions events carry it).
     fn epoch_millis(&self, field: &'static str) -> Result<Option<DateTime<Utc>>, RequestError> {
         match self.0.get(field) {

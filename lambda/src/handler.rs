@@ -8,8 +8,8 @@ use crate::response::{
     CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, Response, StatusResponse,
 };
 use ddb_lock::{
-    AcquireAttempt, AcquireOptions, ExtendOutcome, LockClient, LockHandle, LockStatus,
-    ReleaseOutcome,
+    AcquireAttempt, AcquireOptions, CleanupCursor, ExtendOutcome, LockClient, LockHandle,
+    LockStatus, ReleaseOutcome,
 };
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
@@ -236,16 +236,44 @@ impl Handler {
                 };
                 Ok(Done::new(answer, outcome))
             }
-            Request::Cleanup => {
-                let report = self
-                    .client
-                    .delete_expired(
-                        self.config.cleanup_expired_for,
-                        self.config.cleanup_max_deletes,
-                    )
-                    .await?;
-                *attempts = report.deleted + report.skipped;
-                Ok(Done::new(CleanupResponse::from(report), "cleaned"))
+            Request::Cleanup { cursor } => {
+                let answer = self.cleanup(cursor, budget).await?;
+                *attempts = answer.deleted + answer.skipped;
+                Ok(Done::new(answer, "cleaned"))
+            }
+        }
+    }
+}
+
+impl Handler {
+    /// Cleans up from `cursor` call after call (each resuming where the last stopped) until the
+    /// scan reaches the end of the table, the configured deletes are done, or the invocation's
+    /// time `budget` would not fit another call as long as the longest so far. Where it stopped is
+    /// in the answer's `next_cursor`, for the caller to pass back.
+    async fn cleanup(
+        &self,
+        cursor: Option<CleanupCursor>,
+        budget: Option<Duration>,
+    ) -> Result<CleanupResponse, HandlerError> {
+        let ends = budget.map(|budget| Instant::now() + budget);
+        let max_deletes = self.config.cleanup_max_deletes;
+        let mut answer = CleanupResponse::starting_at(cursor);
+        let mut longest = Duration::ZERO;
+        loop {
+            let started = Instant::now();
+            let report = self
+                .client
+                .delete_expired(
+                    self.config.cleanup_expired_for,
+                    max_deletes - answer.deleted,
+                    answer.next_cursor().as_ref(),
+                )
+                .await?;
+            longest = longest.max(started.elapsed());
+            answer.add(report);
+            let out_of_time = ends.is_some_and(|ends| Instant::now() + longest * 2 > ends);
+            if answer.complete || answer.deleted >= max_deletes || out_of_time {
+                return Ok(answer);
             }
         }
     }

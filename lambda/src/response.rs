@@ -1,6 +1,6 @@
 //! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
 
-use ddb_lock::{timestamp, CleanupReport, Holder, Lock};
+use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -134,7 +134,7 @@ pub struct ForceReleaseResponse {
     pub previous_owner: Option<String>,
 }
 
-/// The answer to `cleanup`.
+/// The answer to `cleanup`, summed over the calls of one invocation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CleanupResponse {
     /// Items read by the scan.
@@ -143,18 +143,41 @@ pub struct CleanupResponse {
     pub deleted: u32,
     /// Expired items left because they were re-acquired meanwhile.
     pub skipped: u32,
-    /// Whether the scan covered the whole table.
+    /// Whether the scan reached the end of the table.
     pub complete: bool,
+    /// Where the next cleanup should resume (its `cursor`), while not complete.
+    #[serde(rename = "next_cursor", skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+    #[serde(skip)]
+    resume: Option<CleanupCursor>,
 }
 
-impl From<CleanupReport> for CleanupResponse {
-    fn from(report: CleanupReport) -> Self {
+impl CleanupResponse {
+    /// Nothing done yet, resuming at `cursor`.
+    pub fn starting_at(cursor: Option<CleanupCursor>) -> Self {
         CleanupResponse {
-            scanned: report.scanned,
-            deleted: report.deleted,
-            skipped: report.skipped,
-            complete: report.complete,
+            scanned: 0,
+            deleted: 0,
+            skipped: 0,
+            complete: false,
+            next: cursor.as_ref().map(ToString::to_string),
+            resume: cursor,
         }
+    }
+
+    /// Where the next call resumes.
+    pub fn next_cursor(&self) -> Option<CleanupCursor> {
+        self.resume.clone()
+    }
+
+    /// Adds what one call did.
+    pub fn add(&mut self, report: CleanupReport) {
+        self.scanned += report.scanned;
+        self.deleted += report.deleted;
+        self.skipped += report.skipped;
+        self.complete = report.complete;
+        self.next = report.next.as_ref().map(ToString::to_string);
+        self.resume = report.next;
     }
 }
 

@@ -329,6 +329,58 @@ async fn cleanup_deletes_long_expired_locks() {
     let answer = invoke(&now, json!({"op": "cleanup"})).await.unwrap();
     assert_eq!(answer["deleted"], 1, "{answer}");
     assert_eq!(answer["complete"], true);
+    assert!(answer.get("next_cursor").is_none(), "{answer}");
+}
+
+#[tokio::test]
+async fn cleanup_stopped_by_its_bound_answers_a_cursor_that_the_next_cleanup_resumes_from() {
+    let table = format!("h-cleanup-{}", uuid::Uuid::new_v4());
+    builder(dynamodb())
+        .table_name(&table)
+        .build()
+        .unwrap()
+        .create_table()
+        .await
+        .unwrap();
+    let mut settings = config(&[
+        ("DDB_LOCK_CLEANUP_EXPIRED_FOR_MS", "1000"),
+        ("DDB_LOCK_CLEANUP_MAX_DELETES", "2"),
+    ]);
+    settings.table = table.clone();
+    let past = builder(dynamodb())
+        .table_name(&table)
+        .clock(OffsetClock::shared(TimeDelta::hours(-1)))
+        .build()
+        .unwrap();
+    let old = Handler::new(past, settings.clone());
+    for i in 0..5 {
+        let event =
+            json!({"op": "try_acquire", "resource": format!("abandoned-{i}"), "owner": "crashed"});
+        invoke(&old, event).await.unwrap();
+    }
+    let now = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
+    let (mut deleted, mut event, mut invocations) = (0, json!({"op": "cleanup"}), 0);
+    loop {
+        let answer = invoke(&now, event.clone()).await.unwrap();
+        invocations += 1;
+        deleted += answer["deleted"].as_u64().unwrap();
+        match answer.get("next_cursor") {
+            Some(cursor) => {
+                assert_eq!(answer["complete"], false, "{answer}");
+                event = json!({"op": "cleanup", "cursor": cursor});
+            }
+            None => break,
+        }
+        assert!(invocations < 5, "each cleanup must move on: {answer}");
+    }
+    assert_eq!(deleted, 5);
+    assert_eq!(invocations, 3, "2 + 2 + 1");
+
+    let bad = invoke(&now, json!({"op": "cleanup", "cursor": "nowhere"})).await;
+    match bad {
+        Err(HandlerError::InvalidRequest(invalid)) => assert_eq!(invalid.field, "cursor"),
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
 }
 
 #[tokio::test]

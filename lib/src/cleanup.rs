@@ -4,7 +4,9 @@
 //! Expired items are harmless (they read as free and are overwritten by the next acquire), so
 //! this is housekeeping: a bounded Scan for lock items whose `ExpiresAt` is older than a cutoff,
 //! then one conditional DeleteItem per item, conditioned on the same `LockID` and the same
-//! cutoff so that a lock re-acquired in the meantime is never deleted.
+//! cutoff so that a lock re-acquired in the meantime is never deleted. Each call covers a bounded
+//! part of the table and returns a [`CleanupCursor`] where it stopped; passing it to the next call
+//! resumes there, so that a table of any size is covered in full.
 
 use crate::client::LockClient;
 use crate::error::Error;
@@ -13,6 +15,8 @@ use crate::limits;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 use tracing::info;
 
@@ -26,7 +30,7 @@ const DELETE_EXPIRED_CONDITION: &str = "#lock_id = :lock_id AND #expires_at < :c
 const MAX_PAGES: u32 = 10;
 
 /// What one [`LockClient::delete_expired`] call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CleanupReport {
     /// Items the scan read (DynamoDB's `ScannedCount`).
     pub scanned: u32,
@@ -34,13 +38,89 @@ pub struct CleanupReport {
     pub deleted: u32,
     /// Expired items left alone because they were re-acquired or deleted meanwhile.
     pub skipped: u32,
-    /// Whether the scan reached the end of the table; if not, call again.
+    /// Whether the scan reached the end of the table; if not, call again with [`next`](Self::next).
     pub complete: bool,
+    /// Where the next call resumes (`None` once the scan reached the end of the table).
+    pub next: Option<CleanupCursor>,
+}
+
+/// Where a [`LockClient::delete_expired`] scan stopped: the key of the last item it dealt with.
+///
+/// Opaque; to keep it between processes or invocations, store its string form
+/// ([`Display`](fmt::Display)) and read it back with [`str::parse`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// use ddb_lock::CleanupCursor;
+/// use std::time::Duration;
+///
+/// let report = client.delete_expired(Duration::from_secs(3600), 100, None).await?;
+/// if let Some(next) = report.next {
+///     let saved = next.to_string();
+///     // ... later, perhaps in another invocation ...
+///     let resume: CleanupCursor = saved.parse()?;
+///     client.delete_expired(Duration::from_secs(3600), 100, Some(&resume)).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanupCursor {
+    pk: String,
+    sk: String,
+}
+
+impl CleanupCursor {
+    fn from_key(key: &Item) -> Option<Self> {
+        let text = |name: &str| key.get(name)?.as_s().ok().cloned();
+        Some(CleanupCursor {
+            pk: text(PK)?,
+            sk: text(SK)?,
+        })
+    }
+
+    fn key(&self) -> Item {
+        Item::from([
+            (PK.to_owned(), AttributeValue::S(self.pk.clone())),
+            (SK.to_owned(), AttributeValue::S(self.sk.clone())),
+        ])
+    }
+}
+
+/// The string form: the sort key, a space, then the partition key (sort keys hold no spaces).
+impl fmt::Display for CleanupCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.sk, self.pk)
+    }
+}
+
+/// A string that is not a [`CleanupCursor`]'s string form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a cleanup cursor: expected `<sort key> <partition key>`")]
+pub struct InvalidCleanupCursor;
+
+impl FromStr for CleanupCursor {
+    type Err = InvalidCleanupCursor;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (sk, pk) = s.split_once(' ').ok_or(InvalidCleanupCursor)?;
+        if sk.is_empty() || pk.is_empty() {
+            return Err(InvalidCleanupCursor);
+        }
+        Ok(CleanupCursor {
+            pk: pk.to_owned(),
+            sk: sk.to_owned(),
+        })
+    }
 }
 
 impl LockClient {
-    /// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago, and
-    /// says whether the whole table was covered. Reads at most 10 scan pages per call.
+    /// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago,
+    /// scanning from `resume` (the [`next`](CleanupReport::next) of the previous call; `None`:
+    /// from the start), and says where it stopped. Reads at most 10 scan pages per call, so a
+    /// large table takes several calls: pass each report's `next` to the following one until it
+    /// is `None`.
     ///
     /// Needs `dynamodb:Scan` on the table, which nothing else in the library does.
     ///
@@ -50,10 +130,12 @@ impl LockClient {
     /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
     /// use std::time::Duration;
     ///
+    /// let mut resume = None;
     /// loop {
-    ///     let report = client.delete_expired(Duration::from_secs(3600), 100).await?;
-    ///     if report.complete && report.deleted < 100 {
-    ///         break;
+    ///     let report = client.delete_expired(Duration::from_secs(3600), 100, resume.as_ref()).await?;
+    ///     match report.next {
+    ///         Some(next) => resume = Some(next),
+    ///         None => break,
     ///     }
     /// }
     /// # Ok(()) }
@@ -62,12 +144,18 @@ impl LockClient {
         &self,
         expired_for: Duration,
         max_deletes: u32,
+        resume: Option<&CleanupCursor>,
     ) -> Result<CleanupReport, Error> {
         limits::duration("expired_for", expired_for, Duration::ZERO)?;
         let cutoff = self.now() - chrono::TimeDelta::from_std(expired_for).unwrap_or_default();
         let cutoff = AttributeValue::S(timestamp::format(cutoff));
         let mut report = CleanupReport::default();
-        let mut start_key: Option<Item> = None;
+        // The key of the last item dealt with, or where the scan starts: the next call's start.
+        let mut position: Option<Item> = resume.map(CleanupCursor::key);
+        if max_deletes == 0 {
+            report.next = resume.cloned();
+            return Ok(self.log_cleanup(report));
+        }
         for _ in 0..MAX_PAGES {
             let page = self
                 .dynamodb()
@@ -83,27 +171,31 @@ impl LockClient {
                 .expression_attribute_values(":prefix", AttributeValue::S(self.key_prefix().into()))
                 .expression_attribute_values(":cutoff", cutoff.clone())
                 .consistent_read(true)
-                .set_exclusive_start_key(start_key.take())
+                .set_exclusive_start_key(position.clone())
                 .send()
                 .await
                 .map_err(|e| Error::backend("Scan", e))?;
             report.scanned += u32::try_from(page.scanned_count()).unwrap_or(0);
             for found in page.items() {
-                if report.deleted >= max_deletes {
-                    return Ok(self.log_cleanup(report));
-                }
                 if self.delete_if_still_expired(found, &cutoff).await? {
                     report.deleted += 1;
                 } else {
                     report.skipped += 1;
                 }
+                if report.deleted >= max_deletes {
+                    // Stopped inside the page: the next call resumes after this item (any
+                    // item's key is a valid start key for a scan).
+                    report.next = CleanupCursor::from_key(&key_of(found));
+                    return Ok(self.log_cleanup(report));
+                }
             }
-            start_key = page.last_evaluated_key;
-            if start_key.is_none() {
+            position = page.last_evaluated_key;
+            if position.is_none() {
                 report.complete = true;
                 break;
             }
         }
+        report.next = position.as_ref().and_then(CleanupCursor::from_key);
         Ok(self.log_cleanup(report))
     }
 
@@ -112,10 +204,7 @@ impl LockClient {
         found: &Item,
         cutoff: &AttributeValue,
     ) -> Result<bool, Error> {
-        let key: Item = [PK, SK]
-            .into_iter()
-            .filter_map(|k| Some((k.to_owned(), found.get(k)?.clone())))
-            .collect();
+        let key = key_of(found);
         let Some(lock_id) = found.get(LOCK_ID) else {
             return Ok(false);
         };
@@ -145,21 +234,45 @@ impl LockClient {
     }
 
     fn log_cleanup(&self, report: CleanupReport) -> CleanupReport {
+        let next = report.next.as_ref().map(ToString::to_string);
         info!(
             table = self.table_name(),
             scanned = report.scanned,
             deleted = report.deleted,
             skipped = report.skipped,
             complete = report.complete,
+            next,
             "expired locks cleaned up"
         );
         report
     }
 }
 
+/// The primary key of a scanned item.
+fn key_of(found: &Item) -> Item {
+    [PK, SK]
+        .into_iter()
+        .filter_map(|k| Some((k.to_owned(), found.get(k)?.clone())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_survives_its_string_form() {
+        let cursor = CleanupCursor {
+            pk: "LOCK#orders/42 with spaces".into(),
+            sk: "LOCK".into(),
+        };
+        assert_eq!(cursor.to_string().parse::<CleanupCursor>(), Ok(cursor));
+        assert_eq!("LOCK".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
+        assert_eq!(
+            " LOCK#a".parse::<CleanupCursor>(),
+            Err(InvalidCleanupCursor)
+        );
+    }
 
     #[test]
     fn expressions_name_only_known_attributes() {

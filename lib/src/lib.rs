@@ -59,7 +59,7 @@ mod transmissions;
 
 pub use backoff::BackoffBounds;
 pub use builder::LockClientBuilder;
-pub use cleanup::CleanupReport;
+pub use cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, InvalidInput, TableProblem};

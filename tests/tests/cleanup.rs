@@ -1,5 +1,6 @@
 //! Deleting long-expired locks, and only those.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, LockClient};
 use ddb_lock_tests::{builder, dynamodb, unique, OffsetClock};
@@ -35,7 +36,7 @@ async fn delete_expired_removes_long_expired_locks_and_spares_live_and_recent_on
     later.try_acquire(&live, &lease).await.unwrap().unwrap();
 
     let report = later
-        .delete_expired(Duration::from_secs(3600), 100)
+        .delete_expired(Duration::from_secs(3600), 100, None)
         .await
         .unwrap();
     assert_eq!(report.deleted, 2, "{report:?}");
@@ -70,7 +71,7 @@ async fn delete_expired_removes_long_expired_locks_and_spares_live_and_recent_on
 
     // Expired for less than the cutoff: kept.
     let report = later
-        .delete_expired(Duration::from_secs(6 * 3600), 100)
+        .delete_expired(Duration::from_secs(6 * 3600), 100, None)
         .await
         .unwrap();
     assert_eq!(report.deleted, 0);
@@ -93,15 +94,78 @@ async fn delete_expired_stops_at_its_bound_and_says_so() {
         .build()
         .unwrap();
     let first = later
-        .delete_expired(Duration::from_secs(60), 3)
+        .delete_expired(Duration::from_secs(60), 3, None)
         .await
         .unwrap();
     assert_eq!(first.deleted, 3);
     assert!(!first.complete, "stopped early: more may remain");
+    let resume = first.next.expect("where to resume");
     let second = later
-        .delete_expired(Duration::from_secs(60), 3)
+        .delete_expired(Duration::from_secs(60), 3, Some(&resume))
         .await
         .unwrap();
     assert_eq!(second.deleted, 2);
     assert!(second.complete);
+    assert_eq!(second.next, None);
+}
+
+/// Written first, and seen failing before the fix: every call restarted the scan, so on a table
+/// larger than one call reads (10 pages of 1 MB) the expired locks beyond were never reached.
+#[tokio::test]
+async fn delete_expired_resumes_where_it_stopped_and_covers_a_table_larger_than_one_call_reads() {
+    let client = client_of_fresh_table().await;
+    let table = client.table_name().to_owned();
+    // About 12 MB of application items sharing the table, more than one call's 10 pages.
+    let filler = AttributeValue::S("x".repeat(100 * 1024));
+    let mut puts = tokio::task::JoinSet::new();
+    for i in 0..120 {
+        let put = dynamodb()
+            .put_item()
+            .table_name(&table)
+            .item("PK", AttributeValue::S(format!("APP#{i}")))
+            .item("SK", AttributeValue::S("DATA".into()))
+            .item("Blob", filler.clone());
+        puts.spawn(put.send());
+    }
+    while let Some(put) = puts.join_next().await {
+        put.unwrap().unwrap();
+    }
+    const EXPIRED: u32 = 40;
+    let lease = AcquireOptions::new().lease(Duration::from_secs(1));
+    for _ in 0..EXPIRED {
+        client
+            .try_acquire(&unique("scattered"), &lease)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let later = builder(dynamodb())
+        .table_name(&table)
+        .clock(OffsetClock::shared(TimeDelta::hours(2)))
+        .build()
+        .unwrap();
+
+    let first = later
+        .delete_expired(Duration::from_secs(60), 1000, None)
+        .await
+        .unwrap();
+    assert!(
+        !first.complete && first.next.is_some(),
+        "one call reads 10 pages of 1 MB, less than the table: {first:?}"
+    );
+    let (mut deleted, mut calls, mut resume) = (first.deleted, 1, first.next);
+    while let Some(from) = resume {
+        let report = later
+            .delete_expired(Duration::from_secs(60), 1000, Some(&from))
+            .await
+            .unwrap();
+        deleted += report.deleted;
+        calls += 1;
+        assert!(calls < 10, "the scan must move on: {report:?}");
+        resume = report.next;
+    }
+    assert_eq!(
+        deleted, EXPIRED,
+        "every expired lock, wherever the scan found it"
+    );
 }
