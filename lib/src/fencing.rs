@@ -10,19 +10,25 @@
 //! item keeps the highest token that has written it (in [`FENCE_ATTRIBUTE`] by default), and every
 //! fenced write is conditional on its token being at least that high, so DynamoDB itself refuses
 //! the late write of a superseded holder with a `ConditionalCheckFailedException`.
+//!
+//! Deleting a fenced item would erase the token it keeps, and a superseded holder's late write
+//! would then recreate it. So a fenced delete writes a *tombstone* instead
+//! ([`FencedWrite::tombstone`]): the item's key, the token, and [`TOMBSTONE_ATTRIBUTE`], which
+//! readers treat as "no item". A tombstone can be purged ([`TombstonePurge`]) once no holder with
+//! an older token can still write.
 
 use crate::error::Error;
 use crate::transmissions::Transmissions;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
-use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput};
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The fencing token of one fenced acquisition: larger than the token of every earlier fenced
 /// acquisition of the same resource, across release, expiry, takeover, force release and TTL
@@ -72,6 +78,22 @@ impl fmt::Display for FencingToken {
 /// assert_eq!(fence.attribute_name(), FENCE_ATTRIBUTE);
 /// ```
 pub const FENCE_ATTRIBUTE: &str = "FencingToken";
+
+/// The attribute (a boolean, `true`) that marks a fenced item as deleted: see
+/// [`FencedWrite::tombstone`]. Readers of a fenced store treat an item carrying it as absent.
+///
+/// # Examples
+///
+/// ```
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use ddb_lock::TOMBSTONE_ATTRIBUTE;
+///
+/// # let item = std::collections::HashMap::from([(TOMBSTONE_ATTRIBUTE.to_owned(), AttributeValue::Bool(true))]);
+/// // `item` as read back by a GetItem of your own:
+/// let deleted = item.get(TOMBSTONE_ATTRIBUTE) == Some(&AttributeValue::Bool(true));
+/// assert!(deleted);
+/// ```
+pub const TOMBSTONE_ATTRIBUTE: &str = "FencedTombstone";
 
 /// What a fenced write sent with [`FencedWrite::send_update`] (or `send_put`, `send_delete`) did.
 #[derive(Debug, Clone, PartialEq)]
@@ -315,8 +337,15 @@ impl FencedWrite {
             .expression_attribute_values(VALUE, self.value())
     }
 
-    /// Fences a DeleteItem: adds the fence to its condition (after any condition already set, with
-    /// `AND`), so that the late delete of a superseded holder is refused.
+    /// A fenced delete: a PutItem that replaces the item with a *tombstone* (the attributes the
+    /// given PutItem sets, normally just the key, plus the token and [`TOMBSTONE_ATTRIBUTE`]),
+    /// fenced like [`put`](Self::put).
+    ///
+    /// A DeleteItem would erase the token the item keeps, and a superseded holder's late write
+    /// (whose condition is `attribute_not_exists(fence) OR fence <= token`) would then recreate the
+    /// item. The tombstone keeps the token, so that late write is refused like any other; a newer
+    /// holder's fenced put replaces the tombstone. Readers treat an item carrying
+    /// [`TOMBSTONE_ATTRIBUTE`] as absent; [`TombstonePurge`] removes old tombstones.
     ///
     /// # Examples
     ///
@@ -324,24 +353,20 @@ impl FencedWrite {
     /// use aws_sdk_dynamodb::types::AttributeValue;
     /// use ddb_lock::{FencedWrite, FencingToken};
     ///
-    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), aws_sdk_dynamodb::Error> {
-    /// FencedWrite::new(token)
-    ///     .delete(
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+    /// let outcome = FencedWrite::new(token)
+    ///     .send_tombstone(
     ///         dynamodb
-    ///             .delete_item()
+    ///             .put_item()
     ///             .table_name("accounts")
-    ///             .key("id", AttributeValue::S("42".into())),
+    ///             .item("id", AttributeValue::S("42".into())),
     ///     )
-    ///     .send()
     ///     .await?;
+    /// println!("{}", if outcome.is_written() { "deleted" } else { "not deleted, or not known" });
     /// # Ok(()) }
     /// ```
-    pub fn delete(&self, delete: DeleteItemFluentBuilder) -> DeleteItemFluentBuilder {
-        let condition = fenced_condition(delete.get_condition_expression().as_deref());
-        delete
-            .condition_expression(condition)
-            .expression_attribute_names(NAME, self.attribute.clone())
-            .expression_attribute_values(VALUE, self.value())
+    pub fn tombstone(&self, put: PutItemFluentBuilder) -> PutItemFluentBuilder {
+        self.put(put.item(TOMBSTONE_ATTRIBUTE, AttributeValue::Bool(true)))
     }
 
     /// Fences and sends an UpdateItem, telling a refusal apart from an ambiguous retry.
@@ -421,7 +446,7 @@ impl FencedWrite {
         })
     }
 
-    /// [`send_update`](Self::send_update) for a DeleteItem.
+    /// [`send_update`](Self::send_update) for a [`tombstone`](Self::tombstone).
     ///
     /// # Examples
     ///
@@ -430,30 +455,114 @@ impl FencedWrite {
     /// use ddb_lock::{FencedWrite, FencingToken};
     ///
     /// # async fn run(dynamodb: aws_sdk_dynamodb::Client, token: FencingToken) -> Result<(), Box<dyn std::error::Error>> {
-    /// let delete = dynamodb.delete_item().table_name("accounts").key("id", AttributeValue::S("42".into()));
-    /// let outcome = FencedWrite::new(token).send_delete(delete).await?;
+    /// let key_only = dynamodb.put_item().table_name("accounts").item("id", AttributeValue::S("42".into()));
+    /// let outcome = FencedWrite::new(token).send_tombstone(key_only).await?;
     /// println!("{}", if outcome.is_written() { "deleted" } else { "not deleted, or not known" });
     /// # Ok(()) }
     /// ```
-    pub async fn send_delete(
+    pub async fn send_tombstone(
         &self,
-        delete: DeleteItemFluentBuilder,
-    ) -> Result<FencedOutcome<DeleteItemOutput>, Error> {
-        let transmissions = Transmissions::default();
-        let result = self
-            .delete(delete)
-            .customize()
-            .interceptor(transmissions.clone())
-            .send()
-            .await;
-        classify("DeleteItem", result, &transmissions, |e| {
-            matches!(e, DeleteItemError::ConditionalCheckFailedException(_))
-        })
+        put: PutItemFluentBuilder,
+    ) -> Result<FencedOutcome<PutItemOutput>, Error> {
+        self.send_put(put.item(TOMBSTONE_ATTRIBUTE, AttributeValue::Bool(true)))
+            .await
     }
 
     /// The token as DynamoDB stores it: a number.
     fn value(&self) -> AttributeValue {
         AttributeValue::N(self.token.value().to_string())
+    }
+}
+
+/// The expression attribute name placeholder of the tombstone marker.
+const TOMBSTONE_NAME: &str = "#ddb_lock_tombstone";
+/// The expression attribute value placeholder of the purge's token bound.
+const PURGE_BEFORE: &str = ":ddb_lock_purge_before";
+/// A tombstone whose token was issued before the bound.
+const PURGE_CONDITION: &str =
+    "attribute_exists(#ddb_lock_tombstone) AND #ddb_lock_fence < :ddb_lock_purge_before";
+
+/// Deletes a [tombstone](FencedWrite::tombstone) once no holder with an older token can still
+/// write: a DeleteItem conditioned on the item being a tombstone whose token was issued more than
+/// `older_than` ago.
+///
+/// Purging brings the gap back for any holder whose token is lower than the tombstone's: its late
+/// write would recreate the item. A token is issued no earlier than its value read as microseconds
+/// since the epoch on the issuing client's clock, so every holder with a lower token acquired more
+/// than `older_than` ago (give or take the clients' clock skew). Choose `older_than` longer than
+/// the longest lease, plus the longest pause a holder may survive, plus the clock skew you allow;
+/// a purge that comes too soon is as unsafe as an unfenced delete.
+///
+/// # Examples
+///
+/// ```no_run
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use ddb_lock::TombstonePurge;
+/// use std::time::Duration;
+///
+/// # async fn run(dynamodb: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+/// // Leases of at most 5 minutes, no holder survives a pause of a day: purge after a week.
+/// let purge = TombstonePurge::new(Duration::from_secs(7 * 24 * 3600));
+/// let result = purge
+///     .delete(dynamodb.delete_item().table_name("accounts").key("id", AttributeValue::S("42".into())))
+///     .send()
+///     .await;
+/// // A ConditionalCheckFailedException: not a tombstone, or a recent one. Both are kept.
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TombstonePurge {
+    older_than: Duration,
+    attribute: String,
+}
+
+impl TombstonePurge {
+    /// A purge of tombstones whose token was issued more than `older_than` ago, with the fence in
+    /// [`FENCE_ATTRIBUTE`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::TombstonePurge;
+    /// use std::time::Duration;
+    ///
+    /// let purge = TombstonePurge::new(Duration::from_secs(86_400)).attribute("Fence");
+    /// assert_eq!(purge.older_than(), Duration::from_secs(86_400));
+    /// ```
+    pub fn new(older_than: Duration) -> Self {
+        TombstonePurge {
+            older_than,
+            attribute: FENCE_ATTRIBUTE.to_owned(),
+        }
+    }
+
+    /// Reads the token from `name` instead (as [`FencedWrite::attribute`]).
+    pub fn attribute(mut self, name: impl Into<String>) -> Self {
+        self.attribute = name.into();
+        self
+    }
+
+    /// How old a tombstone's token must be to be purged.
+    pub fn older_than(&self) -> Duration {
+        self.older_than
+    }
+
+    /// Adds the purge condition to a DeleteItem of the item (after any condition already set,
+    /// with `AND`), counting `older_than` back from this machine's clock.
+    pub fn delete(&self, delete: DeleteItemFluentBuilder) -> DeleteItemFluentBuilder {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let bound = now.saturating_sub(self.older_than).as_micros();
+        let condition = match delete.get_condition_expression().as_deref().map(str::trim) {
+            Some(own) if !own.is_empty() => format!("({own}) AND {PURGE_CONDITION}"),
+            _ => PURGE_CONDITION.to_owned(),
+        };
+        delete
+            .condition_expression(condition)
+            .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
+            .expression_attribute_values(PURGE_BEFORE, AttributeValue::N(bound.to_string()))
     }
 }
 
@@ -729,8 +838,23 @@ mod tests {
     }
 
     #[test]
-    fn a_fenced_delete_gets_the_fence_condition() {
-        let delete = FencedWrite::new(FencingToken::new(9)).delete(
+    fn a_tombstone_is_a_fenced_put_of_the_key_and_the_marker() {
+        let put = FencedWrite::new(FencingToken::new(9)).tombstone(
+            client()
+                .put_item()
+                .table_name("t")
+                .item("id", AttributeValue::S("1".into())),
+        );
+        let item = put.get_item().clone().unwrap_or_default();
+        assert_eq!(item.len(), 3, "{item:?}");
+        assert_eq!(item[TOMBSTONE_ATTRIBUTE], AttributeValue::Bool(true));
+        assert_eq!(item[FENCE_ATTRIBUTE], n("9"));
+        assert_eq!(put.get_condition_expression().as_deref(), Some(CONDITION));
+    }
+
+    #[test]
+    fn a_purge_deletes_only_a_tombstone_whose_token_is_old_enough() {
+        let delete = TombstonePurge::new(Duration::from_secs(3600)).delete(
             client()
                 .delete_item()
                 .table_name("t")
@@ -741,15 +865,22 @@ mod tests {
         );
         assert_eq!(
             delete.get_condition_expression().as_deref(),
-            Some(format!("(#v = :v) AND {CONDITION}").as_str())
+            Some(format!("(#v = :v) AND {PURGE_CONDITION}").as_str())
         );
         assert_eq!(
             delete.get_expression_attribute_names(),
-            &names(&[("#v", "Version"), ("#ddb_lock_fence", "FencingToken")])
+            &names(&[
+                ("#v", "Version"),
+                ("#ddb_lock_fence", "FencingToken"),
+                ("#ddb_lock_tombstone", TOMBSTONE_ATTRIBUTE)
+            ])
         );
-        assert_eq!(
-            delete.get_expression_attribute_values(),
-            &values(&[(":v", n("3")), (":ddb_lock_fence", n("9"))])
-        );
+        let values = delete
+            .get_expression_attribute_values()
+            .clone()
+            .unwrap_or_default();
+        let bound: u128 = values[PURGE_BEFORE].as_n().unwrap().parse().unwrap();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        assert!(bound <= (now - Duration::from_secs(3600)).as_micros());
     }
 }

@@ -63,7 +63,9 @@ pub use cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, InvalidInput, TableProblem};
-pub use fencing::{FencedOutcome, FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+pub use fencing::{
+    FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
+};
 pub use guard::{LockGuard, LockLost, LockWatch};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};

@@ -6,10 +6,13 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use ddb_lock::{FencedOutcome, FencedWrite, FencingToken, FENCE_ATTRIBUTE};
+use ddb_lock::{
+    FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
+};
 use ddb_lock_tests::proxy::Proxy;
 use ddb_lock_tests::{dynamodb, dynamodb_with, endpoint, fenced_table, unique, FENCED_TABLE};
 use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn key(id: &str) -> AttributeValue {
     AttributeValue::S(id.to_owned())
@@ -236,30 +239,114 @@ async fn a_fenced_update_keeps_the_callers_other_clauses_and_custom_attribute() 
     assert_eq!(number(&id, "Fence").await, 4);
 }
 
+/// Regression test for a fenced delete that erased the fence: with the former fenced DeleteItem
+/// the item and its token were gone, so the stale holder's put below passed
+/// `attribute_not_exists(fence)` and recreated the item.
 #[tokio::test]
-async fn a_stale_delete_is_rejected() {
+async fn a_fenced_delete_keeps_the_fence_so_a_stale_holder_cannot_recreate_the_item() {
     fenced_table().await;
     let id = unique("account");
-    let delete = |token: u64| {
-        fence(token).delete(
-            dynamodb()
-                .delete_item()
-                .table_name(FENCED_TABLE)
-                .key("id", key(&id)),
-        )
+    let tombstone = |token: u64| {
+        let key_only = dynamodb()
+            .put_item()
+            .table_name(FENCED_TABLE)
+            .item("id", key(&id));
+        async move { fence(token).send_tombstone(key_only).await }
+    };
+    let put = |token: u64| {
+        let put = dynamodb()
+            .put_item()
+            .table_name(FENCED_TABLE)
+            .item("id", key(&id))
+            .item("balance", n(99));
+        async move { fence(token).send_put(put).await }
     };
 
     set_balance(&id, 3, 10).await.expect("token 3 writes");
-    let err = delete(2)
-        .send()
-        .await
-        .expect_err("token 2 must not delete token 3's write");
-    assert!(is_delete_refused(&err), "unexpected error: {err:?}");
+    assert_eq!(
+        tombstone(2).await.unwrap(),
+        FencedOutcome::Refused,
+        "token 2 must not delete token 3's write"
+    );
     assert_eq!(number(&id, "balance").await, 10);
-    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 3);
 
-    delete(3).send().await.expect("the current holder deletes");
-    assert_eq!(item(&id).await, None);
+    assert!(
+        tombstone(4).await.unwrap().is_written(),
+        "the newer holder deletes"
+    );
+    let stored = item(&id).await.expect("a tombstone");
+    assert_eq!(
+        stored.get(TOMBSTONE_ATTRIBUTE),
+        Some(&AttributeValue::Bool(true))
+    );
+    assert!(!stored.contains_key("balance"), "{stored:?}");
+    assert_eq!(number(&id, FENCE_ATTRIBUTE).await, 4);
+
+    assert_eq!(
+        put(3).await.unwrap(),
+        FencedOutcome::Refused,
+        "the superseded holder's late write after the delete"
+    );
+    assert!(
+        set_balance(&id, 3, 11).await.is_err(),
+        "and its late update"
+    );
+    assert!(item(&id).await.unwrap().contains_key(TOMBSTONE_ATTRIBUTE));
+    assert!(
+        put(5).await.unwrap().is_written(),
+        "a newer holder recreates it"
+    );
+    let stored = item(&id).await.unwrap();
+    assert!(!stored.contains_key(TOMBSTONE_ATTRIBUTE), "{stored:?}");
+    assert_eq!(number(&id, "balance").await, 99);
+}
+
+#[tokio::test]
+async fn a_tombstone_is_purged_only_once_its_token_is_older_than_the_bound() {
+    fenced_table().await;
+    let purge = |id: &str, older_than: Duration| {
+        TombstonePurge::new(older_than)
+            .delete(
+                dynamodb()
+                    .delete_item()
+                    .table_name(FENCED_TABLE)
+                    .key("id", key(id)),
+            )
+            .send()
+    };
+    let micros_ago = |ago: Duration| {
+        (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() - ago).as_micros() as u64
+    };
+    let (old, recent, live) = (unique("old"), unique("recent"), unique("live"));
+    for (id, token) in [
+        (&old, micros_ago(Duration::from_secs(2 * 3600))),
+        (&recent, micros_ago(Duration::from_secs(60))),
+    ] {
+        let tombstone = fence(token).tombstone(
+            dynamodb()
+                .put_item()
+                .table_name(FENCED_TABLE)
+                .item("id", key(id)),
+        );
+        tombstone.send().await.unwrap();
+    }
+    set_balance(&live, micros_ago(Duration::from_secs(2 * 3600)), 1)
+        .await
+        .unwrap();
+
+    let hour = Duration::from_secs(3600);
+    purge(&old, hour).await.expect("an old tombstone goes");
+    assert_eq!(item(&old).await, None);
+    let kept = purge(&recent, hour)
+        .await
+        .expect_err("a recent tombstone stays");
+    assert!(is_delete_refused(&kept), "unexpected error: {kept:?}");
+    assert!(item(&recent).await.is_some());
+    let kept = purge(&live, hour)
+        .await
+        .expect_err("a live item is no tombstone");
+    assert!(is_delete_refused(&kept), "unexpected error: {kept:?}");
+    assert_eq!(number(&live, "balance").await, 1);
 }
 
 /// A fenced `SET balance` through `dynamodb`, sent with `send_update`.
