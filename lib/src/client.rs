@@ -104,7 +104,8 @@ enum Attempt {
         holder: Holder,
         retry_at: Instant,
     },
-    /// A concurrent write to the same items cancelled a fenced acquisition's transaction.
+    /// A concurrent write to the same items cancelled a fenced acquisition's transaction, or
+    /// changed the item between a refusal and the reclaim that followed it.
     Conflict,
 }
 
@@ -845,6 +846,25 @@ impl LockClient {
         Ok(removed)
     }
 
+    /// Hands back this owner's live lock under the observed-lease rule. A waiter there times a
+    /// version from when it first saw it, which may be long ago, so the wall clock's view of the
+    /// remaining lease promises nothing: the lock is extended first (one UpdateItem, a new
+    /// version), and its lease counts from that write. If the item changed meanwhile, the attempt
+    /// is retried as after a conflict.
+    async fn reclaim(&self, lock: Lock, lease: Duration) -> Result<Attempt, Error> {
+        match self.extend(&lock, lease).await? {
+            ExtendOutcome::Extended(extended) => Ok(self.acquired(extended)),
+            outcome => {
+                debug!(
+                    resource = lock.resource(),
+                    ?outcome,
+                    "own lock changed before its reclaim"
+                );
+                Ok(Attempt::Conflict)
+            }
+        }
+    }
+
     /// One acquisition attempt: a conditional PutItem of a new lock item, or with fencing a
     /// TransactWriteItems of that Put and the fence item's token. `floor` is a fencing token known
     /// to be issued already (the holder's, from an earlier refusal).
@@ -888,7 +908,7 @@ impl LockClient {
             Ok(_) => Ok(self.acquired(lock)),
             Err(err) => match err.as_service_error() {
                 Some(PutItemError::ConditionalCheckFailedException(failed)) => {
-                    self.refused(request, lock, failed.item(), "PutItem")
+                    self.refused(request, lock, failed.item(), "PutItem").await
                 }
                 _ => Err(Error::backend("PutItem", err)),
             },
@@ -977,7 +997,9 @@ impl LockClient {
             let code = |i: usize| reasons.get(i).and_then(CancellationReason::code);
             if code(0) == Some("ConditionalCheckFailed") {
                 let item = reasons.first().and_then(CancellationReason::item);
-                return self.refused(request, lock, item, "TransactWriteItems");
+                return self
+                    .refused(request, lock, item, "TransactWriteItems")
+                    .await;
             }
             if code(1) == Some("ConditionalCheckFailed") {
                 let item = reasons.get(1).and_then(CancellationReason::item);
@@ -1024,7 +1046,7 @@ impl LockClient {
     }
 
     /// What a refused attempt found in the item that refused it (`ALL_OLD`).
-    fn refused(
+    async fn refused(
         &self,
         request: &Request<'_>,
         lock: Lock,
@@ -1047,9 +1069,11 @@ impl LockClient {
         }
         let received = Instant::now();
         let now = self.now();
+        // A fenced request is not given back an unfenced lock: it has no token to offer.
         if request.idempotent
             && record.holder.owner == request.owner
             && record.holder.is_live_at(now)
+            && (!request.fencing || record.holder.fencing_token.is_some())
         {
             debug!(
                 resource = request.resource,
@@ -1064,7 +1088,10 @@ impl LockClient {
                 received + span(now, record.holder.expires_at),
             )
             .with_fencing_token(record.holder.fencing_token);
-            return Ok(self.acquired(held));
+            return match self.settings.takeover {
+                TakeoverRule::WallClock => Ok(self.acquired(held)),
+                TakeoverRule::ObservedLease => self.reclaim(held, request.lease).await,
+            };
         }
         let retry_at = match self.settings.takeover {
             // The condition is `ExpiresAt < :now`, so the lock frees a millisecond after ExpiresAt.
@@ -1113,8 +1140,7 @@ impl LockClient {
         limits::resource(resource, &self.settings.key_prefix)?;
         let owner = opts.owner_name().unwrap_or(&self.settings.owner);
         limits::owner(owner)?;
-        let lease = opts.lease_duration().unwrap_or(self.settings.lease);
-        limits::duration("lease", lease, MIN_LEASE)?;
+        let lease = limits::lease(opts.lease_duration().unwrap_or(self.settings.lease))?;
         let data = opts.data_bytes();
         data.map(limits::data).transpose()?;
         Ok(Request {
@@ -1151,9 +1177,12 @@ impl LockClient {
         item.map(|item| item::decode(resource, item)).transpose()
     }
 
-    /// The `TTL` value (epoch seconds) for a lease ending at `expires_at`.
+    /// The `TTL` value (epoch seconds) for a lease ending at `expires_at`: rounded up, so that
+    /// even with no grace DynamoDB never deletes an item before its lease has ended.
     fn ttl_epoch_seconds(&self, expires_at: DateTime<Utc>) -> Result<i64, Error> {
-        Ok(after(expires_at, self.settings.ttl_grace, "ttl_grace")?.timestamp())
+        let deletable = after(expires_at, self.settings.ttl_grace, "ttl_grace")?;
+        let rounded_up = i64::from(deletable.timestamp_subsec_nanos() > 0);
+        Ok(deletable.timestamp() + rounded_up)
     }
 }
 
@@ -1205,7 +1234,7 @@ impl fmt::Display for TransactionConflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} tries cancelled by transaction conflicts on the lock item",
+            "{} tries cancelled by concurrent writes to the lock item",
             self.0
         )
     }

@@ -91,6 +91,14 @@ pub(crate) fn duration(
     Ok(())
 }
 
+/// Checks a lease (`MIN_LEASE..=MAX_DURATION`) and cuts it to whole milliseconds, the precision at
+/// which `ExpiresAt` is stored: a `Lock` must not count on a fraction the item does not hold.
+pub(crate) fn lease(value: Duration) -> Result<Duration, InvalidInput> {
+    duration("lease", value, MIN_LEASE)?;
+    let millis = u64::try_from(value.as_millis()).unwrap_or(u64::MAX);
+    Ok(Duration::from_millis(millis))
+}
+
 /// Checks a table name against DynamoDB's rules: 3 to 255 characters of `a-z A-Z 0-9 _ - .`.
 pub(crate) fn table_name(name: &str) -> Result<(), InvalidInput> {
     let valid_chars = name
@@ -168,6 +176,12 @@ mod tests {
     fn durations_outside_the_range_are_rejected() {
         assert!(duration("lease", Duration::ZERO, MIN_LEASE).is_err());
         assert!(duration("lease", MIN_LEASE, MIN_LEASE).is_ok());
+        assert_eq!(
+            lease(Duration::from_micros(1_500_900)),
+            Ok(Duration::from_millis(1500)),
+            "stored to the millisecond"
+        );
+        assert!(lease(Duration::from_micros(999)).is_err());
         assert!(duration("lease", MAX_DURATION, MIN_LEASE).is_ok());
         assert!(duration("lease", MAX_DURATION + Duration::from_millis(1), MIN_LEASE).is_err());
     }

@@ -4,7 +4,9 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ddb_lock::{AcquireOptions, LockClient, LockStatus};
-use ddb_lock_tests::{builder, dynamodb, lock_client, unique, FixedClock};
+use ddb_lock_tests::{
+    builder, dynamodb, lock_client, raw_item, stored, string_attr, unique, FixedClock,
+};
 use std::time::Duration;
 
 fn at(rfc3339: &str) -> DateTime<Utc> {
@@ -86,4 +88,48 @@ async fn expiry_is_exact_across_an_hour_boundary_where_digits_change_width() {
 #[tokio::test]
 async fn expiry_is_exact_across_a_year_boundary() {
     assert_expiry_boundary("2099-12-31T23:59:59.999Z").await;
+}
+
+/// Regression test: the `TTL` (whole epoch seconds) was rounded down, so with no grace DynamoDB
+/// could delete an item up to a second before its lease ended.
+#[tokio::test]
+async fn with_no_grace_the_ttl_never_falls_before_expires_at() {
+    lock_client().await; // the table
+    let client = builder(dynamodb())
+        .clock(FixedClock::shared(at("2026-11-23T10:00:00.250Z")))
+        .ttl_grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    let resource = unique("ttl-rounding");
+    let lock = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().lease(Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.expires_at(), at("2026-11-23T10:00:01.750Z"));
+    let item = raw_item(&resource).await.unwrap();
+    let ttl: i64 = item["TTL"].as_n().unwrap().parse().unwrap();
+    assert_eq!(ttl, at("2026-11-23T10:00:02Z").timestamp(), "rounded up");
+}
+
+/// Regression test: a lease with a fraction of a millisecond was stored truncated while the `Lock`
+/// kept the fraction, promising its holder a lease the item did not have.
+#[tokio::test]
+async fn a_sub_millisecond_lease_is_counted_as_stored() {
+    lock_client().await; // the table
+    let client = client_at(at("2026-11-23T10:00:00.250Z"));
+    let resource = unique("sub-millisecond");
+    let lease = Duration::from_micros(1_500_900);
+    let lock = client
+        .try_acquire(&resource, &AcquireOptions::new().lease(lease))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.expires_at(), at("2026-11-23T10:00:01.750Z"));
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(string_attr(&item, "ExpiresAt"), stored(lock.expires_at()));
+    assert_eq!(item["LeaseMs"].as_n().unwrap(), "1500");
 }

@@ -3,8 +3,10 @@
 
 use chrono::TimeDelta;
 use ddb_lock::limits::MAX_DATA_BYTES;
-use ddb_lock::{AcquireOptions, Error, InvalidInput, LockStatus};
-use ddb_lock_tests::{builder, dynamodb, hold, lock_client, raw_item, unique, OffsetClock};
+use ddb_lock::{AcquireOptions, Error, InvalidInput, LockStatus, TakeoverRule};
+use ddb_lock_tests::{
+    builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
+};
 use std::time::Duration;
 
 #[tokio::test]
@@ -102,4 +104,69 @@ async fn acquire_reports_its_attempts_whatever_the_outcome() {
     assert_eq!(stats.attempts, 1, "{stats:?}");
     assert!(stats.waited >= Duration::from_millis(200));
     client.release(&lock).await.unwrap();
+}
+
+/// Regression test: a fenced idempotent acquire was handed back the owner's unfenced lock, with
+/// `fencing_token() == None`.
+#[tokio::test]
+async fn a_fenced_idempotent_acquire_is_not_handed_an_unfenced_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent-fenced");
+    let _unfenced = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let fenced = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .fencing(true);
+    assert_eq!(
+        client.try_acquire(&resource, &fenced).await.unwrap(),
+        None,
+        "no token to hand back: held, as for anyone else"
+    );
+
+    let resource = unique("idempotent-fenced");
+    let first = client
+        .try_acquire(&resource, &fenced)
+        .await
+        .unwrap()
+        .expect("free");
+    let again = client
+        .try_acquire(&resource, &fenced)
+        .await
+        .unwrap()
+        .expect("the fenced holder gets its lock back");
+    assert_eq!(again.fencing_token(), first.fencing_token());
+    assert!(again.fencing_token().is_some());
+}
+
+/// Regression test: under the observed-lease rule an idempotent acquire handed back the owner's
+/// lock with a lease judged by the wall clock, which that rule does not trust; it now extends
+/// the lock first (a new version, so every observer starts its lease again).
+#[tokio::test]
+async fn an_idempotent_acquire_under_the_observed_lease_rule_extends_the_lock_it_hands_back() {
+    let proxy = ddb_lock_tests::proxy::Proxy::start(&ddb_lock_tests::endpoint()).await;
+    lock_client().await; // the table exists
+    let client = builder(ddb_lock_tests::dynamodb_at(&proxy.endpoint()))
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique("idempotent-observed");
+    let opts = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let first = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    let version = string_attr(&raw_item(&resource).await.unwrap(), "Version").to_owned();
+
+    let again = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    assert_eq!(again.lock_id(), first.lock_id());
+    let item = raw_item(&resource).await.unwrap();
+    assert_ne!(
+        string_attr(&item, "Version"),
+        version,
+        "extended: a new version"
+    );
+    assert_eq!(string_attr(&item, "ExpiresAt"), stored(again.expires_at()));
+    assert!(again.valid_until() > first.valid_until());
+    assert_eq!(proxy.counts("PutItem").requests, 2);
+    assert_eq!(proxy.counts("UpdateItem").requests, 1, "one extension");
 }
