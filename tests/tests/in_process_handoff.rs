@@ -137,6 +137,48 @@ async fn an_acquisition_dropped_while_its_put_is_in_flight_leaves_nothing_held()
     other.release(&lock).await.unwrap();
 }
 
+/// The scenario of a review finding against the former one-request hand-over: an idempotent
+/// waiter's poll saw the lock written for it, returned it without taking the hand-over, and the
+/// releaser then deleted that live lock as orphaned, so another client could acquire while the
+/// waiter held a `Lock`.
+#[tokio::test]
+async fn an_idempotent_waiter_keeps_the_lock_it_gets_after_a_release() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint()))
+        .lease(LEASE)
+        .backoff(BackoffBounds::new(
+            Duration::from_millis(1),
+            Duration::from_millis(2),
+        ))
+        .build()
+        .unwrap();
+    lock_client().await; // the table exists
+    let resource = unique("idempotent-waiter");
+    let first = client.acquire(&resource, &owner("first")).await.unwrap();
+    let waiter = {
+        let (client, resource) = (client.clone(), resource.clone());
+        let opts = owner("waiter").idempotent(true);
+        tokio::spawn(async move { client.acquire(&resource, &opts).await })
+    };
+    // The waiter polls every 2 ms: let it be refused at least once before the release.
+    proxy.wait_for("PutItem", |c| c.answered >= 2).await;
+    client.release(&first).await.unwrap();
+    let lock = waiter.await.unwrap().expect("the waiter has the lock");
+
+    let item = raw_item(&resource).await.expect("the waiter's live lock");
+    assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());
+    let other = lock_client().await;
+    assert_eq!(
+        other.try_acquire(&resource, &owner("other")).await.unwrap(),
+        None,
+        "nobody else gets it while the waiter holds it"
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
+
 #[tokio::test]
 async fn a_waiter_that_gave_up_does_not_hold_up_the_next_in_line() {
     let proxy = Proxy::start(&endpoint()).await;
