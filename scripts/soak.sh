@@ -67,6 +67,33 @@ been applied, and the client counted it as not written (the counter check saw 37
 `FencedWrite::send_update` now reports such a write as `Unknown` (regression test
 `a_refused_retry_of_a_fenced_write_whose_first_attempt_applied_is_unknown`).
 
+## Model-based test
+
+`tests/tests/model_based.rs` (part of `cargo test`, so of `scripts/test.sh`) runs random sequences
+of up to 40 operations on one resource against the real client and the local endpoint, 48 sequences
+in about 10 s (`proptest-state-machine`), and checks every answer against a small reference model of
+the lock: the holder (which acquisition, owner, acquisition time, lease end, fenced or not,
+payload), the highest fencing token issued, and "now". The operations: `try_acquire` and `acquire`
+with a zero timeout (idempotent or not, fenced or not, with or without data), `release` of the
+current or a stale lock, `release_owned`, `extend` and `extend_and_replace_data`, `force_release`,
+`status`, the passage of time (one clock shared by all clients and moved by the test, so leases end
+on the exact millisecond with no sleeping), and TTL deletion of an expired item; from three owners
+through two clients, and any of them with its answer dropped by the proxy after the endpoint
+applied the request, so that the SDK retries. After every step the stored lock and fence items are
+compared with the model too.
+
+What it would catch: an acquire that wins over a live lock or loses to an expired one (on either
+side of `ExpiresAt == now`); a release or extension of another acquisition's lock; an extension
+that revives an expired lock or shortens a stored lease; `NotOwner` for one's own lock after a
+retried release, or a retried acquire or extension reported as contention or loss; an idempotent
+acquire that does not hand back the same lock and token; a fencing token not above every earlier
+one, across release, expiry, force release and TTL deletion; a `status`, `Lock::expires_at` or
+stored `TTL` that disagrees with the stored lease; a payload not stored, replaced or removed as
+asked. A failure prints the shrunk sequence and the step whose answer the model does not allow. It
+runs operations one at a time, so it leaves to the other tests concurrency (waiting `acquire`,
+hand-off between tasks, the guard), retries that land after another client's write, the
+observed-lease rule and skewed clocks.
+
 ## Latest long run
 
 DOC
