@@ -311,7 +311,8 @@ impl Model {
                     Expect::Acquired { lock, new: true }
                 } else {
                     let holder = live.expect("an item that refuses an acquire is live");
-                    if a.idempotent && holder.owner == a.owner {
+                    // A fenced request is not handed back an unfenced lock: no token to give.
+                    if a.idempotent && holder.owner == a.owner && (holder.fenced || !a.fencing) {
                         Expect::Acquired {
                             lock: holder,
                             new: false,
