@@ -1,7 +1,9 @@
 //! The report: `docs/benchmarks.md` (tables of min / median / max over runs, and ratios to the best
 //! peer) and `docs/benchmarks.svg` (hand-off throughput and crash takeover, side by side).
 
-use crate::figures::{Ceiling, Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
+use crate::figures::{Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
+use crate::load::{Ceiling, Level, Sweep};
+use serde_json::Value;
 use std::fmt::Write as _;
 
 /// Whether a larger value of a figure is better.
@@ -164,6 +166,7 @@ pub fn markdown(
     lambda: &LambdaFigures,
     sizes: Sizes,
     quick: bool,
+    cores: usize,
 ) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Benchmarks: ddb-lock and its peers, side by side\n");
@@ -187,14 +190,7 @@ pub fn markdown(
         sizes.uncontended, sizes.contended, sizes.hold_ms, sizes.many
     );
     let _ = writeln!(md, "## Contenders and settings\n");
-    let _ = writeln!(md, "| contender | settings (as the driver reported them) |");
-    let _ = writeln!(md, "|---|---|");
-    for (contender, runs) in results {
-        let settings = runs
-            .first()
-            .map_or("(failed)".to_owned(), |f| f.settings.to_string());
-        let _ = writeln!(md, "| {} | `{}` |", contender.name, settings);
-    }
+    settings_tables(&mut md, results);
     let _ = writeln!(md, "\n## Figures\n");
     for chunk in COLUMNS.chunks(5) {
         let _ = write!(md, "| contender |");
@@ -242,36 +238,7 @@ pub fn markdown(
         let _ = writeln!(md);
     }
     like_for_like(&mut md, results);
-    let unconditional = stats(&ceilings.iter().map(|c| c.unconditional).collect::<Vec<_>>());
-    let conditional = stats(&ceilings.iter().map(|c| c.conditional).collect::<Vec<_>>());
-    if let (Some(unconditional), Some(conditional)) = (unconditional, conditional) {
-        let triple = |(min, med, max): (f64, f64, f64)| {
-            format!("{} / **{}** / {}", number(min), number(med), number(max))
-        };
-        let _ = writeln!(
-            md,
-            "The endpoint's own ceiling for the many-resources scenario, measured after the \
-             contenders in each run (pairs per second from 64 workers, min / median / max): {} \
-             unconditional PutItem + DeleteItem pairs; {} pairs with the least conditions a lock \
-             needs (`attribute_not_exists(PK)` on the put, `LockID = :id` on the delete). Percentages \
-             use the medians.\n",
-            triple(unconditional),
-            triple(conditional),
-        );
-        for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
-            if let Some(m) = median(runs, |f| f.many_per_s) {
-                let _ = writeln!(
-                    md,
-                    "- {}: {} acquisitions/s on 64 resources = {:.0} % of the unconditional ceiling, \
-                     {:.0} % of the conditional one.",
-                    contender.name,
-                    number(m),
-                    100.0 * m / unconditional.1,
-                    100.0 * m / conditional.1,
-                );
-            }
-        }
-    }
+    ceiling_section(&mut md, results, ceilings, cores);
     let _ = writeln!(md, "\n## The Lambda function\n");
     let _ = writeln!(md, "| figure | value |");
     let _ = writeln!(md, "|---|---|");
@@ -309,6 +276,235 @@ pub fn markdown(
         "\n![hand-off throughput and crash takeover](benchmarks.svg)"
     );
     md
+}
+
+/// A setting's value in a table cell.
+fn cell(value: &Value) -> String {
+    let text = match value {
+        Value::Null => "none".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    text.replace('|', "\\|")
+}
+
+/// A driver's settings flattened to `name` (or `outer.inner`) and value, in the driver's order.
+fn flatten(prefix: &str, value: &Value, into: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Object(map) => {
+            for (name, inner) in map {
+                let name = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                flatten(&name, inner, into);
+            }
+        }
+        other => into.push((prefix.to_owned(), other.clone())),
+    }
+}
+
+/// A driver's settings, flattened (`None` for a contender that failed every run).
+type Flat = Option<Vec<(String, Value)>>;
+
+/// Settings per table, at most, besides the contender's name.
+const SETTINGS_PER_TABLE: usize = 6;
+
+/// The contenders' settings as reported by their drivers (from the first run's uncontended
+/// scenario): the settings every contender reports alike in one line, the others as tables with
+/// one column per setting and a dash where a contender has no such setting.
+fn settings_tables(md: &mut String, results: &[(Contender, Vec<Figures>)]) {
+    let rows: Vec<(&str, Flat)> = results
+        .iter()
+        .map(|(contender, runs)| {
+            let settings = runs.first().map(|f| {
+                let mut flat = Vec::new();
+                flatten("", &f.settings, &mut flat);
+                flat
+            });
+            (contender.name.as_str(), settings)
+        })
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for (_, settings) in &rows {
+        for (name, _) in settings.iter().flatten() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    let value = |settings: &Flat, name: &str| {
+        settings
+            .as_ref()?
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let reported: Vec<_> = rows.iter().filter(|(_, s)| s.is_some()).collect();
+    let (common, varying): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
+        let first = reported.first().and_then(|(_, s)| value(s, name));
+        first.is_some() && reported.iter().all(|(_, s)| value(s, name) == first)
+    });
+    if !common.is_empty() {
+        let _ = write!(md, "The same for every contender:");
+        for (i, name) in common.iter().enumerate() {
+            let v = reported
+                .first()
+                .and_then(|(_, s)| value(s, name))
+                .unwrap_or(Value::Null);
+            let _ = write!(
+                md,
+                "{} `{name}` {}",
+                if i == 0 { "" } else { ";" },
+                cell(&v)
+            );
+        }
+        let _ = writeln!(md, ".\n");
+    }
+    let _ = writeln!(
+        md,
+        "The others, as each driver reported them; – where a contender has no such setting.\n"
+    );
+    for chunk in varying.chunks(SETTINGS_PER_TABLE) {
+        let _ = write!(md, "| contender |");
+        for name in chunk {
+            let _ = write!(md, " {name} |");
+        }
+        let _ = write!(md, "\n|---|");
+        for _ in chunk {
+            let _ = write!(md, "---|");
+        }
+        let _ = writeln!(md);
+        for (contender, settings) in &rows {
+            let _ = write!(md, "| {contender} |");
+            for name in chunk {
+                let _ = match (settings, value(settings, name)) {
+                    (None, _) => write!(md, " (failed) |"),
+                    (Some(_), None) => write!(md, " – |"),
+                    (Some(_), Some(v)) => write!(md, " {} |", cell(&v)),
+                };
+            }
+            let _ = writeln!(md);
+        }
+        let _ = writeln!(md);
+    }
+}
+
+/// The median over runs of what `read` says of each run's sweep (by level, or of the best).
+fn median_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    stats(&values.flatten().collect::<Vec<_>>()).map(|s| s.1)
+}
+
+fn or_dash(value: Option<f64>) -> String {
+    value.map_or("–".to_owned(), number)
+}
+
+/// The endpoint's ceiling: the load generator's best rate of each kind of pair, where the CPU
+/// went, and the contenders' many-resources rate against it.
+fn ceiling_section(
+    md: &mut String,
+    results: &[(Contender, Vec<Figures>)],
+    ceilings: &[Ceiling],
+    cores: usize,
+) {
+    type Pick = fn(&Ceiling) -> &Sweep;
+    let kinds: [(&str, Pick); 2] = [
+        ("unconditional", |c| &c.unconditional),
+        ("conditional", |c| &c.conditional),
+    ];
+    let best = |pick: Pick, read: fn(&Level) -> Option<f64>| {
+        median_of(ceilings.iter().map(|c| pick(c).best().and_then(read)))
+    };
+    let Some(levels) = ceilings.first().map(|c| {
+        c.unconditional
+            .levels
+            .iter()
+            .map(|l| l.workers)
+            .collect::<Vec<_>>()
+    }) else {
+        return;
+    };
+    let _ = writeln!(md, "### The endpoint's ceiling\n");
+    let _ = writeln!(
+        md,
+        "What the endpoint itself sustains, measured after the contenders in each run: PutItem + \
+         DeleteItem pairs, each worker on a key of its own, at {} concurrent workers, the best \
+         level kept. The load generator sends the requests straight to the endpoint (no proxy) \
+         over keep-alive HTTP/1.1 connections, bodies formatted in place and no signing, so that \
+         it spends a small fraction of the CPU time the engine does; the engine's and the \
+         generator's CPU time are read from `/proc` (this machine has {cores} cores, shared by \
+         both). Unconditional pairs, and pairs with the least conditions a lock needs \
+         (`attribute_not_exists(PK)` on the put, `LockID = :id` on the delete). Medians over the \
+         runs.\n",
+        levels
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let _ = write!(md, "| workers |");
+    for (kind, _) in kinds {
+        let _ = write!(
+            md,
+            " {kind} pairs/s | engine cores | engine CPU ms/pair | generator cores |"
+        );
+    }
+    let _ = write!(md, "\n|---:|");
+    for _ in kinds {
+        let _ = write!(md, "---:|---:|---:|---:|");
+    }
+    let _ = writeln!(md);
+    for (index, workers) in levels.iter().enumerate() {
+        let _ = write!(md, "| {workers} |");
+        for (_, pick) in kinds {
+            let at = |read: fn(&Level) -> Option<f64>| {
+                median_of(
+                    ceilings
+                        .iter()
+                        .map(|c| pick(c).levels.get(index).and_then(read)),
+                )
+            };
+            let _ = write!(
+                md,
+                " {} | {} | {} | {} |",
+                or_dash(at(|l| Some(l.pairs_per_s))),
+                or_dash(at(Level::engine_cores)),
+                or_dash(at(Level::engine_ms_per_pair)),
+                or_dash(at(|l| Some(l.generator_cores()))),
+            );
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(md);
+    for (kind, pick) in kinds {
+        let _ = writeln!(
+            md,
+            "- {kind}: ceiling {} pairs/s; at the best level the engine kept {} cores busy and \
+             the generator {}.",
+            or_dash(best(pick, |l| Some(l.pairs_per_s))),
+            or_dash(best(pick, Level::engine_cores)),
+            or_dash(best(pick, |l| Some(l.generator_cores()))),
+        );
+    }
+    let unconditional = best(|c| &c.unconditional, |l| Some(l.pairs_per_s));
+    let conditional = best(|c| &c.conditional, |l| Some(l.pairs_per_s));
+    if let (Some(unconditional), Some(conditional)) = (unconditional, conditional) {
+        let _ = writeln!(md);
+        for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
+            if let Some(m) = median(runs, |f| f.many_per_s) {
+                let _ = writeln!(
+                    md,
+                    "- {}: {} acquisitions/s on 64 resources (through its proxy) = {:.0} % of \
+                     the unconditional ceiling, {:.0} % of the conditional one.",
+                    contender.name,
+                    number(m),
+                    100.0 * m / unconditional,
+                    100.0 * m / conditional,
+                );
+            }
+        }
+    }
 }
 
 fn short(path: &str) -> &str {
@@ -381,4 +577,67 @@ pub fn svg(results: &[(Contender, Vec<Figures>)]) -> String {
     }
     let _ = writeln!(svg, "</svg>");
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn contender(name: &str) -> Contender {
+        Contender {
+            name: name.into(),
+            ours: false,
+            queues_in_process: false,
+            command: Vec::new(),
+            table: String::new(),
+        }
+    }
+
+    fn figures(settings: Value) -> Figures {
+        Figures {
+            settings,
+            requests_per_round: 2.0,
+            round_ms: (1.0, 2.0),
+            handoff_per_s: 1.0,
+            gap_ms: (1.0, 2.0),
+            requests_per_acquisition: 1.0,
+            longest_wait_ms: 1.0,
+            many_per_s: 1.0,
+            takeover_ms: 1.0,
+        }
+    }
+
+    #[test]
+    fn settings_are_columns_with_a_dash_where_they_do_not_apply() {
+        let results = vec![
+            (
+                contender("a"),
+                vec![figures(
+                    json!({"lease_ms": 2000, "backoff": {"max_ms": 40}, "note": "x|y"}),
+                )],
+            ),
+            (
+                contender("b"),
+                vec![figures(json!({"lease_ms": 2000, "mode": null}))],
+            ),
+            (contender("c"), Vec::new()),
+        ];
+        let mut md = String::new();
+        settings_tables(&mut md, &results);
+        assert!(
+            md.contains("The same for every contender: `lease_ms` 2000."),
+            "{md}"
+        );
+        assert!(
+            md.contains("| contender | backoff.max_ms | note | mode |"),
+            "{md}"
+        );
+        assert!(md.contains("| a | 40 | x\\|y | – |"), "{md}");
+        assert!(md.contains("| b | – | – | none |"), "{md}");
+        assert!(
+            md.contains("| c | (failed) | (failed) | (failed) |"),
+            "{md}"
+        );
+    }
 }
