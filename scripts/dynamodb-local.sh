@@ -20,8 +20,8 @@
 #
 # Storage: `-sharedDb` (one database whatever the access key and Region) with `-dbPath` on tmpfs
 # (/dev/shm) when there is one. Files, so that `restart` keeps the data (the fault suite restarts
-# the endpoint mid-run); tmpfs, because on a disk the engine was about half as fast (measured in
-# docs/benchmarks.md, "The endpoint") while in memory (-inMemory) it was no faster than on tmpfs.
+# the endpoint mid-run; -inMemory, about 1.5 times as fast, would lose it); tmpfs, because on a disk
+# the engine was 3-4 times slower (README, "The local endpoint").
 # `-disableTelemetry`: otherwise it writes a metadata file into its working directory and tries to
 # reach AWS.
 set -euo pipefail
