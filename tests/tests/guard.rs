@@ -1,9 +1,14 @@
 //! The lock guard: it extends in the background, reports loss, releases on drop and on release,
 //! replaces the payload; and `with_lock` always releases.
 
-use ddb_lock::{AcquireOptions, Error, LockLost, LockStatus, ReleaseOutcome};
+use ddb_lock::{
+    AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, ReleaseOutcome,
+};
 use ddb_lock_tests::proxy::Proxy;
-use ddb_lock_tests::{builder, dynamodb_at, endpoint, hold, lock_client, unique};
+use ddb_lock_tests::{
+    builder, dynamodb_at, dynamodb_with, endpoint, hold, lock_client, raw_item, stored,
+    string_attr, unique, AdjustableClock,
+};
 use std::time::Duration;
 use tokio::time::timeout;
 
@@ -301,4 +306,64 @@ async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
         matches!(&result, Err(Error::Lost { reason, .. }) if **reason == LockLost::NotFound),
         "{result:?}"
     );
+}
+
+/// A client of the shared table through `proxy`, whose requests the SDK retries quickly.
+fn client_through(proxy: &Proxy, clock: Option<std::sync::Arc<AdjustableClock>>) -> LockClient {
+    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(
+            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(10)),
+        )
+    });
+    let builder = builder(dynamodb);
+    match clock {
+        Some(clock) => builder.clock(clock),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_extension_applied_late_never_shortens_the_stored_lease() {
+    lock_client().await;
+    let resource = unique("extend-reordered");
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
+
+    // The first extension is applied and its answer withheld; the SDK retries it (the same
+    // request, the same lease end) only after a second extension, sent later, was applied.
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let first = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    answer.applied().await;
+    clock.advance(Duration::from_secs(5));
+    let ExtendOutcome::Extended(second) =
+        client.extend(&lock, Duration::from_secs(60)).await.unwrap()
+    else {
+        panic!("the second extension was refused");
+    };
+    answer.drop_it();
+    let ExtendOutcome::Extended(first) = first.await.unwrap().unwrap() else {
+        panic!("the retried first extension was refused");
+    };
+
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(
+        string_attr(&item, "ExpiresAt"),
+        stored(second.expires_at()),
+        "the late retry shortened the stored lease"
+    );
+    assert!(first.expires_at() <= second.expires_at());
+    assert!(
+        first.valid_until() <= second.valid_until(),
+        "the late answer promises no more than the later extension"
+    );
+    client.release(&lock).await.unwrap();
 }
