@@ -636,7 +636,10 @@ impl LockClient {
     }
 
     /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`
-    /// and `TTL`, conditioned on the same `LockID` and `Owner` and on the lease not having ended.
+    /// and `TTL`, conditioned on the same `LockID` and `Owner`, on the lease not having ended, and
+    /// on the stored lease end not being later than the new one: an extension never shortens a
+    /// lease. If another extension of this lock already stored a later end, that one stands and
+    /// is returned (with a [`valid_until`](Lock::valid_until) counted from this request).
     ///
     /// Returns the lock with its new expiry, or how it was lost.
     ///

@@ -138,8 +138,9 @@ pub struct LockWatch {
 }
 
 impl LockWatch {
-    /// Whether the lock is held now: no extension has reported it lost, and the lease (as last
-    /// extended, counted on the monotonic clock) has not run out.
+    /// Whether the lock is held now: the guard has not released it (or started to), no extension
+    /// has reported it lost, and the lease (as last extended, counted on the monotonic clock) has
+    /// not run out.
     pub fn is_held(&self) -> bool {
         match &*self.state.borrow() {
             State::Held(lock) => Instant::now() < lock.valid_until_instant(),
@@ -155,8 +156,9 @@ impl LockWatch {
         }
     }
 
-    /// Completes when the lock is lost: an extension found it gone or taken, or its lease ran out
-    /// without a successful extension. Cancel-safe, for use in `tokio::select!`.
+    /// Completes when the lock is lost: an extension found it gone or taken, its lease ran out
+    /// without a successful extension, or the guard released it ([`LockLost::Released`], from the
+    /// moment the release starts). Cancel-safe, for use in `tokio::select!`.
     pub async fn lost(&self) -> LockLost {
         let mut state = self.state.clone();
         loop {
