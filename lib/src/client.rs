@@ -121,6 +121,10 @@ enum DataChange<'a> {
 /// transaction cancelled by a conflict, within one attempt.
 const MAX_FENCE_TRIES: u32 = 3;
 
+/// How many times a data replacement is written again because another extension of the same lock
+/// stored a later lease end first.
+const MAX_EXTEND_TRIES: u32 = 3;
+
 impl LockClient {
     /// Starts configuring a client over an SDK client, which brings its own region, endpoint,
     /// credentials and retry settings.
@@ -577,7 +581,10 @@ impl LockClient {
     }
 
     /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`
-    /// and `TTL`, conditioned on the same `LockID` and `Owner` and on the lease not having ended.
+    /// and `TTL`, conditioned on the same `LockID` and `Owner`, on the lease not having ended, and
+    /// on the stored lease end not being later than the new one: an extension never shortens a
+    /// lease. If another extension of this lock already stored a later end, that one stands and
+    /// is returned (with a [`valid_until`](Lock::valid_until) counted from this request).
     ///
     /// Returns the lock with its new expiry, or how it was lost.
     ///
@@ -647,8 +654,91 @@ impl LockClient {
         limits::duration("lease", lease, MIN_LEASE)?;
         let sent = Instant::now();
         let now = self.now();
-        let expires_at = after(now, lease, "lease")?;
-        let version = uuid::Uuid::new_v4().to_string();
+        let mut expires_at = after(now, lease, "lease")?;
+        let mut tries = 0;
+        let record = loop {
+            tries += 1;
+            let version = uuid::Uuid::new_v4().to_string();
+            let failed_on = match self
+                .update_lock_item(handle, lease, change, now, expires_at, &version)
+                .await?
+            {
+                Ok(record) => break record,
+                Err(failed_on) => failed_on,
+            };
+            match failed_on {
+                // An SDK retry failed on the item its own earlier attempt wrote.
+                Some(record) if record.version == version => break record,
+                // Only "never shorten" failed: a later extension of this very lock was stored
+                // first (sent later but applied earlier, or this one is a late retry). The stored,
+                // longer lease stands; the lock is returned with it, and with a monotonic lease
+                // counted from this request's send, which cannot outlast the stored one. A data
+                // change was not applied: it is written again with the stored lease end.
+                Some(record)
+                    if record.lock_id == handle.lock_id()
+                        && record.holder.owner == handle.owner()
+                        && record.holder.expires_at > expires_at =>
+                {
+                    if matches!(change, DataChange::Keep) {
+                        break record;
+                    }
+                    if tries >= MAX_EXTEND_TRIES {
+                        return Err(Error::UnexpectedResponse {
+                            operation: "UpdateItem",
+                            detail: "concurrent extensions of the lock kept moving its lease end; the data was not replaced",
+                        });
+                    }
+                    expires_at = record.holder.expires_at;
+                }
+                record => {
+                    let outcome = self.lost_outcome(handle, record, now);
+                    self.settings
+                        .queues
+                        .freed(handle.resource(), Some(handle.lock_id()));
+                    warn!(
+                        resource = handle.resource(),
+                        owner = handle.owner(),
+                        ?outcome,
+                        "lock not extended"
+                    );
+                    return Ok(outcome);
+                }
+            }
+        };
+        let lock = Lock::new(
+            handle.clone(),
+            record.holder.acquired_at,
+            record.holder.expires_at,
+            sent + lease,
+        )
+        .with_fencing_token(record.holder.fencing_token);
+        self.settings.queues.extended(
+            handle.resource(),
+            handle.lock_id(),
+            lock.valid_until_instant(),
+        );
+        info!(
+            resource = handle.resource(),
+            owner = handle.owner(),
+            lock_id = %handle.lock_id().short(),
+            lease_ms = millis(lease),
+            held_ms = millis(span(lock.acquired_at(), now)),
+            "lock extended"
+        );
+        Ok(ExtendOutcome::Extended(lock))
+    }
+
+    /// One UpdateItem of extend, to `expires_at`: `Ok(Ok(record))` as written, `Ok(Err(record))`
+    /// with the item its condition failed on (`ALL_OLD`), if any.
+    async fn update_lock_item(
+        &self,
+        handle: &LockHandle,
+        lease: Duration,
+        change: DataChange<'_>,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        version: &str,
+    ) -> Result<Result<Record, Option<Record>>, Error> {
         let update = match change {
             DataChange::Keep => item::EXTEND_UPDATE.to_owned(),
             DataChange::Replace(_) => {
@@ -662,7 +752,7 @@ impl LockClient {
                 ":ttl",
                 AttributeValue::N(self.ttl_epoch_seconds(expires_at)?.to_string()),
             ),
-            (":version", s(&version)),
+            (":version", s(version)),
             (":lease_ms", item::millis(lease)),
             (":lock_id", s(handle.lock_id().to_string())),
             (":owner", s(handle.owner())),
@@ -691,57 +781,20 @@ impl LockClient {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        let record = match result {
-            Ok(out) => self.record(handle.resource(), out.attributes())?.ok_or(
-                Error::UnexpectedResponse {
+        match result {
+            Ok(out) => Ok(Ok(self
+                .record(handle.resource(), out.attributes())?
+                .ok_or(Error::UnexpectedResponse {
                     operation: "UpdateItem",
                     detail: "no attributes despite ReturnValues = ALL_NEW",
-                },
-            )?,
+                })?)),
             Err(err) => match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    match self.record(handle.resource(), failed.item())? {
-                        // An SDK retry failed on the item its own earlier attempt wrote.
-                        Some(record) if record.version == version => record,
-                        record => {
-                            let outcome = self.lost_outcome(handle, record, now);
-                            self.settings
-                                .queues
-                                .freed(handle.resource(), Some(handle.lock_id()));
-                            warn!(
-                                resource = handle.resource(),
-                                owner = handle.owner(),
-                                ?outcome,
-                                "lock not extended"
-                            );
-                            return Ok(outcome);
-                        }
-                    }
+                    Ok(Err(self.record(handle.resource(), failed.item())?))
                 }
-                _ => return Err(Error::backend("UpdateItem", err)),
+                _ => Err(Error::backend("UpdateItem", err)),
             },
-        };
-        let lock = Lock::new(
-            handle.clone(),
-            record.holder.acquired_at,
-            record.holder.expires_at,
-            sent + lease,
-        )
-        .with_fencing_token(record.holder.fencing_token);
-        self.settings.queues.extended(
-            handle.resource(),
-            handle.lock_id(),
-            lock.valid_until_instant(),
-        );
-        info!(
-            resource = handle.resource(),
-            owner = handle.owner(),
-            lock_id = %handle.lock_id().short(),
-            lease_ms = millis(lease),
-            held_ms = millis(span(lock.acquired_at(), now)),
-            "lock extended"
-        );
-        Ok(ExtendOutcome::Extended(lock))
+        }
     }
 
     /// Why an extension's condition failed, from the item it failed on.

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -59,6 +59,24 @@ pub enum LockLost {
         /// The last extension error, if an extension failed rather than went unanswered.
         last_error: Option<String>,
     },
+    /// The guard released the lock: [`LockGuard::release`] started, the guard was dropped, or
+    /// [`LockClient::with_lock`] finished its work. Every [`LockWatch`] of the guard says so from
+    /// the moment the release starts, before its request is answered.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireOptions, LockLost};
+    ///
+    /// let guard = client.lock("reports/daily", &AcquireOptions::new()).await?;
+    /// let watch = guard.watch();
+    /// drop(guard);
+    /// assert!(!watch.is_held());
+    /// assert_eq!(watch.lost().await, LockLost::Released);
+    /// # Ok(()) }
+    /// ```
+    Released,
 }
 
 impl fmt::Display for LockLost {
@@ -77,6 +95,7 @@ impl fmt::Display for LockLost {
             LockLost::LeaseRanOut {
                 last_error: Some(error),
             } => write!(f, "the lease ran out; the last extension failed: {error}"),
+            LockLost::Released => f.write_str("the guard released the lock"),
         }
     }
 }
@@ -119,8 +138,9 @@ pub struct LockWatch {
 }
 
 impl LockWatch {
-    /// Whether the lock is held now: no extension has reported it lost, and the lease (as last
-    /// extended, counted on the monotonic clock) has not run out.
+    /// Whether the lock is held now: the guard has not released it (or started to), no extension
+    /// has reported it lost, and the lease (as last extended, counted on the monotonic clock) has
+    /// not run out.
     pub fn is_held(&self) -> bool {
         match &*self.state.borrow() {
             State::Held(lock) => Instant::now() < lock.valid_until_instant(),
@@ -136,8 +156,9 @@ impl LockWatch {
         }
     }
 
-    /// Completes when the lock is lost: an extension found it gone or taken, or its lease ran out
-    /// without a successful extension. Cancel-safe, for use in `tokio::select!`.
+    /// Completes when the lock is lost: an extension found it gone or taken, its lease ran out
+    /// without a successful extension, or the guard released it ([`LockLost::Released`], from the
+    /// moment the release starts). Cancel-safe, for use in `tokio::select!`.
     pub async fn lost(&self) -> LockLost {
         let mut state = self.state.clone();
         loop {
@@ -192,8 +213,13 @@ pub struct LockGuard {
     client: LockClient,
     lease: Duration,
     state: Arc<watch::Sender<State>>,
+    /// Held by whichever extension of this guard is in flight (the heartbeat's or
+    /// [`replace_data`](Self::replace_data)'s), so that the guard never has two at once and its
+    /// answers settle in the order the requests were sent.
+    extending: Arc<Mutex<()>>,
     watch: LockWatch,
     heartbeat: JoinHandle<()>,
+    /// Set once [`release`](Self::release) has its answer: until then Drop releases (again).
     released: bool,
 }
 
@@ -201,9 +227,11 @@ impl LockGuard {
     fn start(client: &LockClient, lock: Lock, lease: Duration, heartbeat: Duration) -> Self {
         let (sender, receiver) = watch::channel(State::Held(lock));
         let state = Arc::new(sender);
+        let extending = Arc::new(Mutex::new(()));
         let task = tokio::spawn(extend_until_lost(
             client.clone(),
             Arc::clone(&state),
+            Arc::clone(&extending),
             lease,
             heartbeat,
         ));
@@ -211,6 +239,7 @@ impl LockGuard {
             client: client.clone(),
             lease,
             state,
+            extending,
             watch: LockWatch { state: receiver },
             heartbeat: task,
             released: false,
@@ -245,6 +274,10 @@ impl LockGuard {
     /// Replaces the payload stored with the lock (`None` removes it), extending the lease in the
     /// same write. A lost outcome makes the guard lost too.
     ///
+    /// It waits for an extension of the heartbeat that is in flight, and gives up when the lease
+    /// runs out as the heartbeat does: then, or if the guard was lost already, the result is
+    /// [`Error::Lost`] and the guard is lost.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -253,25 +286,68 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn replace_data(&self, data: Option<Vec<u8>>) -> Result<ExtendOutcome, Error> {
-        let Some(lock) = self.lock() else {
-            return Ok(ExtendOutcome::NotFound);
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let lost = |lock: &Lock| Error::Lost {
+            resource: lock.resource().to_owned(),
+            reason: Box::new(why_lost(&self.state)),
         };
-        let outcome = self
-            .client
-            .extend_and_replace_data(&lock, self.lease, data)
-            .await?;
-        settle(&self.state, &outcome);
-        Ok(outcome)
+        let valid_until = match &*self.state.borrow() {
+            State::Held(lock) => lock.valid_until_instant(),
+            State::Lost { lock, .. } => return Err(lost(lock)),
+        };
+        // The heartbeat holds the turn at most until the lease it extends runs out.
+        let turn = tokio::time::timeout_at(valid_until, self.extending.lock()).await;
+        let lock = self.last_lock();
+        let Ok(_turn) = turn else {
+            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+            return Err(lost(&lock));
+        };
+        if held(&self.state).is_none() {
+            return Err(lost(&lock));
+        }
+        let answer = tokio::time::timeout_at(
+            lock.valid_until_instant(),
+            self.client.extend_and_replace_data(&lock, self.lease, data),
+        )
+        .await;
+        if let Ok(answer) = answer {
+            let outcome = answer?;
+            match settle(&self.state, &outcome) {
+                Ok(()) => return Ok(outcome),
+                // Found gone, expired or taken: the outcome says so.
+                Err(_) if !matches!(outcome, ExtendOutcome::Extended(_)) => return Ok(outcome),
+                // Extended, but answered after the lease ran out.
+                Err(_) => {}
+            }
+        } else {
+            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+        }
+        // The guard is lost, but the extension may have landed (or may still land): release, so
+        // that the lock is not held for a lease nobody uses.
+        if let Err(err) = self.client.release(&lock).await {
+            debug!(resource = lock.resource(), %err, "release after an unanswered extension failed");
+        }
+        Err(lost(&lock))
     }
 
     /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
     /// including [`ReleaseOutcome::NotFound`] or [`ReleaseOutcome::NotOwner`] if the lock had been
     /// lost.
+    ///
+    /// From the moment it starts, every [`LockWatch`] of the guard says the lock is not held
+    /// ([`LockLost::Released`]). If this future is dropped before the DeleteItem is answered (a
+    /// `select!`, an outer timeout), the guard's drop sends the release again from a spawned task,
+    /// as for a dropped guard; a second DeleteItem of the same acquisition can delete nothing else.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
-        self.released = true;
+        lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
-        self.client.release(&lock).await
+        let outcome = self.client.release(&lock).await;
+        // Only now: a release cancelled at its await is covered by Drop.
+        self.released = true;
+        outcome
     }
 
     /// The lock as last known, lost or not (its credential never changes).
@@ -288,9 +364,16 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
+        lose(&self.state, LockLost::Released);
         let lock = match &*self.state.borrow() {
-            State::Held(lock) => lock.clone(),
-            State::Lost { .. } => return,
+            // Held until now, a release that did not complete, or a lease that ran out while an
+            // extension may still land (the heartbeat's own release of it was just aborted).
+            State::Lost {
+                lock,
+                lost: LockLost::Released | LockLost::LeaseRanOut { .. },
+            } => lock.clone(),
+            // Found gone, expired or taken by an extension: nothing of ours to release.
+            State::Lost { .. } | State::Held(_) => return,
         };
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -305,20 +388,45 @@ impl Drop for LockGuard {
     }
 }
 
-/// Records an extension's outcome: a later lease replaces an earlier one; a loss is final.
-fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) {
+/// Records an extension's outcome: a later lease replaces an earlier one; a loss is final. An
+/// extension answered after the guard's lease ran out on the monotonic clock loses the guard
+/// (`LeaseRanOut`) instead of reviving it: `is_held` has said false and `lost` has completed.
+/// Returns why the guard is lost, if it is.
+fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) -> Result<(), LockLost> {
     let lost = match outcome {
         ExtendOutcome::Extended(extended) => {
+            let now = Instant::now();
+            let mut ran_out = false;
             state.send_if_modified(|current| match current {
+                State::Held(lock) if now >= lock.valid_until_instant() => {
+                    ran_out = true;
+                    false
+                }
                 State::Held(lock)
                     if extended.valid_until_instant() > lock.valid_until_instant() =>
                 {
-                    *lock = extended.clone();
+                    // Every stored lease end an answer tells was stored at some point, and while
+                    // the item is ours it never moves back (an extension never shortens it): the
+                    // latest one known is not after the stored one.
+                    let expires_at = lock.expires_at().max(extended.expires_at());
+                    *lock = Lock::new(
+                        extended.handle().clone(),
+                        extended.acquired_at(),
+                        expires_at,
+                        extended.valid_until_instant(),
+                    )
+                    .with_fencing_token(extended.fencing_token());
                     true
                 }
                 _ => false,
             });
-            return;
+            if !ran_out {
+                return match &*state.borrow() {
+                    State::Held(_) => Ok(()),
+                    State::Lost { lost, .. } => Err(lost.clone()),
+                };
+            }
+            LockLost::LeaseRanOut { last_error: None }
         }
         ExtendOutcome::NotFound => LockLost::NotFound,
         ExtendOutcome::Expired { expired_at } => LockLost::Expired {
@@ -329,12 +437,21 @@ fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) {
         },
     };
     lose(state, lost);
+    match &*state.borrow() {
+        State::Held(_) => Ok(()),
+        State::Lost { lost, .. } => Err(lost.clone()),
+    }
 }
 
+/// Moves the guard to lost for `lost`, unless it is lost already (the first reason stays).
 fn lose(state: &watch::Sender<State>, lost: LockLost) {
     state.send_if_modified(|current| match current {
         State::Held(lock) => {
-            warn!(resource = lock.resource(), %lost, "lock lost");
+            if lost == LockLost::Released {
+                debug!(resource = lock.resource(), "guard releasing its lock");
+            } else {
+                warn!(resource = lock.resource(), %lost, "lock lost");
+            }
             *current = State::Lost {
                 lock: lock.clone(),
                 lost,
@@ -345,37 +462,72 @@ fn lose(state: &watch::Sender<State>, lost: LockLost) {
     });
 }
 
+/// Why the guard is lost (`LeaseRanOut` if it is not lost yet but its lease ran out).
+fn why_lost(state: &watch::Sender<State>) -> LockLost {
+    match &*state.borrow() {
+        State::Lost { lost, .. } => lost.clone(),
+        State::Held(_) => LockLost::LeaseRanOut { last_error: None },
+    }
+}
+
+/// The lock while the guard holds it.
+fn held(state: &watch::Sender<State>) -> Option<Lock> {
+    match &*state.borrow() {
+        State::Held(lock) => Some(lock.clone()),
+        State::Lost { .. } => None,
+    }
+}
+
 /// The guard's background task: extend every `heartbeat`, retry failures until the lease runs
 /// out, stop at the first loss.
 async fn extend_until_lost(
     client: LockClient,
     state: Arc<watch::Sender<State>>,
+    extending: Arc<Mutex<()>>,
     lease: Duration,
     heartbeat: Duration,
 ) {
-    let mut next = Instant::now() + heartbeat;
+    // An extension is due when as much lease is left as a fresh lease has left after one
+    // heartbeat. Counting back from the lock's own lease end, rather than forward from when the
+    // guard (or the last extension's answer) started, matters for a lock handed back with little
+    // lease left (an idempotent acquire of a lock this owner already held): it is extended at
+    // once, not a whole heartbeat later, when it may have expired.
+    let margin = lease.saturating_sub(heartbeat);
+    let mut retry_at: Option<Instant> = None;
     let mut last_error: Option<String> = None;
     loop {
-        tokio::time::sleep_until(next).await;
-        let lock = match &*state.borrow() {
-            State::Held(lock) => lock.clone(),
-            State::Lost { .. } => return,
+        let Some(planned) = held(&state) else { return };
+        let valid_until = planned.valid_until_instant();
+        let due = retry_at
+            .unwrap_or_else(|| valid_until.checked_sub(margin).unwrap_or_else(Instant::now));
+        tokio::time::sleep_until(due).await;
+        // A replace_data in flight holds the turn at most until the lease runs out too.
+        let Ok(_turn) = tokio::time::timeout_at(valid_until, extending.lock()).await else {
+            break;
         };
-        let valid_until = lock.valid_until_instant();
+        let Some(lock) = held(&state) else { return };
+        if lock.valid_until_instant() > valid_until {
+            // Extended meanwhile (replace_data): due again later.
+            retry_at = None;
+            continue;
+        }
+        if Instant::now() >= valid_until {
+            break;
+        }
         let answer = tokio::time::timeout_at(valid_until, client.extend(&lock, lease)).await;
         match answer {
-            Ok(Ok(outcome)) => {
-                settle(&state, &outcome);
-                if !matches!(outcome, ExtendOutcome::Extended(_)) {
-                    return;
+            Ok(Ok(outcome)) => match settle(&state, &outcome) {
+                Ok(()) => {
+                    last_error = None;
+                    retry_at = None;
                 }
-                last_error = None;
-                next = Instant::now() + heartbeat;
-            }
+                Err(LockLost::LeaseRanOut { .. }) => break,
+                Err(_) => return,
+            },
             Ok(Err(err)) if Instant::now() < valid_until => {
                 warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
                 last_error = Some(err.to_string());
-                next = (Instant::now() + heartbeat / 4).min(valid_until);
+                retry_at = Some((Instant::now() + heartbeat / 4).min(valid_until));
             }
             Ok(Err(err)) => {
                 last_error = Some(err.to_string());

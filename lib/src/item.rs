@@ -70,9 +70,11 @@ pub(crate) const EXTEND_UPDATE: &str =
 pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
 /// …or remove it…
 pub(crate) const EXTEND_REMOVE_DATA: &str = " REMOVE #data";
-/// …only for the same acquisition and owner, while the lease still stands.
+/// …only for the same acquisition and owner, while the lease still stands, and never to an earlier
+/// lease end than the stored one (timestamps are fixed width, so the comparison is chronological):
+/// an extension that arrives after a later one of the same lock must not shorten its lease.
 pub(crate) const EXTEND_CONDITION: &str =
-    "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now";
+    "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at <= :expires_at";
 
 /// A fenced acquisition also raises the fence item's token (in the same transaction)…
 pub(crate) const FENCE_UPDATE: &str = "SET #fencing_token = :fencing_token";

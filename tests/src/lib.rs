@@ -204,6 +204,34 @@ impl Clock for OffsetClock {
     }
 }
 
+/// A clock running an adjustable offset from the system clock, shared by the clients given it:
+/// [`advance`](Self::advance) makes time pass for them at once (leases expire with no sleep).
+#[derive(Debug, Default)]
+pub struct AdjustableClock {
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl AdjustableClock {
+    /// A clock reading the system clock until advanced.
+    pub fn new() -> Arc<AdjustableClock> {
+        Arc::new(AdjustableClock::default())
+    }
+
+    /// Moves the clock `by` ahead, for every client that reads it.
+    pub fn advance(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).expect("a test duration");
+        self.offset_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for AdjustableClock {
+    fn now(&self) -> DateTime<Utc> {
+        let offset = self.offset_ms.load(std::sync::atomic::Ordering::SeqCst);
+        Utc::now() + chrono::TimeDelta::milliseconds(offset)
+    }
+}
+
 /// Shows the library's tracing output for failing tests (`RUST_LOG=ddb_lock=debug`).
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()

@@ -1,9 +1,15 @@
 //! The lock guard: it extends in the background, reports loss, releases on drop and on release,
 //! replaces the payload; and `with_lock` always releases.
 
-use ddb_lock::{AcquireOptions, Error, LockLost, LockStatus, ReleaseOutcome};
+use ddb_lock::{
+    AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, LockWatch,
+    ReleaseOutcome,
+};
 use ddb_lock_tests::proxy::Proxy;
-use ddb_lock_tests::{builder, dynamodb_at, endpoint, hold, lock_client, unique};
+use ddb_lock_tests::{
+    builder, dynamodb_at, dynamodb_with, endpoint, hold, lock_client, raw_item, stored,
+    string_attr, unique, AdjustableClock, OffsetClock,
+};
 use std::time::Duration;
 use tokio::time::timeout;
 
@@ -301,4 +307,249 @@ async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
         matches!(&result, Err(Error::Lost { reason, .. }) if **reason == LockLost::NotFound),
         "{result:?}"
     );
+}
+
+/// What `watch.lost()` answers right now, without waiting: `None` if it would wait.
+async fn lost_now(watch: &LockWatch) -> Option<LockLost> {
+    tokio::select! {
+        biased;
+        lost = watch.lost() => Some(lost),
+        () = std::future::ready(()) => None,
+    }
+}
+
+/// A client of the shared table through `proxy`, whose requests the SDK retries quickly.
+fn client_through(proxy: &Proxy, clock: Option<std::sync::Arc<AdjustableClock>>) -> LockClient {
+    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(
+            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(10)),
+        )
+    });
+    let builder = builder(dynamodb);
+    match clock {
+        Some(clock) => builder.clock(clock),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_released_or_dropped_guard_tells_every_watch_at_once() {
+    lock_client().await;
+    let resource = unique("guard-watch-released");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+
+    // release(): lost while its DeleteItem is still unanswered.
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let watch = guard.watch();
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    let release = tokio::spawn(guard.release());
+    answer.applied().await;
+    assert!(
+        !watch.is_held(),
+        "a watch says held while the guard releases"
+    );
+    assert_eq!(lost_now(&watch).await, Some(LockLost::Released));
+    answer.drop_it();
+    release.await.unwrap().unwrap();
+    assert!(!watch.is_held());
+
+    // Drop.
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let watch = guard.watch();
+    drop(guard);
+    assert!(
+        !watch.is_held(),
+        "a watch says held after its guard was dropped"
+    );
+    assert_eq!(lost_now(&watch).await, Some(LockLost::Released));
+
+    // with_lock's own release.
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    client
+        .with_lock(&resource, &opts("alice", 60_000, 20_000), |watch| {
+            sender.send(watch.clone()).unwrap();
+            async move { Ok::<_, Error>(()) }
+        })
+        .await
+        .unwrap();
+    let watch = receiver.await.unwrap();
+    assert!(
+        !watch.is_held(),
+        "a watch says held after with_lock released"
+    );
+    assert_eq!(lost_now(&watch).await, Some(LockLost::Released));
+}
+
+#[tokio::test]
+async fn a_release_cancelled_at_its_await_still_releases() {
+    lock_client().await;
+    let resource = unique("guard-release-cancelled");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    // Polled once and dropped at its first await, as an outer timeout or a `select!` would: on this
+    // current-thread runtime its DeleteItem has not left yet.
+    let cancelled = tokio::time::timeout(Duration::ZERO, guard.release()).await;
+    assert!(cancelled.is_err(), "the release was cancelled");
+
+    // The lease is a minute: only a release frees the lock within the patience.
+    timeout(PATIENCE, proxy.wait_for("DeleteItem", |c| c.answered >= 1))
+        .await
+        .expect("the cancelled release still sent its DeleteItem");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+
+    // Cancelled after its DeleteItem was applied: the second DeleteItem that covers it finds
+    // nothing and touches nobody else's lock.
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    tokio::select! {
+        outcome = guard.release() => panic!("the answer was withheld, yet: {outcome:?}"),
+        () = answer.applied() => {}
+    }
+    timeout(PATIENCE, proxy.wait_for("DeleteItem", |c| c.answered >= 2))
+        .await
+        .expect("the dropped release sent its own DeleteItem");
+    let direct = lock_client().await;
+    let bobs = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    answer.drop_it();
+    let item = raw_item(&resource).await.expect("bob's lock untouched");
+    assert_eq!(string_attr(&item, "LockID"), bobs.lock_id().to_string());
+    direct.release(&bobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_extension_applied_late_never_shortens_the_stored_lease() {
+    lock_client().await;
+    let resource = unique("extend-reordered");
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
+
+    // The first extension is applied and its answer withheld; the SDK retries it (the same
+    // request, the same lease end) only after a second extension, sent later, was applied.
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let first = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    answer.applied().await;
+    clock.advance(Duration::from_secs(5));
+    let ExtendOutcome::Extended(second) =
+        client.extend(&lock, Duration::from_secs(60)).await.unwrap()
+    else {
+        panic!("the second extension was refused");
+    };
+    answer.drop_it();
+    let ExtendOutcome::Extended(first) = first.await.unwrap().unwrap() else {
+        panic!("the retried first extension was refused");
+    };
+
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(
+        string_attr(&item, "ExpiresAt"),
+        stored(second.expires_at()),
+        "the late retry shortened the stored lease"
+    );
+    assert!(first.expires_at() <= second.expires_at());
+    assert!(
+        first.valid_until() <= second.valid_until(),
+        "the late answer promises no more than the later extension"
+    );
+    client.release(&lock).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_data_replacement_unanswered_within_the_lease_loses_the_guard() {
+    lock_client().await;
+    let resource = unique("guard-late-extension");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let guard = client
+        .lock(&resource, &opts("alice", 1500, 1000))
+        .await
+        .unwrap();
+
+    // While the replacement's answer is withheld the guard makes no other extension: letting its
+    // lease run out on the monotonic clock is the behaviour under test.
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let (replaced, lost) = timeout(PATIENCE, async {
+        tokio::join!(guard.replace_data(Some(b"step 2".to_vec())), async {
+            answer.applied().await;
+            guard.lost().await
+        })
+    })
+    .await
+    .expect("the guard was lost and the replacement gave up");
+
+    assert!(
+        matches!(lost, LockLost::LeaseRanOut { .. }),
+        "expected the lease to run out, got {lost:?}"
+    );
+    assert!(
+        matches!(&replaced, Err(Error::Lost { reason, .. }) if matches!(**reason, LockLost::LeaseRanOut { .. })),
+        "{replaced:?}"
+    );
+    // The answer, when it comes, revives nothing.
+    answer.drop_it();
+    assert!(!guard.is_held());
+    assert!(guard.lock().is_none());
+    assert!(matches!(
+        lost_now(&guard.watch()).await,
+        Some(LockLost::LeaseRanOut { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_guard_extends_a_lock_handed_back_with_little_lease_left_at_once() {
+    let direct = lock_client().await;
+    let resource = unique("guard-idempotent-short");
+    // Alice's lock, taken by a clock 57 s behind: three seconds of its minute are left.
+    let behind = builder(ddb_lock_tests::dynamodb())
+        .clock(OffsetClock::shared(chrono::TimeDelta::seconds(-57)))
+        .build()
+        .unwrap();
+    let alices = hold(&behind, &resource, "alice", Duration::from_secs(60)).await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000).idempotent(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        guard.lock().unwrap().lock_id(),
+        alices.lock_id(),
+        "handed back"
+    );
+    tokio::select! {
+        biased;
+        lost = guard.lost() => panic!("lost before the first extension: {lost}"),
+        () = proxy.wait_for("UpdateItem", |c| c.answered >= 1) => {}
+    }
+
+    assert!(guard.is_held());
+    let LockStatus::Held { holder, .. } = direct.status(&resource).await.unwrap() else {
+        panic!("the handed-back lock expired");
+    };
+    assert!(holder.expires_at > alices.expires_at() + chrono::TimeDelta::seconds(30));
+    guard.release().await.unwrap();
 }
