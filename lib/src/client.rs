@@ -14,7 +14,7 @@ use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::in_flight::InFlightAcquisition;
 use crate::item::{self, Item, Record, Written};
-use crate::limits::{self, MIN_LEASE};
+use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::options::AcquireOptions;
 use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
@@ -651,7 +651,7 @@ impl LockClient {
         change: DataChange<'_>,
     ) -> Result<ExtendOutcome, Error> {
         self.check_handle(handle)?;
-        limits::duration("lease", lease, MIN_LEASE)?;
+        let lease = limits::lease(lease)?;
         let sent = Instant::now();
         let now = self.now();
         let mut expires_at = after(now, lease, "lease")?;

@@ -659,8 +659,7 @@ impl LockClient {
 
     /// The lease a guard extends by and how often, validated before anything is acquired.
     fn guard_timing(&self, opts: &AcquireOptions) -> Result<(Duration, Duration), InvalidInput> {
-        let lease = opts.lease_duration().unwrap_or(self.default_lease());
-        limits::duration("lease", lease, MIN_LEASE)?;
+        let lease = limits::lease(opts.lease_duration().unwrap_or(self.default_lease()))?;
         let heartbeat = opts.heartbeat_period().unwrap_or(lease / 3);
         limits::duration("heartbeat", heartbeat, MIN_LEASE)?;
         if heartbeat >= lease {

@@ -40,8 +40,10 @@ async fn acquire_stores_the_documented_item_and_release_deletes_it() {
         aws_sdk_dynamodb::types::AttributeValue::N(n) => n.parse().unwrap(),
         other => panic!("TTL is {other:?}, expected a number"),
     };
-    // The default grace period is one hour after the lease ends.
-    assert_eq!(ttl, (lock.expires_at() + TimeDelta::hours(1)).timestamp());
+    // The default grace period is one hour after the lease ends, in whole seconds rounded up.
+    let deletable = lock.expires_at() + TimeDelta::hours(1);
+    let rounded_up = i64::from(deletable.timestamp_subsec_millis() > 0);
+    assert_eq!(ttl, deletable.timestamp() + rounded_up);
     assert_eq!(
         item["LeaseMs"],
         aws_sdk_dynamodb::types::AttributeValue::N("30000".into())

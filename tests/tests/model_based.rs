@@ -954,7 +954,10 @@ impl Sut {
             let expires_at = at(s.expires_at);
             lock.insert(ACQUIRED_AT, stored(at(s.acquired_at)));
             lock.insert(EXPIRES_AT, stored(expires_at));
-            lock.insert(TTL, (expires_at + TTL_GRACE).timestamp().to_string());
+            // Whole epoch seconds, rounded up: never before the lease has ended.
+            let deletable = expires_at + TTL_GRACE;
+            let ttl = deletable.timestamp() + i64::from(deletable.timestamp_subsec_millis() > 0);
+            lock.insert(TTL, ttl.to_string());
             lock.insert(OWNER, s.owner.to_owned());
             let lock_id = self.locks.get(s.lock).map(|l| l.lock_id().to_string());
             lock.insert(
