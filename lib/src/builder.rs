@@ -163,6 +163,7 @@ impl LockClientBuilder {
             takeover: self.takeover,
             observations: Default::default(),
             queues: Default::default(),
+            background: Default::default(),
             token_offset: Default::default(),
         }))
     }

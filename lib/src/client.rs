@@ -7,6 +7,7 @@
 //! succeeded but its answer was lost, the retry fails its condition on an item carrying our own
 //! `LockID`, which is a success, not contention.
 
+use crate::background::BackgroundReleases;
 use crate::backoff::{Backoff, BackoffBounds};
 use crate::builder::LockClientBuilder;
 use crate::clock::Clock;
@@ -80,6 +81,8 @@ pub(crate) struct Settings {
     pub(crate) observations: Observations,
     /// This client's waiters, in line per resource.
     pub(crate) queues: WaitQueues,
+    /// Releases sent from spawned tasks (dropped guards, dropped acquisitions).
+    pub(crate) background: BackgroundReleases,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -151,6 +154,38 @@ impl LockClient {
     /// The owner used when [`AcquireOptions`] names none.
     pub fn default_owner(&self) -> &str {
         &self.settings.owner
+    }
+
+    /// Waits until every release this client (or a clone) sent in the background has finished:
+    /// those of dropped [`LockGuard`](crate::LockGuard)s, of a `release()` or an acquisition
+    /// whose future was dropped mid-request. Call it before a Lambda handler returns: the
+    /// execution environment is frozen afterwards, and a release still in flight would wait for
+    /// the next invocation (the lock meanwhile held until its lease ends).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// {
+    ///     let _guard = client.lock("orders/42", &AcquireOptions::new()).await?;
+    ///     // ... work; the guard is dropped here, its release sent from a spawned task ...
+    /// }
+    /// client.flush().await; // the release has been answered
+    /// # Ok(()) }
+    /// ```
+    pub async fn flush(&self) {
+        self.settings.background.finished().await;
+    }
+
+    /// Sends `release` from a spawned task that [`flush`](Self::flush) waits for; false if
+    /// there is no runtime to spawn it on.
+    pub(crate) fn release_in_background(
+        &self,
+        release: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        self.settings.background.spawn(release)
     }
 
     pub(crate) fn dynamodb(&self) -> &aws_sdk_dynamodb::Client {

@@ -376,15 +376,13 @@ impl Drop for LockGuard {
             State::Lost { .. } | State::Held(_) => return,
         };
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let client = self.client.clone();
-            runtime.spawn(async move {
-                match client.release(&lock).await {
-                    Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
-                    Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
-                }
-            });
-        }
+        let client = self.client.clone();
+        self.client.release_in_background(async move {
+            match client.release(&lock).await {
+                Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
+                Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
+            }
+        });
     }
 }
 

@@ -4,10 +4,10 @@
 //! an aborted task. If that happens while the PutItem (or the fenced TransactWriteItems) is on its
 //! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
 //! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
-//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a spawned
-//! task. If the write was never applied, or someone else holds the lock by then, the condition
-//! fails and nothing changes. (A write still in flight when the DeleteItem arrives is not caught:
-//! it expires with its lease.)
+//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a background
+//! task ([`LockClient::flush`] waits for it). If the write was never applied, or someone else
+//! holds the lock by then, the condition fails and nothing changes. (A write still in flight when
+//! the DeleteItem arrives is not caught: it expires with its lease.)
 
 use crate::client::LockClient;
 use crate::lock::LockHandle;
@@ -40,15 +40,8 @@ impl Drop for InFlightAcquisition<'_> {
         let Some(handle) = self.handle.take() else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            warn!(
-                resource = handle.resource(),
-                "acquisition dropped mid-request outside a runtime; what it wrote expires with its lease"
-            );
-            return;
-        };
         let client = self.client.clone();
-        runtime.spawn(async move {
+        let spawned = self.client.release_in_background(async move {
             let (resource, owner) = (handle.resource(), handle.owner());
             match client.delete_lock(resource, owner, Some(handle.lock_id())).await {
                 Ok(outcome) => {
@@ -59,5 +52,8 @@ impl Drop for InFlightAcquisition<'_> {
                 }
             }
         });
+        if !spawned {
+            warn!("acquisition dropped mid-request outside a runtime; what it wrote expires with its lease");
+        }
     }
 }

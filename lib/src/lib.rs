@@ -37,6 +37,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod background;
 mod backoff;
 mod builder;
 mod cleanup;

@@ -154,6 +154,24 @@ async fn dropping_a_guard_releases_its_lock() {
 }
 
 #[tokio::test]
+async fn flush_returns_once_a_dropped_guards_release_is_answered() {
+    let client = lock_client().await;
+    let resource = unique("guard-flushed");
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    drop(guard);
+    client.flush().await;
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "released before flush returned, not after the minute's lease"
+    );
+    client.flush().await; // nothing left: at once
+}
+
+#[tokio::test]
 async fn the_holder_replaces_and_removes_the_lock_data() {
     let client = lock_client().await;
     let resource = unique("guard-data");
