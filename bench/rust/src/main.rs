@@ -300,7 +300,7 @@ impl Contestant {
                         "lock_clients": if args.client_per_worker {
                             "one per worker: waiters contend through DynamoDB only, as separate processes do"
                         } else {
-                            "one, shared by the workers: waiters line up in the client and a release hands over"
+                            "one, shared by the workers: waiters line up in the client and a release wakes the first"
                         },
                     }),
                 );
