@@ -343,8 +343,11 @@ impl LockClient {
         // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
         // one last attempt below is still made.
         let first = tokio::time::timeout_at(deadline, place.first()).await.ok();
+        // An idempotent request does not wait for a lock this client holds: it may be its own,
+        // which it takes back at once (a saga step retried in the same Lambda instance).
+        let waits_for_release_here = first.is_some() && !request.idempotent;
         loop {
-            if first.is_some() {
+            if waits_for_release_here {
                 self.wait_while_held_here(&place, resource, deadline).await;
             }
             // Registered before the attempt, so that a release during it is not missed.
@@ -388,7 +391,7 @@ impl LockClient {
                     holder: Box::new(holder),
                 });
             }
-            if first.is_some() && queues.held_here(resource, now).is_some() {
+            if waits_for_release_here && queues.held_here(resource, now).is_some() {
                 continue;
             }
             let delay = backoff

@@ -170,3 +170,38 @@ async fn an_idempotent_acquire_under_the_observed_lease_rule_extends_the_lock_it
     assert_eq!(proxy.counts("PutItem").requests, 2);
     assert_eq!(proxy.counts("UpdateItem").requests, 1, "one extension");
 }
+
+/// Regression test (seen in the demo: a Lambda instance's `acquire` of the lock its own
+/// `try_acquire` had taken waited half a second): an idempotent acquire does not wait for the
+/// release of a lock its client holds, since it may be its own.
+#[tokio::test]
+async fn an_idempotent_acquire_takes_back_its_own_lock_without_waiting_for_a_release() {
+    lock_client().await; // the table exists
+    let patient = builder(dynamodb())
+        .lease(Duration::from_secs(3600))
+        .backoff(ddb_lock::BackoffBounds::new(
+            Duration::from_millis(20),
+            Duration::from_secs(3600),
+        ))
+        .build()
+        .unwrap();
+    let resource = unique("idempotent-same-client");
+    let opts = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .timeout(Duration::from_secs(3600));
+    let first = patient
+        .try_acquire(&resource, &opts)
+        .await
+        .unwrap()
+        .unwrap();
+    // Not a timing threshold: waiting for a release here would take the lease, an hour.
+    let (again, stats) = tokio::time::timeout(
+        Duration::from_secs(60),
+        patient.acquire_with_stats(&resource, &opts),
+    )
+    .await
+    .expect("the acquire waited for a release of its own lock");
+    assert_eq!(again.unwrap(), first);
+    assert_eq!(stats.attempts, 1);
+}
