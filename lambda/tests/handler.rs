@@ -306,12 +306,13 @@ async fn force_release_is_refused_unless_the_deployment_enables_it() {
     );
 }
 
-#[tokio::test]
-async fn cleanup_deletes_long_expired_locks() {
+/// Handlers of a fresh table configured by `env`: one whose clock is an hour behind (its locks
+/// are long expired now) and one on the real clock.
+async fn cleanup_handlers(env: &[(&str, &str)]) -> (Handler, Handler) {
     let table = format!("h-cleanup-{}", uuid::Uuid::new_v4());
     let table_client = builder(dynamodb()).table_name(&table).build().unwrap();
     table_client.create_table().await.unwrap();
-    let mut settings = config(&[("DDB_LOCK_CLEANUP_EXPIRED_FOR_MS", "1000")]);
+    let mut settings = config(env);
     settings.table = table.clone();
     let past = builder(dynamodb())
         .table_name(&table)
@@ -319,13 +320,19 @@ async fn cleanup_deletes_long_expired_locks() {
         .build()
         .unwrap();
     let old = Handler::new(past, settings.clone());
+    let now = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
+    (old, now)
+}
+
+#[tokio::test]
+async fn cleanup_deletes_long_expired_locks() {
+    let (old, now) = cleanup_handlers(&[("DDB_LOCK_CLEANUP_EXPIRED_FOR_MS", "1000")]).await;
     invoke(
         &old,
         json!({"op": "try_acquire", "resource": "abandoned", "owner": "crashed"}),
     )
     .await
     .unwrap();
-    let now = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
     let answer = invoke(&now, json!({"op": "cleanup"})).await.unwrap();
     assert_eq!(answer["deleted"], 1, "{answer}");
     assert_eq!(answer["complete"], true);
@@ -334,31 +341,16 @@ async fn cleanup_deletes_long_expired_locks() {
 
 #[tokio::test]
 async fn cleanup_stopped_by_its_bound_answers_a_cursor_that_the_next_cleanup_resumes_from() {
-    let table = format!("h-cleanup-{}", uuid::Uuid::new_v4());
-    builder(dynamodb())
-        .table_name(&table)
-        .build()
-        .unwrap()
-        .create_table()
-        .await
-        .unwrap();
-    let mut settings = config(&[
+    let (old, now) = cleanup_handlers(&[
         ("DDB_LOCK_CLEANUP_EXPIRED_FOR_MS", "1000"),
         ("DDB_LOCK_CLEANUP_MAX_DELETES", "2"),
-    ]);
-    settings.table = table.clone();
-    let past = builder(dynamodb())
-        .table_name(&table)
-        .clock(OffsetClock::shared(TimeDelta::hours(-1)))
-        .build()
-        .unwrap();
-    let old = Handler::new(past, settings.clone());
+    ])
+    .await;
     for i in 0..5 {
         let event =
             json!({"op": "try_acquire", "resource": format!("abandoned-{i}"), "owner": "crashed"});
         invoke(&old, event).await.unwrap();
     }
-    let now = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
     let (mut deleted, mut event, mut invocations) = (0, json!({"op": "cleanup"}), 0);
     loop {
         let answer = invoke(&now, event.clone()).await.unwrap();
