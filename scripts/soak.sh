@@ -26,7 +26,7 @@ report="$(mktemp)"
   printf 'Command: `scripts/soak.sh %s %s`.\n' "$runs" "$duration_ms"
   cat "$results"
 } >"$report"
-mv "$report" docs/reliability.md
+mv "$report" docs/reliability.md && chmod 644 docs/reliability.md
 rm -f "$results"
 echo "wrote docs/reliability.md"
 exit "$status"
