@@ -994,13 +994,19 @@ impl LockClient {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        in_flight.answered();
         match result {
-            Ok(_) => Ok(self.acquired(lock)),
+            Ok(_) => {
+                in_flight.answered();
+                Ok(self.acquired(lock))
+            }
             Err(err) => match err.as_service_error() {
                 Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    in_flight.answered();
                     self.refused(request, lock, failed.item(), "PutItem").await
                 }
+                // No answer, or one that does not say whether the write was applied (a timeout,
+                // a lost connection after the SDK's last retry): `in_flight` is dropped armed,
+                // releasing what may have been written.
                 _ => Err(Error::backend("PutItem", err)),
             },
         }
@@ -1074,11 +1080,15 @@ impl LockClient {
                 .transact_items(TransactWriteItem::builder().update(fence).build())
                 .send()
                 .await;
-            in_flight.answered();
             let err = match result {
-                Ok(_) => return Ok(self.acquired(lock)),
+                Ok(_) => {
+                    in_flight.answered();
+                    return Ok(self.acquired(lock));
+                }
                 Err(err) => err,
             };
+            // Any other error leaves `in_flight` armed: the transaction may have been applied
+            // by an attempt whose answer was lost, and what it wrote is released.
             let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
                 err.as_service_error()
             else {
@@ -1087,12 +1097,18 @@ impl LockClient {
             let reasons = cancelled.cancellation_reasons();
             let code = |i: usize| reasons.get(i).and_then(CancellationReason::code);
             if code(0) == Some("ConditionalCheckFailed") {
+                // The lock item refused it (our own LockID there, if an earlier attempt wrote it).
+                in_flight.answered();
                 let item = reasons.first().and_then(CancellationReason::item);
                 return self
                     .refused(request, lock, item, "TransactWriteItems")
                     .await;
             }
             if code(1) == Some("ConditionalCheckFailed") {
+                // Only the fence refused: nothing of ours is written (an earlier attempt's Put
+                // would have failed the lock's condition too), and the next try reuses this
+                // LockID, which a clean-up in the background must not delete.
+                in_flight.answered();
                 let item = reasons.get(1).and_then(CancellationReason::item);
                 let current = item
                     .map(|item| item::decode_fence(request.resource, item))

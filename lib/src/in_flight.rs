@@ -5,16 +5,19 @@
 //! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
 //! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
 //! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a background
-//! task ([`LockClient::flush`] waits for it). If the write was never applied, or someone else
-//! holds the lock by then, the condition fails and nothing changes. (A write still in flight when
-//! the DeleteItem arrives is not caught: it expires with its lease.)
+//! task ([`LockClient::flush`] waits for it). The same goes for an attempt answered with an error
+//! that does not say whether the write was applied: a timeout, or a connection lost after the
+//! SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
+//! conflict after an earlier attempt's answer was lost. If the write was never applied, or someone
+//! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
+//! when the DeleteItem arrives is not caught: it expires with its lease.)
 
 use crate::client::LockClient;
 use crate::lock::LockHandle;
 use tracing::{debug, warn};
 
 /// Armed while an acquisition's write is in flight; releases what it may have written if dropped
-/// before [`answered`](Self::answered).
+/// before [`answered`](Self::answered), which only an answer that settles the outcome calls.
 pub(crate) struct InFlightAcquisition<'a> {
     client: &'a LockClient,
     handle: Option<LockHandle>,
@@ -29,7 +32,8 @@ impl<'a> InFlightAcquisition<'a> {
         }
     }
 
-    /// The write was answered (applied, refused or failed): its caller decides from here.
+    /// The write's outcome is known (applied, or refused by a condition): its caller decides from
+    /// here.
     pub(crate) fn answered(mut self) {
         self.handle = None;
     }

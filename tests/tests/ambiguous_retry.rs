@@ -2,8 +2,8 @@
 //! must not turn our own success into contention (acquire), a lost lock (extend) or an ownership
 //! mismatch (release).
 
-use ddb_lock::{AcquireOptions, ExtendOutcome, ReleaseOutcome};
-use ddb_lock_tests::proxy::Proxy;
+use ddb_lock::{AcquireOptions, Error, ExtendOutcome, ReleaseOutcome};
+use ddb_lock_tests::proxy::{Faults, Proxy};
 use ddb_lock_tests::{
     endpoint, hold, lock_client, quickly_retrying_client, raw_item, stored, string_attr, unique,
 };
@@ -98,4 +98,42 @@ async fn a_retried_release_whose_first_answer_was_lost_never_reports_a_mismatch(
     );
     let item = raw_item(&resource).await.expect("bob's lock untouched");
     assert_eq!(string_attr(&item, "LockID"), bobs.lock_id().to_string());
+}
+
+/// Written first, and seen failing before the fix: when every answer is lost the SDK gives up and
+/// the acquire fails, but its first attempt was applied, and the lock stayed held by nobody for
+/// its whole lease.
+#[tokio::test]
+async fn an_acquire_whose_every_answer_is_lost_fails_and_leaves_nothing_held() {
+    lock_client().await; // the table exists
+    for fencing in [false, true] {
+        let resource = unique("every-answer-lost");
+        let proxy = Proxy::start(&endpoint()).await;
+        let client = quickly_retrying_client(&proxy.endpoint());
+        proxy.set_faults(Faults {
+            drop_every: 1,
+            ..Faults::default()
+        });
+        let opts = AcquireOptions::new()
+            .owner("alice")
+            .fencing(fencing)
+            .lease(Duration::from_secs(3600));
+        let err = client.try_acquire(&resource, &opts).await.unwrap_err();
+        assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+        let operation = if fencing {
+            "TransactWriteItems"
+        } else {
+            "PutItem"
+        };
+        assert!(
+            proxy.counts(operation).dropped >= 1,
+            "an attempt was applied"
+        );
+
+        client.flush().await;
+        assert!(
+            raw_item(&resource).await.is_none(),
+            "fenced: {fencing}: what the failed acquire wrote was released"
+        );
+    }
 }
