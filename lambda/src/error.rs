@@ -1,8 +1,7 @@
 //! The one place where outcomes become the `errorType` names a state machine retries and catches
-//! on: the library's errors ([`From<ddb_lock::Error>`](HandlerError#impl-From%3CError%3E-for-HandlerError)),
-//! its outcomes that are failures for a caller ([`HandlerError::from_try_acquire`],
-//! [`HandlerError::from_release`], [`HandlerError::from_extend`]), and malformed events. The names
-//! are a stable API: see [`name`].
+//! on: the library's errors (`From<ddb_lock::Error>`), its outcomes that fail a call
+//! (`HandlerError::from_try_acquire`, `from_release`, `from_extend`), and malformed events
+//! ([`RequestError`]). The names are a stable API: see [`name`].
 
 use crate::event::{HeldLock, RequestError};
 use ddb_lock::{timestamp, AcquireAttempt, ExtendOutcome, Holder, Lock, ReleaseOutcome};
@@ -177,6 +176,12 @@ impl From<ddb_lock::Error> for HandlerError {
             }
             other => HandlerError::Backend(other),
         }
+    }
+}
+
+impl From<RequestError> for HandlerError {
+    fn from(invalid: RequestError) -> Self {
+        HandlerError::InvalidRequest(invalid)
     }
 }
 

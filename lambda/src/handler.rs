@@ -93,7 +93,7 @@ impl Handler {
                 let budget = wait_budget(context.deadline, now_ms(), self.config.deadline_margin);
                 self.execute(request, budget, &mut attempts).await
             }
-            Err(invalid) => Err(HandlerError::InvalidRequest(invalid)),
+            Err(invalid) => Err(invalid.into()),
         };
         let outcome = match &result {
             Ok(done) => done.outcome,
