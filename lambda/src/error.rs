@@ -1,8 +1,10 @@
 //! The one place where outcomes become the `errorType` names a state machine retries and catches
-//! on. The names are a stable API: see [`name`].
+//! on: the library's errors (`From<ddb_lock::Error>`), its outcomes that fail a call
+//! (`HandlerError::from_try_acquire`, `from_release`, `from_extend`), and malformed events
+//! ([`RequestError`]). The names are a stable API: see [`name`].
 
-use crate::event::RequestError;
-use ddb_lock::{timestamp, Holder};
+use crate::event::{HeldLock, RequestError};
+use ddb_lock::{timestamp, AcquireAttempt, ExtendOutcome, Holder, Lock, ReleaseOutcome};
 use lambda_runtime::Diagnostic;
 
 /// The `errorType` names, stable across releases.
@@ -98,6 +100,63 @@ impl HandlerError {
             HandlerError::Backend(_) => name::BACKEND_UNAVAILABLE,
         }
     }
+
+    /// The lock `try_acquire` took on `resource`, or [`name::LOCK_HELD`].
+    pub(crate) fn from_try_acquire(
+        resource: &str,
+        attempt: AcquireAttempt,
+    ) -> Result<Lock, HandlerError> {
+        match attempt {
+            AcquireAttempt::Acquired(lock) => Ok(lock),
+            AcquireAttempt::Held(holder) => Err(HandlerError::Held {
+                resource: resource.to_owned(),
+                holder: Box::new(holder),
+            }),
+        }
+    }
+
+    /// Whether a release of `owner`'s lock on `resource` deleted it, or
+    /// [`name::LOCK_OWNERSHIP_MISMATCH`]. A lock gone already is `Ok(false)`, not an error, so
+    /// that a saga's compensation can always release.
+    pub(crate) fn from_release(
+        resource: &str,
+        owner: &str,
+        outcome: ReleaseOutcome,
+    ) -> Result<bool, HandlerError> {
+        match outcome {
+            ReleaseOutcome::Released => Ok(true),
+            ReleaseOutcome::NotFound => Ok(false),
+            ReleaseOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
+                resource: resource.to_owned(),
+                owner: owner.to_owned(),
+                holder: Box::new(holder),
+            }),
+        }
+    }
+
+    /// The extended `lock`, or why it was not: [`name::LOCK_NOT_FOUND`], [`name::LOCK_EXPIRED`],
+    /// [`name::LOCK_OWNERSHIP_MISMATCH`].
+    pub(crate) fn from_extend(
+        lock: HeldLock,
+        outcome: ExtendOutcome,
+    ) -> Result<Lock, HandlerError> {
+        match outcome {
+            ExtendOutcome::Extended(extended) => Ok(extended),
+            ExtendOutcome::NotFound => Err(HandlerError::NotFound {
+                resource: lock.resource,
+                owner: lock.owner,
+            }),
+            ExtendOutcome::Expired { expired_at } => Err(HandlerError::Expired {
+                resource: lock.resource,
+                expired_at,
+            }),
+            ExtendOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
+                resource: lock.resource,
+                owner: lock.owner,
+                holder: Box::new(holder),
+            }),
+        }
+    }
 }
 
 impl From<ddb_lock::Error> for HandlerError {
@@ -117,6 +176,12 @@ impl From<ddb_lock::Error> for HandlerError {
             }
             other => HandlerError::Backend(other),
         }
+    }
+}
+
+impl From<RequestError> for HandlerError {
+    fn from(invalid: RequestError) -> Self {
+        HandlerError::InvalidRequest(invalid)
     }
 }
 

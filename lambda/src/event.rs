@@ -2,11 +2,16 @@
 //! [`Request`] or a [`RequestError`] naming the offending field.
 //!
 //! Parsing is strict: an unknown or inapplicable field is an error, so a typo (`leaseMs`) fails
-//! loudly instead of silently taking a default.
+//! loudly instead of silently taking a default. Serde reads the fields (see `Event`); the custom
+//! readers below give durations, instants, lock ids and cursors their checks and messages.
 
 use chrono::{DateTime, TimeZone, Utc};
-use ddb_lock::{duration_from_millis, CleanupCursor, InvalidCleanupCursor, LockId};
+use ddb_lock::{CleanupCursor, LockId};
+use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::Deserialize;
 use serde_json::{Map, Value};
+use serde_path_to_error::Segment;
+use std::fmt;
 use std::time::Duration;
 
 /// The key under which [`JsonGuard`](crate::JsonGuard) hands on a body that was not JSON.
@@ -113,32 +118,6 @@ impl RequestError {
     }
 }
 
-/// The operations, and the fields each accepts besides `op`.
-const OPS: [(&str, &[&str]); 8] = [
-    (
-        "acquire",
-        &[
-            "resource", "owner", "lease_ms", "wait_ms", "data", "fencing",
-        ],
-    ),
-    (
-        "try_acquire",
-        &["resource", "owner", "lease_ms", "data", "fencing"],
-    ),
-    ("release", &["resource", "owner", "lock_id"]),
-    (
-        "release_execution",
-        &["owner", "execution_input", "resource_field", "stopped_at"],
-    ),
-    (
-        "extend",
-        &["resource", "owner", "lock_id", "lease_ms", "data"],
-    ),
-    ("status", &["resource"]),
-    ("force_release", &["resource"]),
-    ("cleanup", &["cursor"]),
-];
-
 /// Parses an invocation event.
 ///
 /// # Examples
@@ -155,6 +134,8 @@ const OPS: [(&str, &[&str]); 8] = [
 /// assert_eq!(err.field, "lease_ms");
 /// ```
 pub fn parse(event: &Value) -> Result<Request, RequestError> {
+    // By hand up to the op: serde would call an array "a sequence" and a wrong op "a variant
+    // identifier", and the op must be a string to become the variant's name below.
     let Value::Object(fields) = event else {
         return Err(RequestError::new(
             "event",
@@ -167,211 +148,300 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
             format!("is not JSON: {problem}"),
         ));
     }
-    let op = match fields.get("op") {
-        Some(Value::String(op)) => op.as_str(),
+    let mut fields = fields.clone();
+    let op = match fields.remove("op") {
+        Some(Value::String(op)) => op,
         Some(other) => {
             return Err(RequestError::new(
                 "op",
-                format!("must be a string, not {}", kind(other)),
+                format!("must be a string, not {}", kind(&other)),
             ))
         }
-        None => {
-            return Err(RequestError::new(
-                "op",
-                format!("is required: one of {}", op_names()),
-            ))
+        None => return Err(RequestError::new("op", "is required")),
+    };
+    // `{"op": op, fields…}` becomes serde's externally tagged form `{op: {fields…}}`.
+    let tagged = Value::Object(Map::from_iter([(op, Value::Object(fields))]));
+    serde_path_to_error::deserialize::<_, Event>(tagged)
+        .map_err(RequestError::from_serde)?
+        .into_request()
+}
+
+impl RequestError {
+    /// The field and problem of a serde error: the field is the last key on the error's path,
+    /// except for a missing field, whose path ends at the op and whose name only serde's message
+    /// ("missing field `owner`") gives; an error outside the fields is an unknown op.
+    fn from_serde(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
+        let problem = err.inner().to_string();
+        let missing = problem
+            .strip_prefix("missing field `")
+            .and_then(|field| field.strip_suffix('`'));
+        if let Some(field) = missing {
+            return RequestError::new(field, "is required");
         }
-    };
-    let Some((op, accepted)) = OPS.iter().find(|(name, _)| *name == op) else {
-        return Err(RequestError::new(
-            "op",
-            format!("{op:?} is not one of {}", op_names()),
-        ));
-    };
-    if let Some(field) = fields
-        .keys()
-        .find(|k| *k != "op" && !accepted.contains(&k.as_str()))
-    {
-        return Err(RequestError::new(
-            field.as_str(),
-            format!(
-                "is not a field of `{op}` (its fields: {})",
-                accepted.join(", ")
-            ),
-        ));
+        let field = match err.path().iter().next_back() {
+            Some(Segment::Map { key }) => key.as_str(),
+            _ => "op",
+        };
+        RequestError::new(field, format!("is not accepted: {problem}"))
     }
-    let event = Fields(fields);
-    Ok(match *op {
-        "acquire" => Request::Acquire {
-            lock: event.new_lock()?,
-            wait: event.millis("wait_ms")?,
-        },
-        "try_acquire" => Request::TryAcquire {
-            lock: event.new_lock()?,
-        },
-        "release" => Request::Release(event.held_lock()?),
-        "release_execution" => Request::ReleaseExecution {
-            resource: event.execution_resource()?,
-            owner: event.string("owner")?,
-            stopped_at: event.epoch_millis("stopped_at")?,
-        },
-        "extend" => Request::Extend {
-            lock: event.held_lock()?,
-            lease: event.millis("lease_ms")?,
-            data: fields
-                .get("data")
-                .map(|d| Some(d).filter(|d| !d.is_null()).map(Value::to_string)),
-        },
-        "status" => Request::Status {
-            resource: event.string("resource")?,
-        },
-        "force_release" => Request::ForceRelease {
-            resource: event.string("resource")?,
-        },
-        _ => Request::Cleanup {
-            cursor: event.cleanup_cursor()?,
-        },
+}
+
+/// The event as serde reads it: one variant per op, the op's fields named as in the event.
+/// Strict: a field the op does not take is refused, so a typo (`leaseMs`) fails loudly instead of
+/// silently taking a default. Absent and `null` optional fields alike take the default.
+///
+/// Not `#[serde(tag = "op")]`: an internally tagged enum buffers the event before it picks the
+/// variant, and the path of an error in a field is lost, so a wrong type could not name its
+/// field. [`parse`] moves the op outside instead.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Event {
+    Acquire {
+        resource: String,
+        owner: String,
+        #[serde(default, deserialize_with = "duration")]
+        lease_ms: Option<Duration>,
+        #[serde(default, deserialize_with = "duration")]
+        wait_ms: Option<Duration>,
+        #[serde(default, deserialize_with = "json_text")]
+        data: Option<String>,
+        #[serde(default, deserialize_with = "flag")]
+        fencing: bool,
+    },
+    TryAcquire {
+        resource: String,
+        owner: String,
+        #[serde(default, deserialize_with = "duration")]
+        lease_ms: Option<Duration>,
+        #[serde(default, deserialize_with = "json_text")]
+        data: Option<String>,
+        #[serde(default, deserialize_with = "flag")]
+        fencing: bool,
+    },
+    Release {
+        resource: String,
+        owner: String,
+        #[serde(deserialize_with = "lock_id")]
+        lock_id: LockId,
+    },
+    ReleaseExecution {
+        owner: String,
+        execution_input: String,
+        resource_field: String,
+        #[serde(default, deserialize_with = "epoch_millis")]
+        stopped_at: Option<DateTime<Utc>>,
+    },
+    Extend {
+        resource: String,
+        owner: String,
+        #[serde(deserialize_with = "lock_id")]
+        lock_id: LockId,
+        #[serde(default, deserialize_with = "duration")]
+        lease_ms: Option<Duration>,
+        /// Absent: keep the data; `null`: remove it.
+        #[serde(default, deserialize_with = "replacement")]
+        data: Option<Option<String>>,
+    },
+    Status {
+        resource: String,
+    },
+    ForceRelease {
+        resource: String,
+    },
+    Cleanup {
+        #[serde(default, deserialize_with = "cursor")]
+        cursor: Option<CleanupCursor>,
+    },
+}
+
+impl Event {
+    fn into_request(self) -> Result<Request, RequestError> {
+        Ok(match self {
+            Event::Acquire {
+                resource,
+                owner,
+                lease_ms,
+                wait_ms,
+                data,
+                fencing,
+            } => Request::Acquire {
+                lock: NewLock {
+                    resource,
+                    owner,
+                    lease: lease_ms,
+                    data,
+                    fencing,
+                },
+                wait: wait_ms,
+            },
+            Event::TryAcquire {
+                resource,
+                owner,
+                lease_ms,
+                data,
+                fencing,
+            } => Request::TryAcquire {
+                lock: NewLock {
+                    resource,
+                    owner,
+                    lease: lease_ms,
+                    data,
+                    fencing,
+                },
+            },
+            Event::Release {
+                resource,
+                owner,
+                lock_id,
+            } => Request::Release(HeldLock {
+                resource,
+                owner,
+                lock_id,
+            }),
+            Event::ReleaseExecution {
+                owner,
+                execution_input,
+                resource_field,
+                stopped_at,
+            } => Request::ReleaseExecution {
+                resource: execution_resource(&execution_input, &resource_field)?,
+                owner,
+                stopped_at,
+            },
+            Event::Extend {
+                resource,
+                owner,
+                lock_id,
+                lease_ms,
+                data,
+            } => Request::Extend {
+                lock: HeldLock {
+                    resource,
+                    owner,
+                    lock_id,
+                },
+                lease: lease_ms,
+                data,
+            },
+            Event::Status { resource } => Request::Status { resource },
+            Event::ForceRelease { resource } => Request::ForceRelease { resource },
+            Event::Cleanup { cursor } => Request::Cleanup { cursor },
+        })
+    }
+}
+
+/// The resource named by `field` inside `input`, the execution's input as Step Functions reports
+/// it: a JSON document in a string. By hand: it reads the string as JSON after serde.
+fn execution_resource(input: &str, field: &str) -> Result<String, RequestError> {
+    let input: Value = serde_json::from_str(input).map_err(|e| {
+        RequestError::new("execution_input", format!("is not a JSON document: {e}"))
+    })?;
+    match input.get(field) {
+        Some(Value::String(resource)) => Ok(resource.clone()),
+        Some(other) => Err(RequestError::new(
+            "execution_input",
+            format!("field `{field}` must be a string, not {}", kind(other)),
+        )),
+        None => Err(RequestError::new(
+            "execution_input",
+            format!("has no field `{field}` (named by resource_field)"),
+        )),
+    }
+}
+
+/// A duration in whole, non-negative milliseconds.
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    d.deserialize_option(Millis {
+        expecting: "a whole number of milliseconds, not negative",
+        convert: |ms| u64::try_from(ms).ok().map(Duration::from_millis),
     })
 }
 
-struct Fields<'a>(&'a Map<String, Value>);
+/// An instant in milliseconds since the epoch, as EventBridge's Step Functions events carry it.
+fn epoch_millis<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    d.deserialize_option(Millis {
+        expecting: "a whole number of milliseconds since the epoch",
+        convert: |ms| Utc.timestamp_millis_opt(ms).single(),
+    })
+}
 
-impl Fields<'_> {
-    fn string(&self, field: &str) -> Result<String, RequestError> {
-        match self.0.get(field) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(RequestError::new(
-                field,
-                format!("must be a string, not {}", kind(other)),
-            )),
-            None => Err(RequestError::new(field, "is required")),
+/// Reads an optional whole number of milliseconds and converts it; serde's errors then say what
+/// was `expecting` (`1.5` is "floating point `1.5`, expected a whole number of milliseconds…").
+struct Millis<T> {
+    expecting: &'static str,
+    convert: fn(i64) -> Option<T>,
+}
+
+impl<'de, T> Visitor<'de> for Millis<T> {
+    type Value = Option<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        d.deserialize_i64(self)
+    }
+
+    fn visit_i64<E: de::Error>(self, ms: i64) -> Result<Option<T>, E> {
+        match (self.convert)(ms) {
+            Some(value) => Ok(Some(value)),
+            None => Err(E::invalid_value(Unexpected::Signed(ms), &self)),
         }
     }
 
-    fn millis(&self, field: &'static str) -> Result<Option<Duration>, RequestError> {
-        match self.0.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => {
-                let ms = n.as_i64().ok_or_else(|| {
-                    RequestError::new(
-                        field,
-                        format!("must be a whole number of milliseconds, not {n}"),
-                    )
-                })?;
-                duration_from_millis(field, ms).map(Some).map_err(|_| {
-                    RequestError::new(field, format!("is {ms} ms; durations cannot be negative"))
-                })
-            }
-            Some(other) => Err(RequestError::new(
-                field,
-                format!("must be a number of milliseconds, not {}", kind(other)),
-            )),
+    fn visit_u64<E: de::Error>(self, ms: u64) -> Result<Option<T>, E> {
+        match i64::try_from(ms).ok().and_then(self.convert) {
+            Some(value) => Ok(Some(value)),
+            None => Err(E::invalid_value(Unexpected::Unsigned(ms), &self)),
         }
-    }
-
-    fn new_lock(&self) -> Result<NewLock, RequestError> {
-        Ok(NewLock {
-            resource: self.string("resource")?,
-            owner: self.string("owner")?,
-            lease: self.millis("lease_ms")?,
-            data: self
-                .0
-                .get("data")
-                .filter(|d| !d.is_null())
-                .map(Value::to_string),
-            fencing: self.flag("fencing")?,
-        })
-    }
-
-    fn flag(&self, field: &str) -> Result<bool, RequestError> {
-        match self.0.get(field) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(RequestError::new(
-                field,
-                format!("must be true or false, not {}", kind(other)),
-            )),
-        }
-    }
-
-    /// The resource named by `resource_field` inside `execution_input`, the execution's input
-    /// as Step Functions reports it: a JSON document in a string.
-    fn cleanup_cursor(&self) -> Result<Option<CleanupCursor>, RequestError> {
-        match self.0.get("cursor") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(cursor)) => cursor
-                .parse()
-                .map(Some)
-                .map_err(|e: InvalidCleanupCursor| RequestError::new("cursor", e.to_string())),
-            Some(other) => Err(RequestError::new(
-                "cursor",
-                format!(
-                    "must be the next_cursor string of an earlier cleanup, not {}",
-                    kind(other)
-                ),
-            )),
-        }
-    }
-
-    /// An instant given as epoch milliseconds (as EventBridge's Step Functions events carry it).
-    fn epoch_millis(&self, field: &'static str) -> Result<Option<DateTime<Utc>>, RequestError> {
-        match self.0.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n
-                .as_i64()
-                .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
-                .map(Some)
-                .ok_or_else(|| {
-                    RequestError::new(
-                        field,
-                        format!("must be a whole number of milliseconds since the epoch, not {n}"),
-                    )
-                }),
-            Some(other) => Err(RequestError::new(
-                field,
-                format!(
-                    "must be a number of milliseconds since the epoch, not {}",
-                    kind(other)
-                ),
-            )),
-        }
-    }
-
-    fn execution_resource(&self) -> Result<String, RequestError> {
-        let field = self.string("resource_field")?;
-        let input: Value = serde_json::from_str(&self.string("execution_input")?).map_err(|e| {
-            RequestError::new("execution_input", format!("is not a JSON document: {e}"))
-        })?;
-        match input.get(&field) {
-            Some(Value::String(resource)) => Ok(resource.clone()),
-            Some(other) => Err(RequestError::new(
-                "execution_input",
-                format!("field `{field}` must be a string, not {}", kind(other)),
-            )),
-            None => Err(RequestError::new(
-                "execution_input",
-                format!("has no field `{field}` (named by resource_field)"),
-            )),
-        }
-    }
-
-    fn held_lock(&self) -> Result<HeldLock, RequestError> {
-        let lock_id = self.string("lock_id")?;
-        Ok(HeldLock {
-            resource: self.string("resource")?,
-            owner: self.string("owner")?,
-            lock_id: LockId::parse(&lock_id).map_err(|_| {
-                RequestError::new("lock_id", "is not a lock id returned by acquire (a UUID)")
-            })?,
-        })
     }
 }
 
-fn op_names() -> String {
-    OPS.iter()
-        .map(|(name, _)| *name)
-        .collect::<Vec<_>>()
-        .join(", ")
+/// `true` or `false`; absent or `null` is `false`.
+fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Option::<bool>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// Any JSON value, kept as its text; `null` is none.
+fn json_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<Value>::deserialize(d).map(|value| value.as_ref().map(Value::to_string))
+}
+
+/// A present `data` of `extend`: a value replaces the data, `null` removes it.
+fn replacement<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    json_text(d).map(Some)
+}
+
+fn lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<LockId, D::Error> {
+    let id = String::deserialize(d)?;
+    LockId::parse(&id).map_err(|_| {
+        de::Error::invalid_value(
+            Unexpected::Str(&id),
+            &"a lock id returned by acquire (a UUID)",
+        )
+    })
+}
+
+/// The `next_cursor` of an earlier cleanup; `null` is the start of the table.
+fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CleanupCursor>, D::Error> {
+    let Some(cursor) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    cursor.parse().map(Some).map_err(|_| {
+        de::Error::invalid_value(
+            Unexpected::Str(&cursor),
+            &"the next_cursor of an earlier cleanup",
+        )
+    })
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -503,5 +573,101 @@ mod tests {
         let err = parse(&json!({"op": "acquire", "resource": "r", "owner": "o", "lease_ms": -5}))
             .unwrap_err();
         assert!(err.to_string().contains("negative"), "{err}");
+    }
+
+    #[test]
+    fn null_is_the_default_of_an_optional_field_and_wrong_for_a_required_one() {
+        let acquire = parse(&json!({"op": "acquire", "resource": "r", "owner": "o",
+            "lease_ms": null, "wait_ms": null, "data": null, "fencing": null}))
+        .unwrap();
+        let Request::Acquire { lock, wait } = acquire else {
+            panic!("parsed as {acquire:?}")
+        };
+        assert_eq!(
+            (lock.lease, wait, lock.data, lock.fencing),
+            (None, None, None, false)
+        );
+        let cleanup = parse(&json!({"op": "cleanup", "cursor": null})).unwrap();
+        assert_eq!(cleanup, Request::Cleanup { cursor: None });
+        let err = parse(&json!({"op": "status", "resource": null})).unwrap_err();
+        assert_eq!(err.field, "resource");
+        assert!(err.problem.contains("null"), "{err}");
+    }
+
+    #[test]
+    fn numbers_that_are_not_whole_milliseconds_in_range_name_the_field() {
+        let acquire = |wait: &str| {
+            let event =
+                format!(r#"{{"op": "acquire", "resource": "r", "owner": "o", "wait_ms": {wait}}}"#);
+            parse(&serde_json::from_str(&event).unwrap())
+        };
+        assert!(
+            acquire("9223372036854775807").is_ok(),
+            "i64::MAX ms is accepted"
+        );
+        for wait in [
+            "9223372036854775808",
+            "18446744073709551616",
+            "1e3",
+            "1.0",
+            "-0.5",
+        ] {
+            let err = acquire(wait).unwrap_err();
+            assert_eq!(err.field, "wait_ms", "{wait}");
+            assert!(
+                err.problem.contains("whole number of milliseconds"),
+                "{err}"
+            );
+        }
+        let release = |stopped_at: Value| {
+            parse(
+                &json!({"op": "release_execution", "owner": "o", "resource_field": "id",
+                "execution_input": r#"{"id": "r"}"#, "stopped_at": stopped_at}),
+            )
+        };
+        assert!(release(json!(1_795_000_000_000_i64)).is_ok());
+        assert_eq!(release(json!(i64::MAX)).unwrap_err().field, "stopped_at");
+        assert_eq!(release(json!(1.5)).unwrap_err().field, "stopped_at");
+    }
+
+    #[test]
+    fn strings_are_not_read_as_booleans_or_numbers() {
+        let event = |field: &str, value: &str| {
+            let mut event = json!({"op": "acquire", "resource": "r", "owner": "o"});
+            event[field] = json!(value);
+            parse(&event).unwrap_err()
+        };
+        for (field, value) in [("fencing", "true"), ("lease_ms", "5"), ("wait_ms", "0")] {
+            let err = event(field, value);
+            assert_eq!(err.field, field);
+            assert!(err.problem.contains("string"), "{err}");
+        }
+        let err = parse(&json!({"op": "cleanup", "cursor": 5})).unwrap_err();
+        assert_eq!(err.field, "cursor");
+    }
+
+    #[test]
+    fn messages_say_what_is_wrong() {
+        let problem = |event: Value| parse(&event).unwrap_err().to_string();
+        assert_eq!(
+            problem(json!({"op": "acquire", "owner": "o"})),
+            "`resource` is required"
+        );
+        assert_eq!(problem(json!({"resource": "r"})), "`op` is required");
+        assert!(
+            problem(json!({"op": "lock"})).contains("expected one of `acquire`, `try_acquire`"),
+            "the ops are listed"
+        );
+        assert!(
+            problem(json!({"op": "status", "resource": "r", "owner": "o"}))
+                .contains("unknown field `owner`, expected `resource`"),
+            "the op's fields are listed"
+        );
+        assert!(
+            problem(json!({"op": "release", "resource": "r", "owner": "o", "lock_id": "x"}))
+                .contains("a lock id returned by acquire")
+        );
+        assert!(problem(json!({"op": "cleanup", "cursor": "x"}))
+            .contains("the next_cursor of an earlier cleanup"));
     }
 }

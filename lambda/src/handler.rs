@@ -7,10 +7,8 @@ use crate::metrics::{emf_line, OperationMetrics};
 use crate::response::{
     CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, Response, StatusResponse,
 };
-use ddb_lock::{
-    AcquireAttempt, AcquireOptions, CleanupCursor, ExtendOutcome, LockClient, LockHandle,
-    LockStatus, ReleaseOutcome,
-};
+use chrono::{DateTime, Utc};
+use ddb_lock::{AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, ReleaseOutcome};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::sync::Arc;
@@ -95,7 +93,7 @@ impl Handler {
                 let budget = wait_budget(context.deadline, now_ms(), self.config.deadline_margin);
                 self.execute(request, budget, &mut attempts).await
             }
-            Err(invalid) => Err(HandlerError::InvalidRequest(invalid)),
+            Err(invalid) => Err(invalid.into()),
         };
         let outcome = match &result {
             Ok(done) => done.outcome,
@@ -118,6 +116,8 @@ impl Handler {
         result.map(|done| done.answer)
     }
 
+    /// Runs `request` within the time `budget`, counting its conditional writes in `attempts`
+    /// (each is billed, so they are counted whether the operation succeeds or not).
     async fn execute(
         &self,
         request: Request,
@@ -125,127 +125,139 @@ impl Handler {
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
         match request {
-            Request::Acquire { lock, wait } => {
-                let wait = wait.unwrap_or(self.config.default_wait);
-                let wait = budget.map_or(wait, |budget| wait.min(budget));
-                let opts = acquire_options(&lock).timeout(wait);
-                let (result, stats) = self.client.acquire_with_stats(&lock.resource, &opts).await;
-                *attempts = stats.attempts;
-                let acquired = result?;
-                let mut answer = LockResponse::new(&acquired);
-                answer.waited_ms =
-                    Some(u64::try_from(stats.waited.as_millis()).unwrap_or(u64::MAX));
-                answer.attempts = Some(stats.attempts);
-                Ok(Done::new(answer, "acquired"))
-            }
-            Request::TryAcquire { lock } => {
-                *attempts = 1;
-                let opts = acquire_options(&lock);
-                match self
-                    .client
-                    .try_acquire_with_holder(&lock.resource, &opts)
-                    .await?
-                {
-                    AcquireAttempt::Acquired(acquired) => {
-                        Ok(Done::new(LockResponse::new(&acquired), "acquired"))
-                    }
-                    AcquireAttempt::Held(holder) => Err(HandlerError::Held {
-                        resource: lock.resource,
-                        holder: Box::new(holder),
-                    }),
-                }
-            }
-            Request::Release(lock) => {
-                *attempts = 1;
-                let outcome = self.client.release(&handle(&lock)).await?;
-                let lock_id = Some(lock.lock_id.to_string());
-                release_answer(lock.resource, lock.owner, lock_id, outcome)
-            }
+            Request::Acquire { lock, wait } => self.acquire(lock, wait, budget, attempts).await,
+            Request::TryAcquire { lock } => self.try_acquire(lock, attempts).await,
+            Request::Release(lock) => self.release(lock, attempts).await,
             Request::ReleaseExecution {
                 resource,
                 owner,
                 stopped_at,
             } => {
-                *attempts = 1;
-                let outcome = match stopped_at {
-                    Some(stopped_at) => {
-                        self.client
-                            .release_owned_acquired_by(&resource, &owner, stopped_at)
-                            .await?
-                    }
-                    None => self.client.release_owned(&resource, &owner).await?,
-                };
-                release_answer(resource, owner, None, outcome)
+                self.release_execution(resource, owner, stopped_at, attempts)
+                    .await
             }
-            Request::Extend { lock, lease, data } => {
-                *attempts = 1;
-                let lease = lease.unwrap_or(self.config.default_lease);
-                let outcome = match data {
-                    None => self.client.extend(&handle(&lock), lease).await?,
-                    Some(data) => {
-                        self.client
-                            .extend_and_replace_data(
-                                &handle(&lock),
-                                lease,
-                                data.map(String::into_bytes),
-                            )
-                            .await?
-                    }
-                };
-                match outcome {
-                    ExtendOutcome::Extended(extended) => {
-                        Ok(Done::new(LockResponse::new(&extended), "extended"))
-                    }
-                    ExtendOutcome::NotFound => Err(HandlerError::NotFound {
-                        resource: lock.resource,
-                        owner: lock.owner,
-                    }),
-                    ExtendOutcome::Expired { expired_at } => Err(HandlerError::Expired {
-                        resource: lock.resource,
-                        expired_at,
-                    }),
-                    ExtendOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
-                        resource: lock.resource,
-                        owner: lock.owner,
-                        holder: Box::new(holder),
-                    }),
-                }
-            }
-            Request::Status { resource } => match self.client.status(&resource).await? {
-                LockStatus::Free => Ok(Done::new(StatusResponse::free(&resource), "free")),
-                LockStatus::Held { holder, remaining } => Ok(Done::new(
-                    StatusResponse::held(&resource, holder, remaining),
-                    "held",
-                )),
-            },
-            Request::ForceRelease { resource } => {
-                if !self.config.allow_force_release {
-                    return Err(HandlerError::ForceReleaseDisabled);
-                }
-                *attempts = 1;
-                let removed = self.client.force_release(&resource).await?;
-                let outcome = if removed.is_some() {
-                    "force_released"
-                } else {
-                    "not_held"
-                };
-                let answer = ForceReleaseResponse {
-                    resource,
-                    released: removed.is_some(),
-                    previous_owner: removed.map(|holder| holder.owner),
-                };
-                Ok(Done::new(answer, outcome))
-            }
-            Request::Cleanup { cursor } => {
-                let answer = self.cleanup(cursor, budget).await?;
-                *attempts = answer.deleted + answer.skipped;
-                Ok(Done::new(answer, "cleaned"))
-            }
+            Request::Extend { lock, lease, data } => self.extend(lock, lease, data, attempts).await,
+            Request::Status { resource } => self.status(resource).await,
+            Request::ForceRelease { resource } => self.force_release(resource, attempts).await,
+            Request::Cleanup { cursor } => self.cleanup(cursor, budget, attempts).await,
         }
     }
-}
 
-impl Handler {
+    /// Waits up to `wait` (the configured default if `None`), but never past the `budget`.
+    async fn acquire(
+        &self,
+        lock: NewLock,
+        wait: Option<Duration>,
+        budget: Option<Duration>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        let wait = wait.unwrap_or(self.config.default_wait);
+        let wait = budget.map_or(wait, |budget| wait.min(budget));
+        let opts = acquire_options(&lock).timeout(wait);
+        let (result, stats) = self.client.acquire_with_stats(&lock.resource, &opts).await;
+        *attempts = stats.attempts;
+        let mut answer = LockResponse::new(&result?);
+        answer.waited_ms = Some(u64::try_from(stats.waited.as_millis()).unwrap_or(u64::MAX));
+        answer.attempts = Some(stats.attempts);
+        Ok(Done::new(answer, "acquired"))
+    }
+
+    async fn try_acquire(&self, lock: NewLock, attempts: &mut u32) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let attempt = self
+            .client
+            .try_acquire_with_holder(&lock.resource, &acquire_options(&lock))
+            .await?;
+        let acquired = HandlerError::from_try_acquire(&lock.resource, attempt)?;
+        Ok(Done::new(LockResponse::new(&acquired), "acquired"))
+    }
+
+    async fn release(&self, lock: HeldLock, attempts: &mut u32) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let outcome = self.client.release(&handle(&lock)).await?;
+        let lock_id = Some(lock.lock_id.to_string());
+        release_answer(lock.resource, lock.owner, lock_id, outcome)
+    }
+
+    /// Releases `owner`'s lock on `resource` whatever its lock id; with `stopped_at`, only a lock
+    /// acquired no later.
+    async fn release_execution(
+        &self,
+        resource: String,
+        owner: String,
+        stopped_at: Option<DateTime<Utc>>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let outcome = match stopped_at {
+            Some(stopped_at) => {
+                self.client
+                    .release_owned_acquired_by(&resource, &owner, stopped_at)
+                    .await?
+            }
+            None => self.client.release_owned(&resource, &owner).await?,
+        };
+        release_answer(resource, owner, None, outcome)
+    }
+
+    /// Extends the lease to `lease` from now (the configured default if `None`), replacing the
+    /// data when `data` is `Some`.
+    async fn extend(
+        &self,
+        lock: HeldLock,
+        lease: Option<Duration>,
+        data: Option<Option<String>>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let lease = lease.unwrap_or(self.config.default_lease);
+        let held = handle(&lock);
+        let outcome = match data {
+            None => self.client.extend(&held, lease).await?,
+            Some(data) => {
+                let data = data.map(String::into_bytes);
+                self.client
+                    .extend_and_replace_data(&held, lease, data)
+                    .await?
+            }
+        };
+        let extended = HandlerError::from_extend(lock, outcome)?;
+        Ok(Done::new(LockResponse::new(&extended), "extended"))
+    }
+
+    async fn status(&self, resource: String) -> Result<Done, HandlerError> {
+        Ok(match self.client.status(&resource).await? {
+            LockStatus::Free => Done::new(StatusResponse::free(&resource), "free"),
+            LockStatus::Held { holder, remaining } => {
+                Done::new(StatusResponse::held(&resource, holder, remaining), "held")
+            }
+        })
+    }
+
+    /// Deletes the lock whoever holds it, if this deployment allows it.
+    async fn force_release(
+        &self,
+        resource: String,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        if !self.config.allow_force_release {
+            return Err(HandlerError::ForceReleaseDisabled);
+        }
+        *attempts = 1;
+        let removed = self.client.force_release(&resource).await?;
+        let outcome = if removed.is_some() {
+            "force_released"
+        } else {
+            "not_held"
+        };
+        let answer = ForceReleaseResponse {
+            resource,
+            released: removed.is_some(),
+            previous_owner: removed.map(|holder| holder.owner),
+        };
+        Ok(Done::new(answer, outcome))
+    }
+
     /// Cleans up from `cursor` call after call (each resuming where the last stopped) until the
     /// scan reaches the end of the table, the configured deletes are done, or the invocation's
     /// time `budget` would not fit another call as long as the longest so far. Where it stopped is
@@ -254,7 +266,8 @@ impl Handler {
         &self,
         cursor: Option<CleanupCursor>,
         budget: Option<Duration>,
-    ) -> Result<CleanupResponse, HandlerError> {
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
         let ends = budget.map(|budget| Instant::now() + budget);
         let max_deletes = self.config.cleanup_max_deletes;
         let mut answer = CleanupResponse::starting_at(cursor);
@@ -273,7 +286,8 @@ impl Handler {
             answer.add(report);
             let out_of_time = ends.is_some_and(|ends| Instant::now() + longest * 2 > ends);
             if answer.complete || answer.deleted >= max_deletes || out_of_time {
-                return Ok(answer);
+                *attempts = answer.deleted + answer.skipped;
+                return Ok(Done::new(answer, "cleaned"));
             }
         }
     }
@@ -287,23 +301,13 @@ fn release_answer(
     lock_id: Option<String>,
     outcome: ReleaseOutcome,
 ) -> Result<Done, HandlerError> {
-    let (released, reason) = match outcome {
-        ReleaseOutcome::Released => (true, None),
-        ReleaseOutcome::NotFound => (false, Some("not_found: already released, or expired")),
-        ReleaseOutcome::NotOwner { holder } => {
-            return Err(HandlerError::OwnershipMismatch {
-                resource,
-                owner,
-                holder: Box::new(holder),
-            })
-        }
-    };
+    let released = HandlerError::from_release(&resource, &owner, outcome)?;
     let answer = ReleaseResponse {
         resource,
         owner,
         lock_id,
         released,
-        reason,
+        reason: (!released).then_some("not_found: already released, or expired"),
     };
     Ok(Done::new(
         answer,

@@ -4,6 +4,10 @@
 //! endpoint, region and credentials from the AWS SDK's usual sources (`AWS_ENDPOINT_URL_DYNAMODB`
 //! points it at DynamoDB Local).
 
+// The runtime's future nests the handler's, each operation's, and the AWS SDK's deep futures:
+// computing its layout needs more than the default 128 levels.
+#![recursion_limit = "256"]
+
 use ddb_lock_lambda::{Config, Handler, JsonGuard};
 use lambda_runtime::{layers::TracingLayer, service_fn, LambdaEvent, Runtime};
 use serde_json::Value;

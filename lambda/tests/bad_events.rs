@@ -2,9 +2,10 @@
 //! `event` / `op`); through the handler, no event changes a lock it has no credential for, and every
 //! error carries one of the stable error names.
 
+mod common;
+
 use ddb_lock_lambda::event::parse;
-use ddb_lock_lambda::{Config, Handler};
-use ddb_lock_tests::{dynamodb, hold, lock_client, raw_item, unique, TABLE};
+use ddb_lock_tests::{hold, lock_client, raw_item, unique};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -115,10 +116,7 @@ fn no_event_changes_a_lock_it_has_no_credential_for() {
     let (handler, before) = runtime.block_on(async {
         let client = lock_client().await;
         hold(&client, &resource, "the-guardian", Duration::from_secs(600)).await;
-        let config =
-            Config::from_lookup(|var| (var == "DDB_LOCK_TABLE").then(|| TABLE.to_owned())).unwrap();
-        let handler = Handler::new(config.lock_client(dynamodb()).unwrap(), config);
-        (handler, raw_item(&resource).await.unwrap())
+        (common::handler().await, raw_item(&resource).await.unwrap())
     });
     let names = [
         "LockHeld",

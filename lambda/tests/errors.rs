@@ -1,0 +1,144 @@
+//! The error names not tied to one operation: `InvalidRequest` for a malformed event or a body
+//! that is not JSON (naming the field, changing nothing), `MalformedLockItem`,
+//! `BackendUnavailable`.
+
+mod common;
+
+use common::{config, error_name, handler, invalid_field, invoke, take};
+use ddb_lock_lambda::error::name;
+use ddb_lock_lambda::{Handler, HandlerError};
+use ddb_lock_tests::{dynamodb, raw_item, unique, TABLE};
+use lambda_runtime::Context;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+#[tokio::test]
+async fn a_lock_item_this_library_cannot_read_is_malformed_lock_item() {
+    let handler = handler().await;
+    let resource = unique("h-malformed");
+    let string = aws_sdk_dynamodb::types::AttributeValue::S;
+    dynamodb()
+        .put_item()
+        .table_name(TABLE)
+        .item("PK", string(format!("LOCK#{resource}")))
+        .item("SK", string("LOCK".into()))
+        .item("Owner", string("legacy".into()))
+        .send()
+        .await
+        .unwrap();
+    let status = invoke(&handler, json!({"op": "status", "resource": resource})).await;
+    assert_eq!(error_name(status), name::MALFORMED_LOCK_ITEM);
+}
+
+#[tokio::test]
+async fn a_failing_backend_is_backend_unavailable() {
+    let mut settings = config(&[]);
+    settings.table = format!("missing-{}", uuid::Uuid::new_v4());
+    let handler = Handler::new(settings.lock_client(dynamodb()).unwrap(), settings);
+    let status = invoke(&handler, json!({"op": "status", "resource": "r"})).await;
+    assert_eq!(error_name(status), name::BACKEND_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn malformed_events_are_invalid_request_naming_the_field_and_change_nothing() {
+    let handler = handler().await;
+    let resource = unique("h-invalid");
+    let lock = take(&handler, &resource, "o").await;
+    let before = raw_item(&resource).await.unwrap();
+    let huge = "x".repeat(5000);
+    let cases = [
+        (json!("just a string"), "event"),
+        (json!({"resource": resource}), "op"),
+        (json!({"op": "explode", "resource": resource}), "op"),
+        (
+            json!({"op": "release", "resource": resource, "owner": "o"}),
+            "lock_id",
+        ),
+        (
+            json!({"op": "release", "resource": resource, "owner": "o", "lock_id": 42}),
+            "lock_id",
+        ),
+        (
+            json!({"op": "extend", "resource": resource, "owner": "o", "lock_id": lock["lock_id"], "lease_ms": -1}),
+            "lease_ms",
+        ),
+        (
+            json!({"op": "extend", "resource": resource, "owner": "o", "lock_id": lock["lock_id"], "lease_ms": 0}),
+            "lease_ms",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": "o", "wait_ms": 1e30}),
+            "wait_ms",
+        ),
+        (
+            json!({"op": "acquire", "resource": huge, "owner": "o"}),
+            "resource",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": huge}),
+            "owner",
+        ),
+        (
+            json!({"op": "acquire", "resource": resource, "owner": "o", "data": huge.repeat(4)}),
+            "data",
+        ),
+        (
+            json!({"op": "status", "resource": resource, "owner": "o"}),
+            "owner",
+        ),
+    ];
+    for (event, field) in cases {
+        assert_eq!(
+            invalid_field(invoke(&handler, event.clone()).await),
+            field,
+            "for {event}"
+        );
+    }
+    assert_eq!(
+        raw_item(&resource).await.unwrap(),
+        before,
+        "no lock changed"
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_is_invalid_request_on_the_event() {
+    use lambda_runtime::tower::{Layer, Service, ServiceExt};
+    use lambda_runtime::LambdaInvocation;
+
+    // The guard rewrites the body; the runtime would then deserialize it into the event.
+    let seen = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&seen);
+    let inner = lambda_runtime::tower::service_fn(move |invocation: LambdaInvocation| {
+        let record = Arc::clone(&record);
+        async move {
+            *record.lock().unwrap() = Some(invocation.body);
+            Ok::<(), lambda_runtime::Error>(())
+        }
+    });
+    let mut guarded = ddb_lock_lambda::JsonGuard.layer(inner);
+    let response = http::Response::new(());
+    let (parts, ()) = response.into_parts();
+    let invocation = LambdaInvocation {
+        parts,
+        body: bytes::Bytes::from_static(b"{not json"),
+        context: Context::default(),
+    };
+    guarded
+        .ready()
+        .await
+        .unwrap()
+        .call(invocation)
+        .await
+        .unwrap();
+    let body = seen.lock().unwrap().take().unwrap();
+    let event: Value = serde_json::from_slice(&body).unwrap();
+    let handler = handler().await;
+    match invoke(&handler, event).await {
+        Err(HandlerError::InvalidRequest(invalid)) => {
+            assert_eq!(invalid.field, "event");
+            assert!(invalid.problem.contains("not JSON"), "{invalid}");
+        }
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}

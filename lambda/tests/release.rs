@@ -1,0 +1,151 @@
+//! `release` and `release_execution` through the handler: a lock gone already is a success
+//! (safe saga compensation), another holder's is `LockOwnershipMismatch`, and an ended execution's
+//! lock is freed without sparing a redriven run's.
+
+mod common;
+
+use chrono::TimeDelta;
+use common::{error_name, handler, invalid_field, invoke, take};
+use ddb_lock::AcquireOptions;
+use ddb_lock_lambda::error::name;
+use ddb_lock_tests::{builder, dynamodb, raw_item, string_attr, unique, FixedClock};
+use serde_json::{json, Value};
+
+/// An execution's ARN, the owner of its locks.
+const EXECUTION: &str = "arn:aws:states:us-east-1:000000000000:execution:saga:run-1";
+
+/// What the EventBridge rule sends for a failed, timed-out or aborted execution `owner` whose
+/// input names `resource` as `invoiceId`.
+fn execution_ended(owner: &str, resource: &str) -> Value {
+    json!({"op": "release_execution", "owner": owner, "resource_field": "invoiceId",
+        "execution_input": json!({"invoiceId": resource, "amount": 12}).to_string()})
+}
+
+#[tokio::test]
+async fn release_of_a_lock_already_gone_succeeds_with_released_false() {
+    let handler = handler().await;
+    let resource = unique("h-gone");
+    let lock = take(&handler, &resource, "o").await;
+    let release = json!({"op": "release", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"]});
+    invoke(&handler, release.clone()).await.unwrap();
+    let again = invoke(&handler, release).await.unwrap();
+    assert_eq!(again["released"], false);
+    assert!(again["reason"].as_str().unwrap().starts_with("not_found"));
+}
+
+#[tokio::test]
+async fn release_by_another_owner_is_lock_ownership_mismatch_and_keeps_the_lock() {
+    let handler = handler().await;
+    let resource = unique("h-mismatch");
+    let lock = take(&handler, &resource, "o").await;
+    let err = invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "intruder",
+        "lock_id": lock["lock_id"]}),
+    )
+    .await;
+    assert_eq!(error_name(err), name::LOCK_OWNERSHIP_MISMATCH);
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], true);
+    assert_eq!(status["owner"], "o");
+}
+
+#[tokio::test]
+async fn release_execution_frees_the_lock_an_ended_execution_held() {
+    let handler = handler().await;
+    let resource = unique("h-execution");
+    take(&handler, &resource, EXECUTION).await;
+    let answer = invoke(&handler, execution_ended(EXECUTION, &resource))
+        .await
+        .unwrap();
+    assert_eq!(answer["released"], true, "{answer}");
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn release_execution_of_another_execution_is_lock_ownership_mismatch() {
+    let handler = handler().await;
+    let resource = unique("h-execution-other");
+    take(&handler, &resource, EXECUTION).await;
+    let other = "arn:aws:states:us-east-1:000000000000:execution:saga:run-2";
+    let result = invoke(&handler, execution_ended(other, &resource)).await;
+    assert_eq!(error_name(result), name::LOCK_OWNERSHIP_MISMATCH);
+    assert!(raw_item(&resource).await.is_some(), "the lock stays");
+}
+
+#[tokio::test]
+async fn release_execution_whose_input_lacks_the_resource_field_names_execution_input() {
+    let handler = handler().await;
+    let no_field = json!({"op": "release_execution", "owner": EXECUTION,
+        "resource_field": "orderId", "execution_input": "{\"invoiceId\": \"x\"}"});
+    assert_eq!(
+        invalid_field(invoke(&handler, no_field).await),
+        "execution_input"
+    );
+}
+
+/// Written first, and seen failing before the fix: the late event deleted the redriven
+/// execution's live lock.
+#[tokio::test]
+async fn a_late_release_execution_spares_the_lock_a_redriven_execution_took_again() {
+    let handler = handler().await;
+    let resource = unique("h-redrive");
+    let execution = "arn:aws:states:us-east-1:000000000000:execution:saga:redriven";
+    // What the EventBridge rule sends for a run of `execution` that stopped a second after it
+    // took the lock `taken`.
+    let stop_event = |taken: &Value| {
+        let acquired_at = chrono::DateTime::parse_from_rfc3339(
+            taken["acquired_at"].as_str().expect("acquired_at"),
+        )
+        .expect("an RFC 3339 time");
+        let stopped_at = acquired_at.timestamp_millis() + 1000;
+        let event = json!({"op": "release_execution", "owner": execution,
+            "resource_field": "invoiceId", "stopped_at": stopped_at,
+            "execution_input": json!({"invoiceId": resource}).to_string()});
+        (event, acquired_at + TimeDelta::seconds(5))
+    };
+    let first = take(&handler, &resource, execution).await;
+    let (late_event, redriven_at) = stop_event(&first);
+    // The run failed and released its lock; it was redriven (same ARN) and the redriven run took
+    // the lock again, after the stop.
+    let release = json!({"op": "release", "resource": resource, "owner": execution,
+        "lock_id": first["lock_id"]});
+    invoke(&handler, release).await.unwrap();
+    let redriven_client = builder(dynamodb())
+        .clock(FixedClock::shared(redriven_at.with_timezone(&chrono::Utc)))
+        .build()
+        .unwrap();
+    let redriven = redriven_client
+        .try_acquire(&resource, &AcquireOptions::new().owner(execution))
+        .await
+        .unwrap()
+        .expect("free");
+
+    // The stopped run's status-change event arrives late (or again): the new lock stays.
+    assert_eq!(
+        error_name(invoke(&handler, late_event).await),
+        name::LOCK_OWNERSHIP_MISMATCH,
+        "the lock of the redriven run is not the stopped run's"
+    );
+    let item = raw_item(&resource).await.expect("the redriven run's lock");
+    assert_eq!(string_attr(&item, "LockID"), redriven.lock_id().to_string());
+    redriven_client.release(&redriven).await.unwrap();
+
+    // Without a redrive, the event frees the lock the stopped run held.
+    let second = take(&handler, &resource, execution).await;
+    let (event, _) = stop_event(&second);
+    let answer = invoke(&handler, event).await.unwrap();
+    assert_eq!(answer["released"], true, "{answer}");
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn release_execution_with_a_stop_time_that_is_not_epoch_milliseconds_names_stopped_at() {
+    let handler = handler().await;
+    let mut bad = execution_ended(EXECUTION, &unique("h-stopped-at"));
+    bad["stopped_at"] = json!("yesterday");
+    assert_eq!(invalid_field(invoke(&handler, bad).await), "stopped_at");
+}

@@ -1,0 +1,31 @@
+//! `status` through the handler: a free lock, and a held one's holder, remaining time and data.
+
+mod common;
+
+use common::{handler, invoke};
+use ddb_lock_tests::unique;
+use serde_json::json;
+
+#[tokio::test]
+async fn status_reports_holder_remaining_time_and_data() {
+    let handler = handler().await;
+    let resource = unique("h-status");
+    let free = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(free, json!({"resource": resource, "locked": false}));
+    invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o",
+        "data": {"step": "charge"}}),
+    )
+    .await
+    .unwrap();
+    let held = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(held["locked"], true);
+    assert_eq!(held["owner"], "o");
+    assert_eq!(held["data"], json!({"step": "charge"}));
+    assert!(held["remaining_ms"].as_u64().unwrap() <= 30000);
+}
