@@ -52,7 +52,7 @@ pub(crate) struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
-    /// Validates `opts` for `resource`, taking the client's owner and lease where `opts` names none.
+    /// Validates `opts` for `resource`, with the client's owner and lease where `opts` has none.
     pub(crate) fn new(
         table: &LockTable,
         resource: &'a str,

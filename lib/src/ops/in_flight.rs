@@ -4,10 +4,11 @@
 //! an aborted task. If that happens while the PutItem (or the fenced TransactWriteItems) is on its
 //! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
 //! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
-//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a background
-//! task ([`LockClient::flush`](crate::LockClient::flush) waits for it). The same goes for an attempt answered with an error
-//! that does not say whether the write was applied: a timeout, or a connection lost after the
-//! SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
+//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner` (the release's
+//! request, [`release::delete`]), from a background task
+//! ([`LockClient::flush`](crate::LockClient::flush) waits for it). The same goes for an attempt
+//! answered with an error that does not say whether the write was applied: a timeout, or a
+//! connection lost after the SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
 //! conflict after an earlier attempt's answer was lost. If the write was never applied, or someone
 //! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
 //! when the DeleteItem arrives is not caught: it expires with its lease.)

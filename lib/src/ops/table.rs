@@ -1,9 +1,10 @@
 //! Creating and checking the lock table.
 //!
 //! The table needs a string partition key `PK`, a string sort key `SK` and time to live on `TTL`.
-//! [`LockClient::create_table`](crate::LockClient::create_table) makes one (on-demand billing) or accepts a matching one;
-//! [`LockClient::check_table`](crate::LockClient::check_table) verifies an existing table at start-up so that a misconfigured table
-//! fails loudly before the first lock.
+//! [`create`] makes one (on-demand billing) or accepts a matching one, never touching the TTL of a
+//! table whose key schema is not ours; [`check`] verifies an existing table at start-up so that a
+//! misconfigured table fails loudly before the first lock. Both serve the methods of the same
+//! names on [`LockClient`](crate::LockClient).
 
 use crate::error::{Error, TableProblem};
 use crate::item::{PK, SK, TTL};
@@ -21,8 +22,28 @@ use std::time::Duration;
 const CREATE_WAIT: Duration = Duration::from_secs(300);
 
 /// Creates the lock table unless it exists, enables TTL if it is off, and checks the result; see
-/// [`LockClient::create_table`](crate::LockClient::create_table)(crate::LockClient::create_table).
+/// [`LockClient::create_table`](crate::LockClient::create_table).
 pub(crate) async fn create(table: &LockTable) -> Result<(), Error> {
+    create_unless_exists(table).await?;
+    table
+        .dynamodb
+        .wait_until_table_exists()
+        .table_name(&table.name)
+        .wait(CREATE_WAIT)
+        .await
+        .map_err(|e| Error::backend_other("DescribeTable", e))?;
+    // Never touch the TTL setting of a table that is not a lock table.
+    if let Some(problem) = key_schema_problem(table).await? {
+        return Err(table_error(table, problem));
+    }
+    if let Some(TableProblem::TtlDisabled { .. }) = ttl_problem(table).await? {
+        enable_ttl(table).await?;
+    }
+    check(table).await
+}
+
+/// The CreateTable request; a table that exists already is no error (it is checked next).
+async fn create_unless_exists(table: &LockTable) -> Result<(), Error> {
     let definition = |name| {
         AttributeDefinition::builder()
             .attribute_name(name)
@@ -57,39 +78,31 @@ pub(crate) async fn create(table: &LockTable) -> Result<(), Error> {
             ) => {}
         Err(err) => return Err(Error::backend("CreateTable", err)),
     }
-    table
+    Ok(())
+}
+
+/// Enables TTL on `TTL`.
+async fn enable_ttl(table: &LockTable) -> Result<(), Error> {
+    let spec = TimeToLiveSpecification::builder()
+        .enabled(true)
+        .attribute_name(TTL)
+        .build()
+        .map_err(|e| Error::backend_other("UpdateTimeToLive", e))?;
+    let enabled = table
         .dynamodb
-        .wait_until_table_exists()
+        .update_time_to_live()
         .table_name(&table.name)
-        .wait(CREATE_WAIT)
-        .await
-        .map_err(|e| Error::backend_other("DescribeTable", e))?;
-    // Never touch the TTL setting of a table that is not a lock table.
-    if let Some(problem) = key_schema_problem(table).await? {
-        return Err(table_error(table, problem));
-    }
-    if let Some(TableProblem::TtlDisabled { .. }) = ttl_problem(table).await? {
-        let spec = TimeToLiveSpecification::builder()
-            .enabled(true)
-            .attribute_name(TTL)
-            .build()
-            .map_err(|e| Error::backend_other("UpdateTimeToLive", e))?;
-        let enabled = table
-            .dynamodb
-            .update_time_to_live()
-            .table_name(&table.name)
-            .time_to_live_specification(spec)
-            .send()
-            .await;
-        // Another process may have enabled it between our check and our update; DynamoDB
-        // then refuses ours, and the check below decides.
-        if let Err(err) = enabled {
-            if ttl_problem(table).await?.is_some() {
-                return Err(Error::backend("UpdateTimeToLive", err));
-            }
+        .time_to_live_specification(spec)
+        .send()
+        .await;
+    // Another process may have enabled it between our check and our update; DynamoDB
+    // then refuses ours, and the check below decides.
+    if let Err(err) = enabled {
+        if ttl_problem(table).await?.is_some() {
+            return Err(Error::backend("UpdateTimeToLive", err));
         }
     }
-    check(table).await
+    Ok(())
 }
 
 /// Verifies key schema and TTL; see [`LockClient::check_table`](crate::LockClient::check_table).
