@@ -230,32 +230,28 @@ impl LockClient {
             attempts: 0,
             waited: Duration::ZERO,
         };
-        let result = self.wait(resource, opts, started, &mut stats).await;
+        // Not a helper `async fn`: every layer of future here nests in the callers' futures.
+        let result = match self.request(resource, opts).and_then(|request| {
+            let timeout = opts
+                .timeout_duration()
+                .unwrap_or(self.settings.acquire_timeout);
+            limits::duration("timeout", timeout, Duration::ZERO)?;
+            Ok((request, started + timeout))
+        }) {
+            Ok((request, deadline)) => {
+                let wait = Wait {
+                    table: &self.settings.table,
+                    request: &request,
+                    bounds: self.settings.backoff,
+                    started,
+                    deadline,
+                };
+                wait.run(&mut stats).await
+            }
+            Err(err) => Err(err),
+        };
         stats.waited = started.elapsed();
         (result, stats)
-    }
-
-    /// The acquire loop of [`acquire_with_stats`](Self::acquire_with_stats), from `started`.
-    async fn wait(
-        &self,
-        resource: &str,
-        opts: &AcquireOptions,
-        started: Instant,
-        stats: &mut AcquireStats,
-    ) -> Result<Lock, Error> {
-        let request = self.request(resource, opts)?;
-        let timeout = opts
-            .timeout_duration()
-            .unwrap_or(self.settings.acquire_timeout);
-        limits::duration("timeout", timeout, Duration::ZERO)?;
-        let wait = Wait {
-            table: &self.settings.table,
-            request: &request,
-            bounds: self.settings.backoff,
-            started,
-            deadline: started + timeout,
-        };
-        wait.run(stats).await
     }
 
     /// The validated acquisition request of `opts`, with this client's defaults.
@@ -505,7 +501,7 @@ impl LockClient {
         table::create(&self.settings.table).await
     }
     /// Checks that the table exists with key schema `PK` (HASH, S) + `SK` (RANGE, S) and TTL
-    /// enabled on `TTL`; the error's [`TableProblem`] names what is wrong.
+    /// enabled on `TTL`; the error's [`TableProblem`](crate::TableProblem) names what is wrong.
     ///
     /// # Examples
     ///

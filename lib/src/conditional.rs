@@ -4,9 +4,9 @@
 //! cleanup's delete, a user's fenced write) is answered in one of three ways: applied; refused by
 //! its condition, in which case the answer carries what the request needs to know next (the item
 //! that failed the condition when the request asked for `ALL_OLD`, or the transaction's
-//! cancellation reasons); or failed, which becomes [`Error::Backend`]. [`send_conditional`] makes
+//! cancellation reasons); or failed, which becomes [`Error::Backend`]. [`answer`] makes
 //! that split once. The SDK's fluent builders share no trait, so each caller builds and sends its
-//! own request and hands over the send future and a function picking its refusal out of the
+//! own request and hands over its result and a function picking its refusal out of the
 //! operation's error type; the request's own settings (`ALL_OLD` included) stay visible where it
 //! is built.
 //!
@@ -20,7 +20,6 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{BoxError, SdkError};
-use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -61,18 +60,19 @@ pub(crate) enum Answer<O, R> {
     Refused(R),
 }
 
-/// Awaits `request` and splits its answer: applied, refused (when `refusal` finds a refusal in the
-/// operation's error, and returns what it carried), or any other failure as
-/// [`Error::Backend`] naming `operation`.
-pub(crate) async fn send_conditional<O, E, R>(
+/// Splits the answer to a conditional request: applied, refused (when `refusal` finds a refusal
+/// in the operation's error, and returns what it carried), or any other failure as
+/// [`Error::Backend`] naming `operation`. It takes the awaited result rather than the send future
+/// so that it adds no layer to the callers' futures.
+pub(crate) fn answer<O, E, R>(
     operation: &'static str,
-    request: impl Future<Output = Result<O, SdkError<E, HttpResponse>>>,
+    result: Result<O, SdkError<E, HttpResponse>>,
     refusal: impl FnOnce(&E) -> Option<R>,
 ) -> Result<Answer<O, R>, Error>
 where
     aws_sdk_dynamodb::Error: From<SdkError<E, HttpResponse>>,
 {
-    match request.await {
+    match result {
         Ok(output) => Ok(Answer::Applied(output)),
         Err(err) => match err.as_service_error().and_then(refusal) {
             Some(refused) => Ok(Answer::Refused(refused)),

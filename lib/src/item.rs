@@ -1,6 +1,6 @@
 //! The lock table's schema: the attribute names of the lock and fence items, their keys, and the
 //! placeholders through which expressions name attributes. This module and
-//! [`record`](crate::record) (the conversion between an item and the library's values) are the one
+//! `record` (the conversion between an item and the library's values) are the one
 //! source of truth for the stored format; `lib/DESIGN.md` describes the same thing for people.
 //! Each request's expressions live with the request, in its operation module.
 //!
@@ -22,7 +22,7 @@ pub const PK: &str = "PK";
 pub const SK: &str = "SK";
 /// The sort key value of every lock item.
 pub const SK_VALUE: &str = "LOCK";
-/// The acquisition's [`LockId`], a UUID string, new on every acquisition.
+/// The acquisition's [`LockId`](crate::LockId), a UUID string, new on every acquisition.
 pub const LOCK_ID: &str = "LockID";
 /// The owner named at acquisition.
 pub const OWNER: &str = "Owner";

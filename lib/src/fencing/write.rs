@@ -12,7 +12,7 @@ use super::expr::{
     TOMBSTONE_NAME, VALUE,
 };
 use super::{FencingToken, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE};
-use crate::conditional::{send_conditional, Answer, Transmissions};
+use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
@@ -22,7 +22,6 @@ use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
-use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What a fenced write sent with [`FencedWrite::send_update`] (or `send_put`, `send_delete`) did.
@@ -46,18 +45,18 @@ impl<T> FencedOutcome<T> {
     }
 }
 
-/// Sends a fenced write and reads its answer: a refusal is [`FencedOutcome::Refused`] only if
-/// the request was sent once.
-async fn send_fenced<O, E>(
+/// Reads a fenced write's answer: a refusal is [`FencedOutcome::Refused`] only if the request
+/// was sent once.
+fn fenced_outcome<O, E>(
     operation: &'static str,
-    request: impl Future<Output = Result<O, SdkError<E, HttpResponse>>>,
+    result: Result<O, SdkError<E, HttpResponse>>,
     transmissions: &Transmissions,
     is_refusal: impl Fn(&E) -> bool,
 ) -> Result<FencedOutcome<O>, Error>
 where
     aws_sdk_dynamodb::Error: From<SdkError<E, HttpResponse>>,
 {
-    let answer = send_conditional(operation, request, |err| is_refusal(err).then_some(())).await?;
+    let answer = answer(operation, result, |err| is_refusal(err).then_some(()))?;
     Ok(match answer {
         Answer::Applied(output) => FencedOutcome::Written(output),
         Answer::Refused(()) => refused(transmissions.retried()),
@@ -334,10 +333,9 @@ impl FencedWrite {
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        send_fenced("UpdateItem", request, &transmissions, |e| {
+        fenced_outcome("UpdateItem", request.await, &transmissions, |e| {
             matches!(e, UpdateItemError::ConditionalCheckFailedException(_))
         })
-        .await
     }
 
     /// [`send_update`](Self::send_update) for a PutItem.
@@ -364,10 +362,9 @@ impl FencedWrite {
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        send_fenced("PutItem", request, &transmissions, |e| {
+        fenced_outcome("PutItem", request.await, &transmissions, |e| {
             matches!(e, PutItemError::ConditionalCheckFailedException(_))
         })
-        .await
     }
 
     /// [`send_update`](Self::send_update) for a [`tombstone`](Self::tombstone).

@@ -13,7 +13,7 @@
 
 use super::extend::{self, DataChange};
 use super::in_flight::InFlightAcquisition;
-use crate::conditional::{send_conditional, Answer};
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::item::{self, s, Item};
 use crate::limits;
@@ -171,11 +171,10 @@ pub(crate) async fn put(
     // An answer that does not say whether the write was applied (a timeout, a lost connection
     // after the SDK's last retry) is an error here, and `in_flight` is dropped armed, releasing
     // what may have been written.
-    let answer = send_conditional("PutItem", sent, |err| match err {
+    let answer = answer("PutItem", sent.await, |err| match err {
         PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
         _ => None,
-    })
-    .await?;
+    })?;
     in_flight.answered();
     match answer {
         Answer::Applied(_) => Ok(acquired(table, new.lock)),
@@ -315,7 +314,16 @@ fn wall_clock_retry_at(
 /// and its lease counts from that write. If the item changed meanwhile, the attempt is retried as
 /// after a conflict.
 async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attempt, Error> {
-    match extend::extend(table, lock.handle(), lease, DataChange::Keep).await? {
+    // Boxed: this nests an extension inside an acquire attempt, and without the box the
+    // acquire future's type would nest the whole extension's, deeply enough to exceed the
+    // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
+    let extension = Box::pin(extend::extend(
+        table,
+        lock.handle(),
+        lease,
+        DataChange::Keep,
+    ));
+    match extension.await? {
         ExtendOutcome::Extended(extended) => Ok(acquired(table, extended)),
         outcome => {
             debug!(

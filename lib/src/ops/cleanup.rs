@@ -8,7 +8,7 @@
 //! part of the table and returns a [`CleanupCursor`] where it stopped; passing it to the next call
 //! resumes there, so that a table of any size is covered in full.
 
-use crate::conditional::{send_conditional, Answer};
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::item::{self, Item, LOCK_ID, PK, SK, SK_VALUE};
 use crate::limits;
@@ -30,7 +30,7 @@ const DELETE_EXPIRED_CONDITION: &str = "#lock_id = :lock_id AND #expires_at < :c
 /// Scan pages (of up to 1 MB each) read per call at most.
 const MAX_PAGES: u32 = 10;
 
-/// What one [`LockClient::delete_expired`] call did.
+/// What one [`LockClient::delete_expired`](crate::LockClient::delete_expired) call did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CleanupReport {
     /// Items the scan read (DynamoDB's `ScannedCount`).
@@ -45,7 +45,7 @@ pub struct CleanupReport {
     pub next: Option<CleanupCursor>,
 }
 
-/// Where a [`LockClient::delete_expired`] scan stopped: the key of the last item it dealt with.
+/// Where a [`LockClient::delete_expired`](crate::LockClient::delete_expired) scan stopped: the key of the last item it dealt with.
 ///
 /// Opaque; to keep it between processes or invocations, store its string form
 /// ([`Display`](fmt::Display)) and read it back with [`str::parse`].
@@ -117,7 +117,7 @@ impl FromStr for CleanupCursor {
 }
 
 /// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago, scanning
-/// from `resume`; see [`LockClient::delete_expired`](crate::LockClient::delete_expired).
+/// from `resume`; see [`LockClient::delete_expired`](crate::LockClient::delete_expired)(crate::LockClient::delete_expired).
 pub(crate) async fn delete_expired(
     table: &LockTable,
     expired_for: Duration,
@@ -199,10 +199,9 @@ async fn delete_if_still_expired(
         .expression_attribute_values(":cutoff", cutoff.clone())
         .send();
     // A refusal only means the lock was re-acquired or deleted meanwhile: leave it.
-    let answer = send_conditional("DeleteItem", request, |err| {
+    let answer = answer("DeleteItem", request.await, |err| {
         matches!(err, DeleteItemError::ConditionalCheckFailedException(_)).then_some(())
-    })
-    .await?;
+    })?;
     Ok(matches!(answer, Answer::Applied(_)))
 }
 

@@ -9,7 +9,7 @@
 //! a later lease already stored. A data change that met a later stored lease is written again with
 //! that lease end, a bounded number of times, since its data was not applied.
 
-use crate::conditional::{send_conditional, Answer};
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::item::{self, s, Item};
 use crate::limits;
@@ -197,11 +197,10 @@ async fn update_item(
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send();
-    let answer = send_conditional("UpdateItem", request, |err| match err {
+    let answer = answer("UpdateItem", request.await, |err| match err {
         UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
         _ => None,
-    })
-    .await?;
+    })?;
     match answer {
         Answer::Applied(out) => Ok(Ok(LockTable::record(resource, out.attributes())?.ok_or(
             Error::UnexpectedResponse {

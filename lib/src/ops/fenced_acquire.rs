@@ -12,7 +12,7 @@
 
 use super::acquire::{self, Attempt, NewItem, Request};
 use super::in_flight::InFlightAcquisition;
-use crate::conditional::{send_conditional, Answer};
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::fencing::FencingToken;
 use crate::item::{self, Item};
@@ -72,13 +72,12 @@ pub(crate) async fn put(
             .send();
         // Any other error leaves `in_flight` armed: the transaction may have been applied by an
         // attempt whose answer was lost, and what it wrote is released.
-        let answer = send_conditional("TransactWriteItems", sent, |err| match err {
+        let answer = answer("TransactWriteItems", sent.await, |err| match err {
             TransactWriteItemsError::TransactionCanceledException(cancelled) => {
                 read_cancellation(cancelled.cancellation_reasons())
             }
             _ => None,
-        })
-        .await?;
+        })?;
         let cancellation = match answer {
             Answer::Applied(_) => {
                 in_flight.answered();

@@ -10,7 +10,7 @@
 //! Every release through a client wakes that client's first waiter for the resource, whether or not
 //! the item was deleted: either way this client no longer holds it.
 
-use crate::conditional::{send_conditional, Answer, Transmissions};
+use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
 use crate::item::{self, s, Item};
 use crate::lock::LockId;
@@ -59,11 +59,10 @@ pub(crate) async fn delete(
         .customize()
         .interceptor(transmissions.clone())
         .send();
-    let answer = send_conditional("DeleteItem", request, |err| match err {
+    let answer = answer("DeleteItem", request.await, |err| match err {
         DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
         _ => None,
-    })
-    .await?;
+    })?;
     // Released or not ours (any more): either way not held by this client.
     table.queues.freed(resource, lock_id);
     match answer {
