@@ -1,11 +1,12 @@
 //! Configuring a [`LockClient`].
 
-use crate::backoff::BackoffBounds;
 use crate::client::{LockClient, Settings};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, InvalidInput};
 use crate::limits::{self, MIN_LEASE};
+use crate::lock_table::LockTable;
 use crate::takeover::TakeoverRule;
+use crate::wait::backoff::BackoffBounds;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -150,14 +151,10 @@ impl LockClientBuilder {
             }
             .into());
         }
-        Ok(LockClient::from_settings(Settings {
+        let table = LockTable {
             dynamodb: self.dynamodb,
-            table_name,
+            name: table_name,
             key_prefix: self.key_prefix,
-            owner,
-            lease: self.lease,
-            acquire_timeout: self.acquire_timeout,
-            backoff: self.backoff,
             ttl_grace: self.ttl_grace,
             clock: self.clock,
             takeover: self.takeover,
@@ -165,6 +162,13 @@ impl LockClientBuilder {
             queues: Default::default(),
             background: Default::default(),
             token_offset: Default::default(),
+        };
+        Ok(LockClient::from_settings(Settings {
+            table: Arc::new(table),
+            owner,
+            lease: self.lease,
+            acquire_timeout: self.acquire_timeout,
+            backoff: self.backoff,
         }))
     }
 }

@@ -4,8 +4,8 @@
 //! [`try_acquire`](crate::LockClient::try_acquire) and a typed outcome from release and extend.
 //! `Err` means the input, the table or the backend is wrong, or a wait ran out.
 
-use crate::guard::LockLost;
 use crate::lock::Holder;
+use crate::outcome::LockLost;
 use crate::timestamp;
 use std::time::Duration;
 

@@ -10,12 +10,10 @@ use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::limits::{self, MIN_LEASE};
-use crate::lock::{Holder, Lock};
+use crate::lock::Lock;
 use crate::options::AcquireOptions;
-use crate::outcome::{ExtendOutcome, ReleaseOutcome};
-use chrono::{DateTime, Utc};
+use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
 use futures_util::FutureExt;
-use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -24,81 +22,6 @@ use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
-
-/// Why a guarded lock stopped being held.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn run(guard: ddb_lock::LockGuard) {
-/// use ddb_lock::LockLost;
-///
-/// match guard.lost().await {
-///     LockLost::TakenOver { holder } => eprintln!("{} has it now", holder.owner),
-///     other => eprintln!("lock lost: {other}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockLost {
-    /// An extension found no lock of this acquisition: released with its credential elsewhere,
-    /// force-released, or deleted after it expired.
-    NotFound,
-    /// An extension arrived after the lease had ended (nobody had taken the lock yet).
-    Expired {
-        /// When the lease ended, as stored.
-        expired_at: DateTime<Utc>,
-    },
-    /// Someone else holds the lock now.
-    TakenOver {
-        /// The new holder.
-        holder: Holder,
-    },
-    /// No extension succeeded before the lease ran out on this process's monotonic clock.
-    LeaseRanOut {
-        /// The last extension error, if an extension failed rather than went unanswered.
-        last_error: Option<String>,
-    },
-    /// The guard released the lock: [`LockGuard::release`] started, the guard was dropped, or
-    /// [`LockClient::with_lock`] finished its work. Every [`LockWatch`] of the guard says so from
-    /// the moment the release starts, before its request is answered.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
-    /// use ddb_lock::{AcquireOptions, LockLost};
-    ///
-    /// let guard = client.lock("reports/daily", &AcquireOptions::new()).await?;
-    /// let watch = guard.watch();
-    /// drop(guard);
-    /// assert!(!watch.is_held());
-    /// assert_eq!(watch.lost().await, LockLost::Released);
-    /// # Ok(()) }
-    /// ```
-    Released,
-}
-
-impl fmt::Display for LockLost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockLost::NotFound => f.write_str("the lock item of this acquisition is gone"),
-            LockLost::Expired { expired_at } => write!(
-                f,
-                "the lease ended at {} before an extension arrived",
-                crate::timestamp::format(*expired_at)
-            ),
-            LockLost::TakenOver { holder } => write!(f, "`{}` holds the lock now", holder.owner),
-            LockLost::LeaseRanOut { last_error: None } => {
-                f.write_str("the lease ran out with no extension answered")
-            }
-            LockLost::LeaseRanOut {
-                last_error: Some(error),
-            } => write!(f, "the lease ran out; the last extension failed: {error}"),
-            LockLost::Released => f.write_str("the guard released the lock"),
-        }
-    }
-}
 
 /// What a guard knows: the lock as last extended, or why it was lost. Once lost, always lost.
 #[derive(Debug, Clone)]

@@ -37,39 +37,49 @@
 //! ```
 #![deny(missing_docs)]
 
-mod background;
-mod backoff;
+// The façade: the client, its builder, and the guard built on it.
 mod builder;
-mod cleanup;
 mod client;
+mod guard;
+
+// The waiting loop, above the operations it repeats.
+mod wait;
+
+// The requests, one module per family.
+mod ops;
+
+// Shared pieces the operations build on.
+mod background;
 mod clock;
+mod conditional;
 mod error;
 mod fencing;
-mod guard;
-mod in_flight;
 pub mod item;
 pub mod limits;
 mod lock;
+mod lock_table;
 mod options;
 mod outcome;
-mod queue;
-mod table;
+mod record;
 mod takeover;
+mod time;
 pub mod timestamp;
-mod transmissions;
+mod wait_queues;
 
-pub use backoff::BackoffBounds;
 pub use builder::LockClientBuilder;
-pub use cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, InvalidInput, TableProblem};
 pub use fencing::{
     FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
 };
-pub use guard::{LockGuard, LockLost, LockWatch};
+pub use guard::{LockGuard, LockWatch};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};
+pub use ops::cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use options::AcquireOptions;
-pub use outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+pub use outcome::{
+    AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
+};
 pub use takeover::TakeoverRule;
+pub use wait::backoff::BackoffBounds;

@@ -8,10 +8,11 @@
 //! part of the table and returns a [`CleanupCursor`] where it stopped; passing it to the next call
 //! resumes there, so that a table of any size is covered in full.
 
-use crate::client::LockClient;
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::item::{self, Item, LOCK_ID, PK, SK, SK_VALUE};
 use crate::limits;
+use crate::lock_table::LockTable;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -29,7 +30,7 @@ const DELETE_EXPIRED_CONDITION: &str = "#lock_id = :lock_id AND #expires_at < :c
 /// Scan pages (of up to 1 MB each) read per call at most.
 const MAX_PAGES: u32 = 10;
 
-/// What one [`LockClient::delete_expired`] call did.
+/// What one [`LockClient::delete_expired`](crate::LockClient::delete_expired) call did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CleanupReport {
     /// Items the scan read (DynamoDB's `ScannedCount`).
@@ -44,7 +45,7 @@ pub struct CleanupReport {
     pub next: Option<CleanupCursor>,
 }
 
-/// Where a [`LockClient::delete_expired`] scan stopped: the key of the last item it dealt with.
+/// Where a [`LockClient::delete_expired`](crate::LockClient::delete_expired) scan stopped: the key of the last item it dealt with.
 ///
 /// Opaque; to keep it between processes or invocations, store its string form
 /// ([`Display`](fmt::Display)) and read it back with [`str::parse`].
@@ -115,137 +116,108 @@ impl FromStr for CleanupCursor {
     }
 }
 
-impl LockClient {
-    /// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago,
-    /// scanning from `resume` (the [`next`](CleanupReport::next) of the previous call; `None`:
-    /// from the start), and says where it stopped. Reads at most 10 scan pages per call, so a
-    /// large table takes several calls: pass each report's `next` to the following one until it
-    /// is `None`.
-    ///
-    /// Needs `dynamodb:Scan` on the table, which nothing else in the library does.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
-    /// use std::time::Duration;
-    ///
-    /// let mut resume = None;
-    /// loop {
-    ///     let report = client.delete_expired(Duration::from_secs(3600), 100, resume.as_ref()).await?;
-    ///     match report.next {
-    ///         Some(next) => resume = Some(next),
-    ///         None => break,
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn delete_expired(
-        &self,
-        expired_for: Duration,
-        max_deletes: u32,
-        resume: Option<&CleanupCursor>,
-    ) -> Result<CleanupReport, Error> {
-        limits::duration("expired_for", expired_for, Duration::ZERO)?;
-        let cutoff = self.now() - chrono::TimeDelta::from_std(expired_for).unwrap_or_default();
-        let cutoff = AttributeValue::S(timestamp::format(cutoff));
-        let mut report = CleanupReport::default();
-        // The key of the last item dealt with, or where the scan starts: the next call's start.
-        let mut position: Option<Item> = resume.map(CleanupCursor::key);
-        if max_deletes == 0 {
-            report.next = resume.cloned();
-            return Ok(self.log_cleanup(report));
-        }
-        for _ in 0..MAX_PAGES {
-            let page = self
-                .dynamodb()
-                .scan()
-                .table_name(self.table_name())
-                .filter_expression(EXPIRED_FILTER)
-                .projection_expression(EXPIRED_PROJECTION)
-                .set_expression_attribute_names(Some(item::names_for(&[
-                    EXPIRED_FILTER,
-                    EXPIRED_PROJECTION,
-                ])))
-                .expression_attribute_values(":sk", AttributeValue::S(SK_VALUE.to_owned()))
-                .expression_attribute_values(":prefix", AttributeValue::S(self.key_prefix().into()))
-                .expression_attribute_values(":cutoff", cutoff.clone())
-                .consistent_read(true)
-                .set_exclusive_start_key(position.clone())
-                .send()
-                .await
-                .map_err(|e| Error::backend("Scan", e))?;
-            report.scanned += u32::try_from(page.scanned_count()).unwrap_or(0);
-            for found in page.items() {
-                if self.delete_if_still_expired(found, &cutoff).await? {
-                    report.deleted += 1;
-                } else {
-                    report.skipped += 1;
-                }
-                if report.deleted >= max_deletes {
-                    // Stopped inside the page: the next call resumes after this item (any
-                    // item's key is a valid start key for a scan).
-                    report.next = CleanupCursor::from_key(&key_of(found));
-                    return Ok(self.log_cleanup(report));
-                }
-            }
-            position = page.last_evaluated_key;
-            if position.is_none() {
-                report.complete = true;
-                break;
-            }
-        }
-        report.next = position.as_ref().and_then(CleanupCursor::from_key);
-        Ok(self.log_cleanup(report))
+/// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago, scanning
+/// from `resume`; see [`LockClient::delete_expired`](crate::LockClient::delete_expired)(crate::LockClient::delete_expired).
+pub(crate) async fn delete_expired(
+    table: &LockTable,
+    expired_for: Duration,
+    max_deletes: u32,
+    resume: Option<&CleanupCursor>,
+) -> Result<CleanupReport, Error> {
+    limits::duration("expired_for", expired_for, Duration::ZERO)?;
+    let cutoff = table.now() - chrono::TimeDelta::from_std(expired_for).unwrap_or_default();
+    let cutoff = AttributeValue::S(timestamp::format(cutoff));
+    let mut report = CleanupReport::default();
+    // The key of the last item dealt with, or where the scan starts: the next call's start.
+    let mut position: Option<Item> = resume.map(CleanupCursor::key);
+    if max_deletes == 0 {
+        report.next = resume.cloned();
+        return Ok(log_cleanup(table, report));
     }
-
-    async fn delete_if_still_expired(
-        &self,
-        found: &Item,
-        cutoff: &AttributeValue,
-    ) -> Result<bool, Error> {
-        let key = key_of(found);
-        let Some(lock_id) = found.get(LOCK_ID) else {
-            return Ok(false);
-        };
-        let deleted = self
-            .dynamodb()
-            .delete_item()
-            .table_name(self.table_name())
-            .set_key(Some(key))
-            .condition_expression(DELETE_EXPIRED_CONDITION)
-            .set_expression_attribute_names(Some(item::names_for(&[DELETE_EXPIRED_CONDITION])))
-            .expression_attribute_values(":lock_id", lock_id.clone())
+    for _ in 0..MAX_PAGES {
+        let page = table
+            .dynamodb
+            .scan()
+            .table_name(&table.name)
+            .filter_expression(EXPIRED_FILTER)
+            .projection_expression(EXPIRED_PROJECTION)
+            .set_expression_attribute_names(Some(item::names_for(&[
+                EXPIRED_FILTER,
+                EXPIRED_PROJECTION,
+            ])))
+            .expression_attribute_values(":sk", AttributeValue::S(SK_VALUE.to_owned()))
+            .expression_attribute_values(":prefix", AttributeValue::S(table.key_prefix.clone()))
             .expression_attribute_values(":cutoff", cutoff.clone())
+            .consistent_read(true)
+            .set_exclusive_start_key(position.clone())
             .send()
-            .await;
-        match deleted {
-            Ok(_) => Ok(true),
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(DeleteItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(false)
+            .await
+            .map_err(|e| Error::backend("Scan", e))?;
+        report.scanned += u32::try_from(page.scanned_count()).unwrap_or(0);
+        for found in page.items() {
+            if delete_if_still_expired(table, found, &cutoff).await? {
+                report.deleted += 1;
+            } else {
+                report.skipped += 1;
             }
-            Err(err) => Err(Error::backend("DeleteItem", err)),
+            if report.deleted >= max_deletes {
+                // Stopped inside the page: the next call resumes after this item (any
+                // item's key is a valid start key for a scan).
+                report.next = CleanupCursor::from_key(&key_of(found));
+                return Ok(log_cleanup(table, report));
+            }
+        }
+        position = page.last_evaluated_key;
+        if position.is_none() {
+            report.complete = true;
+            break;
         }
     }
+    report.next = position.as_ref().and_then(CleanupCursor::from_key);
+    Ok(log_cleanup(table, report))
+}
 
-    fn log_cleanup(&self, report: CleanupReport) -> CleanupReport {
-        let next = report.next.as_ref().map(ToString::to_string);
-        info!(
-            table = self.table_name(),
-            scanned = report.scanned,
-            deleted = report.deleted,
-            skipped = report.skipped,
-            complete = report.complete,
-            next,
-            "expired locks cleaned up"
-        );
-        report
-    }
+/// Deletes the lock item `found` if it still holds the same acquisition, expired before `cutoff`;
+/// whether it did.
+async fn delete_if_still_expired(
+    table: &LockTable,
+    found: &Item,
+    cutoff: &AttributeValue,
+) -> Result<bool, Error> {
+    let key = key_of(found);
+    let Some(lock_id) = found.get(LOCK_ID) else {
+        return Ok(false);
+    };
+    let request = table
+        .dynamodb
+        .delete_item()
+        .table_name(&table.name)
+        .set_key(Some(key))
+        .condition_expression(DELETE_EXPIRED_CONDITION)
+        .set_expression_attribute_names(Some(item::names_for(&[DELETE_EXPIRED_CONDITION])))
+        .expression_attribute_values(":lock_id", lock_id.clone())
+        .expression_attribute_values(":cutoff", cutoff.clone())
+        .send();
+    // A refusal only means the lock was re-acquired or deleted meanwhile: leave it.
+    let answer = answer("DeleteItem", request.await, |err| {
+        matches!(err, DeleteItemError::ConditionalCheckFailedException(_)).then_some(())
+    })?;
+    Ok(matches!(answer, Answer::Applied(_)))
+}
+
+/// Logs what a cleanup call did.
+fn log_cleanup(table: &LockTable, report: CleanupReport) -> CleanupReport {
+    let next = report.next.as_ref().map(ToString::to_string);
+    info!(
+        table = table.name.as_str(),
+        scanned = report.scanned,
+        deleted = report.deleted,
+        skipped = report.skipped,
+        complete = report.complete,
+        next,
+        "expired locks cleaned up"
+    );
+    report
 }
 
 /// The primary key of a scanned item.

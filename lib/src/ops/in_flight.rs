@@ -4,30 +4,33 @@
 //! an aborted task. If that happens while the PutItem (or the fenced TransactWriteItems) is on its
 //! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
 //! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
-//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner`, from a background
-//! task ([`LockClient::flush`] waits for it). The same goes for an attempt answered with an error
-//! that does not say whether the write was applied: a timeout, or a connection lost after the
-//! SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
+//! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner` (the release's
+//! request, [`release::delete`]), from a background task
+//! ([`LockClient::flush`](crate::LockClient::flush) waits for it). The same goes for an attempt
+//! answered with an error that does not say whether the write was applied: a timeout, or a
+//! connection lost after the SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
 //! conflict after an earlier attempt's answer was lost. If the write was never applied, or someone
 //! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
 //! when the DeleteItem arrives is not caught: it expires with its lease.)
 
-use crate::client::LockClient;
 use crate::lock::LockHandle;
+use crate::lock_table::LockTable;
+use crate::ops::release;
+use std::sync::Arc;
 use tracing::{debug, warn};
 
 /// Armed while an acquisition's write is in flight; releases what it may have written if dropped
 /// before [`answered`](Self::answered), which only an answer that settles the outcome calls.
 pub(crate) struct InFlightAcquisition<'a> {
-    client: &'a LockClient,
+    table: &'a Arc<LockTable>,
     handle: Option<LockHandle>,
 }
 
 impl<'a> InFlightAcquisition<'a> {
     /// Arms the clean-up for the write of `handle`'s lock, about to be sent.
-    pub(crate) fn new(client: &'a LockClient, handle: &LockHandle) -> Self {
+    pub(crate) fn new(table: &'a Arc<LockTable>, handle: &LockHandle) -> Self {
         InFlightAcquisition {
-            client,
+            table,
             handle: Some(handle.clone()),
         }
     }
@@ -44,10 +47,10 @@ impl Drop for InFlightAcquisition<'_> {
         let Some(handle) = self.handle.take() else {
             return;
         };
-        let client = self.client.clone();
-        let spawned = self.client.release_in_background(async move {
+        let table = Arc::clone(self.table);
+        let spawned = self.table.release_in_background(async move {
             let (resource, owner) = (handle.resource(), handle.owner());
-            match client.delete_lock(resource, owner, Some(handle.lock_id())).await {
+            match release::delete(&table, resource, owner, Some(handle.lock_id()), None).await {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")
                 }

@@ -1,24 +1,19 @@
-//! Fencing tokens: numbers that strictly increase with every fenced acquisition of a resource, so
-//! that a store receiving writes from lock holders can refuse a write from a holder that has been
-//! superseded (paused past its lease, cut off, or force-released) after a newer holder wrote.
+//! Fenced writes to a user's own items: [`FencedWrite`] adds the fence to a PutItem or
+//! UpdateItem (or writes a tombstone in place of a delete) and sends it, telling a refusal from an
+//! ambiguous retry; [`TombstonePurge`] deletes tombstones old enough that no holder with an older
+//! token can still write.
 //!
-//! A lease alone cannot stop a stale write: a holder can pause (a garbage collection, a frozen
-//! Lambda, a slow network) past its lease, a newer holder acquires the lock and writes, and then
-//! the old holder wakes up and overwrites the newer write, still believing it holds the lock. No
-//! check the old holder makes before writing closes that gap; only the store that receives the
-//! write can. [`FencedWrite`] makes a DynamoDB item that lock holders write into such a store: the
-//! item keeps the highest token that has written it (in [`FENCE_ATTRIBUTE`] by default), and every
-//! fenced write is conditional on its token being at least that high, so DynamoDB itself refuses
-//! the late write of a superseded holder with a `ConditionalCheckFailedException`.
-//!
-//! Deleting a fenced item would erase the token it keeps, and a superseded holder's late write
-//! would then recreate it. So a fenced delete writes a *tombstone* instead
-//! ([`FencedWrite::tombstone`]): the item's key, the token, and [`TOMBSTONE_ATTRIBUTE`], which
-//! readers treat as "no item". A tombstone can be purged ([`TombstonePurge`]) once no holder with
-//! an older token can still write.
+//! The library only builds the requests on the user's own builders, so every parameter the user
+//! set is kept; the price is that the user must not use the library's placeholders nor set the
+//! fence attribute.
 
+use super::expr::{
+    fenced_condition, fenced_update_expression, NAME, PURGE_BEFORE, PURGE_CONDITION,
+    TOMBSTONE_NAME, VALUE,
+};
+use super::{FencingToken, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE};
+use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
-use crate::transmissions::Transmissions;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
@@ -27,73 +22,7 @@ use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
-use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The fencing token of one fenced acquisition: larger than the token of every earlier fenced
-/// acquisition of the same resource, across release, expiry, takeover, force release and TTL
-/// deletion of the lock item.
-///
-/// # Examples
-///
-/// ```
-/// use ddb_lock::FencingToken;
-///
-/// let older = FencingToken::new(41);
-/// let newer = FencingToken::new(42);
-/// assert!(newer > older);
-/// assert_eq!(newer.value(), 42);
-/// assert_eq!(newer.to_string(), "42");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FencingToken(u64);
-
-impl FencingToken {
-    /// A token from its number, as received from elsewhere (an event, a message).
-    pub fn new(value: u64) -> Self {
-        FencingToken(value)
-    }
-
-    /// The token's number.
-    pub fn value(self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for FencingToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// The default attribute of a fenced item that keeps the highest token that has written it.
-///
-/// # Examples
-///
-/// ```
-/// use ddb_lock::{FencedWrite, FencingToken, FENCE_ATTRIBUTE};
-///
-/// assert_eq!(FENCE_ATTRIBUTE, "FencingToken");
-/// let fence = FencedWrite::new(FencingToken::new(7));
-/// assert_eq!(fence.attribute_name(), FENCE_ATTRIBUTE);
-/// ```
-pub const FENCE_ATTRIBUTE: &str = "FencingToken";
-
-/// The attribute (a boolean, `true`) that marks a fenced item as deleted: see
-/// [`FencedWrite::tombstone`]. Readers of a fenced store treat an item carrying it as absent.
-///
-/// # Examples
-///
-/// ```
-/// use aws_sdk_dynamodb::types::AttributeValue;
-/// use ddb_lock::TOMBSTONE_ATTRIBUTE;
-///
-/// # let item = std::collections::HashMap::from([(TOMBSTONE_ATTRIBUTE.to_owned(), AttributeValue::Bool(true))]);
-/// // `item` as read back by a GetItem of your own:
-/// let deleted = item.get(TOMBSTONE_ATTRIBUTE) == Some(&AttributeValue::Bool(true));
-/// assert!(deleted);
-/// ```
-pub const TOMBSTONE_ATTRIBUTE: &str = "FencedTombstone";
 
 /// What a fenced write sent with [`FencedWrite::send_update`] (or `send_put`, `send_delete`) did.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,38 +45,32 @@ impl<T> FencedOutcome<T> {
     }
 }
 
-/// A refused write is [`FencedOutcome::Refused`] only if the request was sent once.
-fn classify<T, E>(
+/// Reads a fenced write's answer: a refusal is [`FencedOutcome::Refused`] only if the request
+/// was sent once.
+fn fenced_outcome<O, E>(
     operation: &'static str,
-    result: Result<T, SdkError<E, HttpResponse>>,
+    result: Result<O, SdkError<E, HttpResponse>>,
     transmissions: &Transmissions,
     is_refusal: impl Fn(&E) -> bool,
-) -> Result<FencedOutcome<T>, Error>
+) -> Result<FencedOutcome<O>, Error>
 where
     aws_sdk_dynamodb::Error: From<SdkError<E, HttpResponse>>,
 {
-    match result {
-        Ok(output) => Ok(FencedOutcome::Written(output)),
-        Err(err) if err.as_service_error().is_some_and(&is_refusal) => {
-            Ok(if transmissions.retried() {
-                FencedOutcome::Unknown
-            } else {
-                FencedOutcome::Refused
-            })
-        }
-        Err(err) => Err(Error::backend(operation, err)),
-    }
+    let answer = answer(operation, result, |err| is_refusal(err).then_some(()))?;
+    Ok(match answer {
+        Answer::Applied(output) => FencedOutcome::Written(output),
+        Answer::Refused(()) => refused(transmissions.retried()),
+    })
 }
 
-/// The expression attribute name placeholder of the fence attribute.
-const NAME: &str = "#ddb_lock_fence";
-/// The expression attribute value placeholder of the writer's token.
-const VALUE: &str = ":ddb_lock_fence";
-/// The fence: the item was never written with a token, or only with tokens no higher than ours.
-const CONDITION: &str =
-    "(attribute_not_exists(#ddb_lock_fence) OR #ddb_lock_fence <= :ddb_lock_fence)";
-/// The update action that records our token.
-const ASSIGNMENT: &str = "#ddb_lock_fence = :ddb_lock_fence";
+/// What a refused fenced write says, `retried` telling whether the SDK sent it more than once.
+fn refused<T>(retried: bool) -> FencedOutcome<T> {
+    if retried {
+        FencedOutcome::Unknown
+    } else {
+        FencedOutcome::Refused
+    }
+}
 
 /// A fenced write to an item of your own (not the lock item): a PutItem, UpdateItem or DeleteItem
 /// that DynamoDB refuses if the item has already been written with a higher fencing token.
@@ -405,13 +328,12 @@ impl FencedWrite {
         update: UpdateItemFluentBuilder,
     ) -> Result<FencedOutcome<UpdateItemOutput>, Error> {
         let transmissions = Transmissions::default();
-        let result = self
+        let request = self
             .update(update)
             .customize()
             .interceptor(transmissions.clone())
-            .send()
-            .await;
-        classify("UpdateItem", result, &transmissions, |e| {
+            .send();
+        fenced_outcome("UpdateItem", request.await, &transmissions, |e| {
             matches!(e, UpdateItemError::ConditionalCheckFailedException(_))
         })
     }
@@ -435,13 +357,12 @@ impl FencedWrite {
         put: PutItemFluentBuilder,
     ) -> Result<FencedOutcome<PutItemOutput>, Error> {
         let transmissions = Transmissions::default();
-        let result = self
+        let request = self
             .put(put)
             .customize()
             .interceptor(transmissions.clone())
-            .send()
-            .await;
-        classify("PutItem", result, &transmissions, |e| {
+            .send();
+        fenced_outcome("PutItem", request.await, &transmissions, |e| {
             matches!(e, PutItemError::ConditionalCheckFailedException(_))
         })
     }
@@ -473,14 +394,6 @@ impl FencedWrite {
         AttributeValue::N(self.token.value().to_string())
     }
 }
-
-/// The expression attribute name placeholder of the tombstone marker.
-const TOMBSTONE_NAME: &str = "#ddb_lock_tombstone";
-/// The expression attribute value placeholder of the purge's token bound.
-const PURGE_BEFORE: &str = ":ddb_lock_purge_before";
-/// A tombstone whose token was issued before the bound.
-const PURGE_CONDITION: &str =
-    "attribute_exists(#ddb_lock_tombstone) AND #ddb_lock_fence < :ddb_lock_purge_before";
 
 /// Deletes a [tombstone](FencedWrite::tombstone) once no holder with an older token can still
 /// write: a DeleteItem conditioned on the item being a tombstone whose token was issued more than
@@ -566,63 +479,10 @@ impl TombstonePurge {
     }
 }
 
-/// The fence condition, after the caller's own condition (if any) with `AND`.
-fn fenced_condition(existing: Option<&str>) -> String {
-    match existing.map(str::trim).filter(|c| !c.is_empty()) {
-        Some(own) => format!("({own}) AND {CONDITION}"),
-        None => CONDITION.to_owned(),
-    }
-}
-
-/// The update expression with the fence assignment added to its SET clause, which is created if
-/// absent. Clause keywords are reserved words, so a bare word `SET` (any case) outside a
-/// placeholder is the keyword; DynamoDB allows each clause once, in any order.
-fn fenced_update_expression(existing: Option<&str>) -> String {
-    let existing = existing.unwrap_or("").trim_end();
-    if existing.trim().is_empty() {
-        return format!("SET {ASSIGNMENT}");
-    }
-    match find_set_keyword(existing) {
-        Some(at) => {
-            let (head, rest) = existing.split_at(at + "SET".len());
-            let separator = if rest.starts_with(char::is_whitespace) {
-                ""
-            } else {
-                " "
-            };
-            format!("{head} {ASSIGNMENT},{separator}{rest}")
-        }
-        None => format!("{existing} SET {ASSIGNMENT}"),
-    }
-}
-
-/// The byte offset of the SET keyword: `SET` in any case, as a whole word (a maximal run of
-/// letters, digits and underscores) that does not follow the `#` of a name placeholder or the `:`
-/// of a value placeholder.
-fn find_set_keyword(expression: &str) -> Option<usize> {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    let mut word_start = None;
-    let mut previous = None;
-    for (i, c) in expression.char_indices().chain([(expression.len(), ' ')]) {
-        match (is_word(c), word_start) {
-            (true, None) => word_start = Some((i, previous)),
-            (false, Some((start, before))) => {
-                let placeholder = matches!(before, Some('#' | ':'));
-                if !placeholder && expression[start..i].eq_ignore_ascii_case("SET") {
-                    return Some(start);
-                }
-                word_start = None;
-            }
-            _ => {}
-        }
-        previous = Some(c);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fencing::expr::CONDITION;
     use std::collections::HashMap;
 
     fn client() -> aws_sdk_dynamodb::Client {
@@ -654,76 +514,6 @@ mod tests {
 
     fn n(value: &str) -> AttributeValue {
         AttributeValue::N(value.into())
-    }
-
-    #[test]
-    fn a_missing_or_empty_update_expression_becomes_a_set_clause() {
-        let expected = "SET #ddb_lock_fence = :ddb_lock_fence";
-        assert_eq!(fenced_update_expression(None), expected);
-        assert_eq!(fenced_update_expression(Some("")), expected);
-        assert_eq!(fenced_update_expression(Some("  ")), expected);
-    }
-
-    #[test]
-    fn the_fence_joins_an_existing_set_clause() {
-        assert_eq!(
-            fenced_update_expression(Some("SET a = :a")),
-            "SET #ddb_lock_fence = :ddb_lock_fence, a = :a"
-        );
-    }
-
-    #[test]
-    fn a_lowercase_set_clause_before_another_clause_is_found() {
-        assert_eq!(
-            fenced_update_expression(Some("set a = :a REMOVE b")),
-            "set #ddb_lock_fence = :ddb_lock_fence, a = :a REMOVE b"
-        );
-    }
-
-    #[test]
-    fn a_set_clause_after_another_clause_is_found() {
-        assert_eq!(
-            fenced_update_expression(Some("REMOVE b SET a = :a")),
-            "REMOVE b SET #ddb_lock_fence = :ddb_lock_fence, a = :a"
-        );
-    }
-
-    #[test]
-    fn a_set_clause_is_appended_when_there_is_none() {
-        assert_eq!(
-            fenced_update_expression(Some("ADD n :one")),
-            "ADD n :one SET #ddb_lock_fence = :ddb_lock_fence"
-        );
-    }
-
-    #[test]
-    fn placeholders_and_names_containing_set_are_not_the_keyword() {
-        assert_eq!(
-            fenced_update_expression(Some("REMOVE #SETTINGS, #SET, SETUP ADD n :SET")),
-            "REMOVE #SETTINGS, #SET, SETUP ADD n :SET SET #ddb_lock_fence = :ddb_lock_fence"
-        );
-        assert_eq!(
-            fenced_update_expression(Some("REMOVE #SETTINGS SET #SETTINGS2 = :set")),
-            "REMOVE #SETTINGS SET #ddb_lock_fence = :ddb_lock_fence, #SETTINGS2 = :set"
-        );
-    }
-
-    #[test]
-    fn a_set_keyword_followed_directly_by_a_placeholder_is_found() {
-        assert_eq!(
-            fenced_update_expression(Some("SET#a = :a")),
-            "SET #ddb_lock_fence = :ddb_lock_fence, #a = :a"
-        );
-    }
-
-    #[test]
-    fn the_fence_is_anded_to_an_existing_condition() {
-        assert_eq!(fenced_condition(None), CONDITION);
-        assert_eq!(fenced_condition(Some(" ")), CONDITION);
-        assert_eq!(
-            fenced_condition(Some("a = :a OR b = :b")),
-            format!("(a = :a OR b = :b) AND {CONDITION}")
-        );
     }
 
     #[test]
@@ -882,5 +672,11 @@ mod tests {
         let bound: u128 = values[PURGE_BEFORE].as_n().unwrap().parse().unwrap();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         assert!(bound <= (now - Duration::from_secs(3600)).as_micros());
+    }
+
+    #[test]
+    fn a_refused_write_is_unknown_after_a_retry() {
+        assert_eq!(refused::<()>(false), FencedOutcome::Refused);
+        assert_eq!(refused::<()>(true), FencedOutcome::Unknown);
     }
 }

@@ -1,0 +1,82 @@
+//! Sending a conditional request and telling its refusal from a failure.
+//!
+//! Every conditional write of the library (acquire, release, extend, the fenced transaction,
+//! cleanup's delete, a user's fenced write) is answered in one of three ways: applied; refused by
+//! its condition, in which case the answer carries what the request needs to know next (the item
+//! that failed the condition when the request asked for `ALL_OLD`, or the transaction's
+//! cancellation reasons); or failed, which becomes [`Error::Backend`]. [`answer`] makes
+//! that split once. The SDK's fluent builders share no trait, so each caller builds and sends its
+//! own request and hands over its result and a function picking its refusal out of the
+//! operation's error type; the request's own settings (`ALL_OLD` included) stay visible where it
+//! is built.
+//!
+//! The SDK retries a request whose answer it did not get (a timeout, a dropped connection, a 500).
+//! Such an earlier attempt may have been applied, so a retry that then fails its condition is
+//! ambiguous: the condition may have failed because of our own earlier attempt. Requests whose
+//! outcome depends on it count their attempts with the [`Transmissions`] interceptor.
+
+use crate::error::Error;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{BoxError, SdkError};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// An interceptor counting the attempts of the one request it is attached to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Transmissions(Arc<AtomicU32>);
+
+impl Transmissions {
+    /// Whether the request was sent more than once, so that an earlier attempt may have been
+    /// applied before the one whose answer we have.
+    pub(crate) fn retried(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 1
+    }
+}
+
+impl Intercept for Transmissions {
+    fn name(&self) -> &'static str {
+        "ddb_lock::Transmissions"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The answer to a conditional request that settles its outcome.
+#[derive(Debug)]
+pub(crate) enum Answer<O, R> {
+    /// The request was applied; DynamoDB's output.
+    Applied(O),
+    /// The condition refused it; what the refusal carried.
+    Refused(R),
+}
+
+/// Splits the answer to a conditional request: applied, refused (when `refusal` finds a refusal
+/// in the operation's error, and returns what it carried), or any other failure as
+/// [`Error::Backend`] naming `operation`. It takes the awaited result rather than the send future
+/// so that it adds no layer to the callers' futures.
+pub(crate) fn answer<O, E, R>(
+    operation: &'static str,
+    result: Result<O, SdkError<E, HttpResponse>>,
+    refusal: impl FnOnce(&E) -> Option<R>,
+) -> Result<Answer<O, R>, Error>
+where
+    aws_sdk_dynamodb::Error: From<SdkError<E, HttpResponse>>,
+{
+    match result {
+        Ok(output) => Ok(Answer::Applied(output)),
+        Err(err) => match err.as_service_error().and_then(refusal) {
+            Some(refused) => Ok(Answer::Refused(refused)),
+            None => Err(Error::backend(operation, err)),
+        },
+    }
+}

@@ -1,0 +1,507 @@
+//! Acquire: one conditional PutItem of a new lock item, with a new `LockID` and `Version`, that
+//! succeeds only if no live lock stands under the client's takeover rule.
+//!
+//! The request asks for the refused item (`ALL_OLD`), which is all a refused attempt needs to
+//! know, at no extra request: who holds the lock and until when (the waiter's next try), whether
+//! the item is our own write (an SDK retry after a lost answer: a success, not contention), and,
+//! for an idempotent request, whether the holder is this very owner (handed back, extended first
+//! under the observed-lease rule). The fenced variant sends the same Put inside a transaction
+//! ([`fenced_acquire`](super::fenced_acquire)) and reads a refusal with the same rules, here.
+//!
+//! While the write is in flight an [`InFlightAcquisition`] is armed: an attempt dropped, or
+//! answered with an error that leaves the outcome unknown, releases what it may have written.
+
+use super::extend::{self, DataChange};
+use super::in_flight::InFlightAcquisition;
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{self, s, Item};
+use crate::limits;
+use crate::lock::{Holder, Lock, LockHandle, LockId};
+use crate::lock_table::LockTable;
+use crate::options::AcquireOptions;
+use crate::outcome::ExtendOutcome;
+use crate::record::{self, Record, Written};
+use crate::takeover::TakeoverRule;
+use crate::time::{after, span};
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::debug;
+
+/// Acquire (PutItem) succeeds if no lock item exists or the existing one has expired.
+pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
+/// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
+pub(crate) const ACQUIRE_FREE_CONDITION: &str = "attribute_not_exists(#pk)";
+/// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease.
+pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR #version = :version";
+
+/// A validated acquisition request.
+pub(crate) struct Request<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) lease: Duration,
+    pub(crate) idempotent: bool,
+    pub(crate) fencing: bool,
+    pub(crate) data: Option<&'a [u8]>,
+}
+
+impl<'a> Request<'a> {
+    /// Validates `opts` for `resource`, with the client's owner and lease where `opts` has none.
+    pub(crate) fn new(
+        table: &LockTable,
+        resource: &'a str,
+        opts: &'a AcquireOptions,
+        (default_owner, default_lease): (&'a str, Duration),
+    ) -> Result<Self, Error> {
+        table.check_resource(resource)?;
+        let owner = opts.owner_name().unwrap_or(default_owner);
+        limits::owner(owner)?;
+        let lease = limits::lease(opts.lease_duration().unwrap_or(default_lease))?;
+        let data = opts.data_bytes();
+        data.map(limits::data).transpose()?;
+        Ok(Request {
+            resource,
+            owner,
+            lease,
+            idempotent: opts.is_idempotent(),
+            fencing: opts.is_fencing(),
+            data,
+        })
+    }
+}
+
+/// The outcome of one acquisition attempt.
+pub(crate) enum Attempt {
+    Acquired(Lock),
+    /// Someone else holds the lock; this client's rule lets it try again at `retry_at`.
+    Held {
+        holder: Holder,
+        retry_at: Instant,
+    },
+    /// A concurrent write to the same items cancelled a fenced acquisition's transaction, or
+    /// changed the item between a refusal and the reclaim that followed it.
+    Conflict,
+}
+
+/// A new lock item about to be written, with its condition.
+pub(crate) struct NewItem {
+    pub(crate) lock: Lock,
+    version: String,
+    ttl_epoch_seconds: i64,
+    pub(crate) condition: &'static str,
+    pub(crate) values: Option<HashMap<String, AttributeValue>>,
+}
+
+impl NewItem {
+    /// The lock item of `lock` (a variant of this item's lock, such as with a fencing token).
+    pub(crate) fn encode(&self, table: &LockTable, lock: &Lock, request: &Request<'_>) -> Item {
+        let written = Written {
+            version: &self.version,
+            ttl_epoch_seconds: self.ttl_epoch_seconds,
+            data: request.data,
+        };
+        record::encode(&table.key_prefix, lock, &written)
+    }
+}
+
+/// The item and condition of the next attempt: a new `LockID` and `Version`, a lease from now.
+pub(crate) fn new_item(table: &LockTable, request: &Request<'_>) -> Result<NewItem, Error> {
+    let sent = Instant::now();
+    let now = table.now();
+    let handle = LockHandle::new(request.resource, request.owner, LockId::generate());
+    let lock = Lock::new(
+        handle,
+        now,
+        after(now, request.lease, "lease")?,
+        sent + request.lease,
+    );
+    let version = uuid::Uuid::new_v4().to_string();
+    let ttl_epoch_seconds = table.ttl_epoch_seconds(lock.expires_at())?;
+    let (condition, values) = condition(table, request.resource, now, sent);
+    Ok(NewItem {
+        lock,
+        version,
+        ttl_epoch_seconds,
+        condition,
+        values,
+    })
+}
+
+/// The acquire condition under this client's takeover rule, and its values.
+fn condition(
+    table: &LockTable,
+    resource: &str,
+    now: DateTime<Utc>,
+    sent: Instant,
+) -> (&'static str, Option<HashMap<String, AttributeValue>>) {
+    let (condition, value) = match table.takeover {
+        TakeoverRule::WallClock => (ACQUIRE_CONDITION, Some((":now", s(timestamp::format(now))))),
+        TakeoverRule::ObservedLease => match table.observations.ripe(resource, sent) {
+            Some(version) => (TAKEOVER_CONDITION, Some((":version", s(version)))),
+            None => (ACQUIRE_FREE_CONDITION, None),
+        },
+    };
+    let values = value.map(|(name, value)| HashMap::from([(name.to_owned(), value)]));
+    (condition, values)
+}
+
+/// The unfenced attempt: one conditional PutItem of `new`.
+pub(crate) async fn put(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    new: NewItem,
+) -> Result<Attempt, Error> {
+    let in_flight = InFlightAcquisition::new(table, new.lock.handle());
+    let sent = table
+        .dynamodb
+        .put_item()
+        .table_name(&table.name)
+        .set_item(Some(new.encode(table, &new.lock, request)))
+        .condition_expression(new.condition)
+        .set_expression_attribute_names(Some(item::names_for(&[new.condition])))
+        .set_expression_attribute_values(new.values)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send();
+    // An answer that does not say whether the write was applied (a timeout, a lost connection
+    // after the SDK's last retry) is an error here, and `in_flight` is dropped armed, releasing
+    // what may have been written.
+    let answer = answer("PutItem", sent.await, |err| match err {
+        PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    in_flight.answered();
+    match answer {
+        Answer::Applied(_) => Ok(acquired(table, new.lock)),
+        Answer::Refused(item) => refused(table, request, new.lock, item.as_ref(), "PutItem").await,
+    }
+}
+
+/// A successful attempt.
+pub(crate) fn acquired(table: &LockTable, lock: Lock) -> Attempt {
+    Attempt::Acquired(took(table, lock))
+}
+
+/// This client has taken `lock`: it no longer waits on the resource, and its waiters know who
+/// holds it.
+fn took(table: &LockTable, lock: Lock) -> Lock {
+    // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
+    if table.takeover == TakeoverRule::ObservedLease {
+        table.observations.forget(lock.resource());
+    }
+    table
+        .queues
+        .acquired(lock.resource(), lock.lock_id(), lock.valid_until_instant());
+    lock
+}
+
+/// What a refused attempt to write `lock` found in the item that refused it (`ALL_OLD`).
+pub(crate) async fn refused(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    lock: Lock,
+    item: Option<&Item>,
+    operation: &'static str,
+) -> Result<Attempt, Error> {
+    let record = LockTable::record(request.resource, item)?;
+    let received = Instant::now();
+    let now = table.now();
+    match read_refused(request, lock.lock_id(), record, now, received, operation)? {
+        Refusal::OwnWrite => {
+            debug!(
+                resource = request.resource,
+                "condition failed on our own LockID: a retried write had already succeeded"
+            );
+            Ok(acquired(table, lock))
+        }
+        Refusal::OwnersLock(held) => {
+            debug!(
+                resource = request.resource,
+                owner = request.owner,
+                "returning the live lock this owner already holds"
+            );
+            match table.takeover {
+                TakeoverRule::WallClock => Ok(acquired(table, held)),
+                TakeoverRule::ObservedLease => reclaim(table, held, request.lease).await,
+            }
+        }
+        Refusal::Held(record) => {
+            let retry_at = match table.takeover {
+                TakeoverRule::WallClock => {
+                    wall_clock_retry_at(received, now, record.holder.expires_at)
+                }
+                TakeoverRule::ObservedLease => table.observations.observe(
+                    request.resource,
+                    &record.version,
+                    record.lease,
+                    received,
+                ),
+            };
+            Ok(Attempt::Held {
+                holder: record.holder,
+                retry_at,
+            })
+        }
+    }
+}
+
+/// What the item that refused an attempt says.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Refusal {
+    /// The item carries this attempt's `LockID`: an earlier try of this very request (an SDK retry
+    /// after a lost answer) wrote it.
+    OwnWrite,
+    /// An idempotent request's owner holds this live lock already: it is handed back.
+    OwnersLock(Lock),
+    /// Someone else holds the lock (or the owner does, for a request that may not take it back).
+    Held(Record),
+}
+
+/// Reads the item (`record`, `None` if the answer carried none) that refused the attempt whose
+/// `LockID` is `ours`, at the clock reading `now` and the monotonic moment `received`.
+pub(crate) fn read_refused(
+    request: &Request<'_>,
+    ours: LockId,
+    record: Option<Record>,
+    now: DateTime<Utc>,
+    received: Instant,
+    operation: &'static str,
+) -> Result<Refusal, Error> {
+    let record = record.ok_or(Error::UnexpectedResponse {
+        operation,
+        detail: "condition failed but no item came back for ALL_OLD",
+    })?;
+    if record.lock_id == ours {
+        return Ok(Refusal::OwnWrite);
+    }
+    // A fenced request is not given back an unfenced lock: it has no token to offer.
+    if request.idempotent
+        && record.holder.owner == request.owner
+        && record.holder.is_live_at(now)
+        && (!request.fencing || record.holder.fencing_token.is_some())
+    {
+        let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
+        let held = Lock::new(
+            handle,
+            record.holder.acquired_at,
+            record.holder.expires_at,
+            received + span(now, record.holder.expires_at),
+        )
+        .with_fencing_token(record.holder.fencing_token);
+        return Ok(Refusal::OwnersLock(held));
+    }
+    Ok(Refusal::Held(record))
+}
+
+/// When the wall-clock rule lets a waiter try again: the condition is `ExpiresAt < :now`, so the
+/// lock frees a millisecond after `expires_at`.
+fn wall_clock_retry_at(
+    received: Instant,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Instant {
+    received + span(now, expires_at) + Duration::from_millis(1)
+}
+
+/// Hands back this owner's live lock under the observed-lease rule. A waiter there times a
+/// version from when it first saw it, which may be long ago, so the wall clock's view of the
+/// remaining lease promises nothing: the lock is extended first (one UpdateItem, a new version),
+/// and its lease counts from that write. If the item changed meanwhile, the attempt is retried as
+/// after a conflict.
+async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attempt, Error> {
+    // Boxed: this nests an extension inside an acquire attempt, and without the box the
+    // acquire future's type would nest the whole extension's, deeply enough to exceed the
+    // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
+    let extension = Box::pin(extend::extend(
+        table,
+        lock.handle(),
+        lease,
+        DataChange::Keep,
+    ));
+    match extension.await? {
+        ExtendOutcome::Extended(extended) => Ok(acquired(table, extended)),
+        outcome => {
+            debug!(
+                resource = lock.resource(),
+                ?outcome,
+                "own lock changed before its reclaim"
+            );
+            Ok(Attempt::Conflict)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fencing::FencingToken;
+    use crate::item::tests::assert_every_placeholder_named;
+    use chrono::{TimeDelta, TimeZone};
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
+    }
+
+    fn request(idempotent: bool, fencing: bool) -> Request<'static> {
+        Request {
+            resource: "orders/42",
+            owner: "me",
+            lease: Duration::from_secs(30),
+            idempotent,
+            fencing,
+            data: None,
+        }
+    }
+
+    fn record(lock_id: LockId, owner: &str, expires_in_secs: i64) -> Record {
+        Record {
+            lock_id,
+            version: "v1".into(),
+            lease: Duration::from_secs(30),
+            holder: Holder {
+                owner: owner.into(),
+                acquired_at: now() - TimeDelta::seconds(10),
+                expires_at: now() + TimeDelta::seconds(expires_in_secs),
+                fencing_token: None,
+                data: Some(b"payload".to_vec()),
+            },
+        }
+    }
+
+    fn read(request: &Request<'_>, ours: LockId, record: Option<Record>) -> Result<Refusal, Error> {
+        read_refused(request, ours, record, now(), Instant::now(), "PutItem")
+    }
+
+    #[test]
+    fn our_own_lock_id_is_an_acquisition() {
+        let ours = LockId::generate();
+        for (idempotent, fencing) in [(false, false), (true, true)] {
+            let refusal = read(
+                &request(idempotent, fencing),
+                ours,
+                Some(record(ours, "me", 30)),
+            );
+            assert_eq!(refusal.unwrap(), Refusal::OwnWrite);
+        }
+    }
+
+    #[test]
+    fn an_idempotent_request_gets_its_owners_live_lock_back_unchanged() {
+        let mut theirs = record(LockId::generate(), "me", 20);
+        theirs.holder.fencing_token = Some(FencingToken::new(7));
+        let received = Instant::now();
+        let refusal = read_refused(
+            &request(true, false),
+            LockId::generate(),
+            Some(theirs.clone()),
+            now(),
+            received,
+            "PutItem",
+        );
+        let Ok(Refusal::OwnersLock(lock)) = refusal else {
+            panic!("{refusal:?}");
+        };
+        assert_eq!(lock.lock_id(), theirs.lock_id);
+        assert_eq!(lock.expires_at(), theirs.holder.expires_at);
+        assert_eq!(lock.acquired_at(), theirs.holder.acquired_at);
+        assert_eq!(lock.fencing_token(), Some(FencingToken::new(7)));
+        assert_eq!(
+            lock.valid_until_instant(),
+            received + Duration::from_secs(20)
+        );
+    }
+
+    #[test]
+    fn a_fenced_idempotent_request_is_not_given_an_unfenced_lock() {
+        let unfenced = record(LockId::generate(), "me", 20);
+        let refusal = read(
+            &request(true, true),
+            LockId::generate(),
+            Some(unfenced.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(unfenced));
+        let mut fenced = record(LockId::generate(), "me", 20);
+        fenced.holder.fencing_token = Some(FencingToken::new(3));
+        let refusal = read(&request(true, true), LockId::generate(), Some(fenced));
+        assert!(matches!(refusal, Ok(Refusal::OwnersLock(_))));
+    }
+
+    #[test]
+    fn the_same_owner_without_idempotence_contends_like_anyone() {
+        let mine = record(LockId::generate(), "me", 20);
+        let refusal = read(
+            &request(false, false),
+            LockId::generate(),
+            Some(mine.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(mine));
+    }
+
+    #[test]
+    fn an_expired_lock_of_the_same_owner_is_not_handed_back() {
+        let ended = record(LockId::generate(), "me", -1);
+        let refusal = read(
+            &request(true, false),
+            LockId::generate(),
+            Some(ended.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(ended));
+    }
+
+    #[test]
+    fn someone_elses_lock_is_held() {
+        let theirs = record(LockId::generate(), "them", 20);
+        let refusal = read(
+            &request(true, false),
+            LockId::generate(),
+            Some(theirs.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(theirs));
+    }
+
+    #[test]
+    fn a_refusal_without_an_item_is_an_unexpected_response() {
+        let refusal = read(&request(false, false), LockId::generate(), None);
+        assert!(
+            matches!(
+                refusal,
+                Err(Error::UnexpectedResponse {
+                    operation: "PutItem",
+                    ..
+                })
+            ),
+            "{refusal:?}"
+        );
+    }
+
+    #[test]
+    fn under_the_wall_clock_a_waiter_retries_a_millisecond_after_expiry() {
+        let received = Instant::now();
+        let expires_at = now() + TimeDelta::milliseconds(250);
+        assert_eq!(
+            wall_clock_retry_at(received, now(), expires_at),
+            received + Duration::from_millis(251)
+        );
+        let ended = now() - TimeDelta::seconds(1);
+        assert_eq!(
+            wall_clock_retry_at(received, now(), ended),
+            received + Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        for expr in [
+            ACQUIRE_CONDITION,
+            ACQUIRE_FREE_CONDITION,
+            TAKEOVER_CONDITION,
+        ] {
+            assert_every_placeholder_named(expr);
+        }
+    }
+}

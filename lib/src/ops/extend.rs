@@ -1,0 +1,403 @@
+//! Extend: one conditional UpdateItem of the lock item that moves its lease end (and `TTL`),
+//! rotates its `Version`, and may replace or remove its payload.
+//!
+//! The condition holds only for the same acquisition and owner, while the lease stands, and never
+//! to an earlier lease end than the stored one: two extensions of one lock can be applied in the
+//! reverse of the order they were sent, and the earlier, shorter one must not shorten the lease a
+//! caller of the later one was told of. A refusal carries the item (`ALL_OLD`), which tells a lost
+//! lock from an SDK retry of our own applied write (the item carries the version we wrote) and from
+//! a later lease already stored. A data change that met a later stored lease is written again with
+//! that lease end, a bounded number of times, since its data was not applied.
+
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{self, s, Item};
+use crate::limits;
+use crate::lock::{Lock, LockHandle};
+use crate::lock_table::LockTable;
+use crate::outcome::ExtendOutcome;
+use crate::record::Record;
+use crate::time::{after, millis, span};
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// Extend (UpdateItem) moves the lease end and the TTL and rotates the version…
+pub(crate) const EXTEND_UPDATE: &str =
+    "SET #expires_at = :expires_at, #ttl = :ttl, #version = :version, #lease_ms = :lease_ms";
+/// …and may replace the payload…
+pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
+/// …or remove it…
+pub(crate) const EXTEND_REMOVE_DATA: &str = " REMOVE #data";
+/// …only for the same acquisition and owner, while the lease still stands, and never to an earlier
+/// lease end than the stored one (timestamps are fixed width, so the comparison is chronological):
+/// an extension that arrives after a later one of the same lock must not shorten its lease.
+pub(crate) const EXTEND_CONDITION: &str =
+    "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at <= :expires_at";
+
+/// How many times a data replacement is written again because another extension of the same lock
+/// stored a later lease end first.
+const MAX_EXTEND_TRIES: u32 = 3;
+
+/// What a lock-item update changes besides the lease.
+#[derive(Clone, Copy)]
+pub(crate) enum DataChange<'a> {
+    Keep,
+    Replace(&'a [u8]),
+    Remove,
+}
+
+/// One extension's request: the lock, its new lease, when it was computed.
+struct Extension<'a> {
+    handle: &'a LockHandle,
+    lease: Duration,
+    change: DataChange<'a>,
+    now: DateTime<Utc>,
+}
+
+/// What the item an extension's condition failed on (`ALL_OLD`) says.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Refusal {
+    /// The item carries the version this request wrote: an earlier attempt of it (an SDK retry)
+    /// was applied.
+    OwnWrite(Record),
+    /// Our own live lock, with a later lease end than this request's: only "never shorten" failed.
+    LaterLeaseStored(Record),
+    /// The lock is lost, and how.
+    Lost(ExtendOutcome),
+}
+
+/// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
+pub(crate) async fn extend(
+    table: &LockTable,
+    handle: &LockHandle,
+    lease: Duration,
+    change: DataChange<'_>,
+) -> Result<ExtendOutcome, Error> {
+    table.check_handle(handle)?;
+    let lease = limits::lease(lease)?;
+    let sent = Instant::now();
+    let extension = Extension {
+        handle,
+        lease,
+        change,
+        now: table.now(),
+    };
+    match write(table, &extension).await? {
+        Ok(record) => Ok(extended(table, &extension, record, sent)),
+        Err(outcome) => {
+            table
+                .queues
+                .freed(handle.resource(), Some(handle.lock_id()));
+            warn!(
+                resource = handle.resource(),
+                owner = handle.owner(),
+                ?outcome,
+                "lock not extended"
+            );
+            Ok(outcome)
+        }
+    }
+}
+
+/// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with
+/// how the lock was lost.
+async fn write(
+    table: &LockTable,
+    extension: &Extension<'_>,
+) -> Result<Result<Record, ExtendOutcome>, Error> {
+    let mut expires_at = after(extension.now, extension.lease, "lease")?;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let version = uuid::Uuid::new_v4().to_string();
+        let failed_on = match update_item(table, extension, expires_at, &version).await? {
+            Ok(record) => return Ok(Ok(record)),
+            Err(failed_on) => failed_on,
+        };
+        let handle = extension.handle;
+        match read_refused(handle, &version, expires_at, failed_on, extension.now) {
+            Refusal::OwnWrite(record) => return Ok(Ok(record)),
+            // The stored, longer lease stands; the lock is returned with it, and with a monotonic
+            // lease counted from this request's send, which cannot outlast the stored one. A data
+            // change was not applied: it is written again with the stored lease end.
+            Refusal::LaterLeaseStored(record) => {
+                if matches!(extension.change, DataChange::Keep) {
+                    return Ok(Ok(record));
+                }
+                if tries >= MAX_EXTEND_TRIES {
+                    return Err(Error::UnexpectedResponse {
+                        operation: "UpdateItem",
+                        detail: "concurrent extensions of the lock kept moving its lease end; the data was not replaced",
+                    });
+                }
+                expires_at = record.holder.expires_at;
+            }
+            Refusal::Lost(outcome) => return Ok(Err(outcome)),
+        }
+    }
+}
+
+/// The lock as extended to `record`'s lease, remembered by this client's line and logged.
+fn extended(
+    table: &LockTable,
+    extension: &Extension<'_>,
+    record: Record,
+    sent: Instant,
+) -> ExtendOutcome {
+    let handle = extension.handle;
+    let lock = Lock::new(
+        handle.clone(),
+        record.holder.acquired_at,
+        record.holder.expires_at,
+        sent + extension.lease,
+    )
+    .with_fencing_token(record.holder.fencing_token);
+    table.queues.extended(
+        handle.resource(),
+        handle.lock_id(),
+        lock.valid_until_instant(),
+    );
+    info!(
+        resource = handle.resource(),
+        owner = handle.owner(),
+        lock_id = %handle.lock_id().short(),
+        lease_ms = millis(extension.lease),
+        held_ms = millis(span(lock.acquired_at(), extension.now)),
+        "lock extended"
+    );
+    ExtendOutcome::Extended(lock)
+}
+
+/// One UpdateItem of extend, to `expires_at`: `Ok(Ok(record))` as written, `Ok(Err(record))`
+/// with the item its condition failed on (`ALL_OLD`), if any.
+async fn update_item(
+    table: &LockTable,
+    extension: &Extension<'_>,
+    expires_at: DateTime<Utc>,
+    version: &str,
+) -> Result<Result<Record, Option<Record>>, Error> {
+    let resource = extension.handle.resource();
+    let update = update_expression(extension.change);
+    let request = table
+        .dynamodb
+        .update_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(resource)))
+        .update_expression(&update)
+        .condition_expression(EXTEND_CONDITION)
+        .set_expression_attribute_names(Some(item::names_for(&[&update, EXTEND_CONDITION])))
+        .set_expression_attribute_values(Some(values(table, extension, expires_at, version)?))
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send();
+    let answer = answer("UpdateItem", request.await, |err| match err {
+        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    match answer {
+        Answer::Applied(out) => Ok(Ok(LockTable::record(resource, out.attributes())?.ok_or(
+            Error::UnexpectedResponse {
+                operation: "UpdateItem",
+                detail: "no attributes despite ReturnValues = ALL_NEW",
+            },
+        )?)),
+        Answer::Refused(item) => Ok(Err(LockTable::record(resource, item.as_ref())?)),
+    }
+}
+
+/// The update expression for a data change.
+fn update_expression(change: DataChange<'_>) -> String {
+    match change {
+        DataChange::Keep => EXTEND_UPDATE.to_owned(),
+        DataChange::Replace(_) => format!("{EXTEND_UPDATE}{EXTEND_REPLACE_DATA}"),
+        DataChange::Remove => format!("{EXTEND_UPDATE}{EXTEND_REMOVE_DATA}"),
+    }
+}
+
+/// The values of the update and the condition.
+fn values(
+    table: &LockTable,
+    extension: &Extension<'_>,
+    expires_at: DateTime<Utc>,
+    version: &str,
+) -> Result<Item, Error> {
+    let handle = extension.handle;
+    let mut values = HashMap::from([
+        (":expires_at", s(timestamp::format(expires_at))),
+        (
+            ":ttl",
+            AttributeValue::N(table.ttl_epoch_seconds(expires_at)?.to_string()),
+        ),
+        (":version", s(version)),
+        (":lease_ms", item::millis(extension.lease)),
+        (":lock_id", s(handle.lock_id().to_string())),
+        (":owner", s(handle.owner())),
+        (":now", s(timestamp::format(extension.now))),
+    ]);
+    if let DataChange::Replace(data) = extension.change {
+        values.insert(":data", AttributeValue::B(Blob::new(data)));
+    }
+    Ok(values
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect())
+}
+
+/// What an extension to `expires_at` that wrote `version` learns from the item its condition
+/// failed on (`None`: there was none), its clock reading `now`.
+pub(crate) fn read_refused(
+    handle: &LockHandle,
+    version: &str,
+    expires_at: DateTime<Utc>,
+    record: Option<Record>,
+    now: DateTime<Utc>,
+) -> Refusal {
+    match record {
+        // An SDK retry failed on the item its own earlier attempt wrote.
+        Some(record) if record.version == version => Refusal::OwnWrite(record),
+        // Only "never shorten" failed: a later extension of this very lock was stored first (sent
+        // later but applied earlier, or this one is a late retry).
+        Some(record)
+            if record.lock_id == handle.lock_id()
+                && record.holder.owner == handle.owner()
+                && record.holder.expires_at > expires_at =>
+        {
+            Refusal::LaterLeaseStored(record)
+        }
+        record => Refusal::Lost(lost_outcome(handle, record, now)),
+    }
+}
+
+/// Why an extension's condition failed, from the item it failed on.
+fn lost_outcome(handle: &LockHandle, record: Option<Record>, now: DateTime<Utc>) -> ExtendOutcome {
+    match record {
+        None => ExtendOutcome::NotFound,
+        Some(record)
+            if record.lock_id == handle.lock_id() && record.holder.owner == handle.owner() =>
+        {
+            ExtendOutcome::Expired {
+                expired_at: record.holder.expires_at,
+            }
+        }
+        Some(record) if record.holder.is_live_at(now) => ExtendOutcome::NotOwner {
+            holder: record.holder,
+        },
+        Some(_) => ExtendOutcome::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::tests::assert_every_placeholder_named;
+    use crate::lock::{Holder, LockId};
+    use chrono::{TimeDelta, TimeZone};
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
+    }
+
+    fn handle() -> LockHandle {
+        LockHandle::new("orders/42", "me", LockId::generate())
+    }
+
+    /// The item as stored: `version`, expiring `expires_in_secs` after `now()`.
+    fn record(lock_id: LockId, owner: &str, version: &str, expires_in_secs: i64) -> Record {
+        Record {
+            lock_id,
+            version: version.into(),
+            lease: Duration::from_secs(30),
+            holder: Holder {
+                owner: owner.into(),
+                acquired_at: now() - TimeDelta::seconds(10),
+                expires_at: now() + TimeDelta::seconds(expires_in_secs),
+                fencing_token: None,
+                data: None,
+            },
+        }
+    }
+
+    /// This request's new lease end.
+    fn wanted() -> DateTime<Utc> {
+        now() + TimeDelta::seconds(30)
+    }
+
+    #[test]
+    fn our_own_written_version_is_an_extension() {
+        let h = handle();
+        let ours = record(h.lock_id(), "me", "v2", 30);
+        let refusal = read_refused(&h, "v2", wanted(), Some(ours.clone()), now());
+        assert_eq!(refusal, Refusal::OwnWrite(ours));
+    }
+
+    #[test]
+    fn a_later_stored_lease_of_our_live_lock_stands() {
+        let h = handle();
+        let later = record(h.lock_id(), "me", "v3", 40);
+        let refusal = read_refused(&h, "v2", wanted(), Some(later.clone()), now());
+        assert_eq!(refusal, Refusal::LaterLeaseStored(later));
+    }
+
+    #[test]
+    fn no_item_is_not_found() {
+        let refusal = read_refused(&handle(), "v2", wanted(), None, now());
+        assert_eq!(refusal, Refusal::Lost(ExtendOutcome::NotFound));
+    }
+
+    #[test]
+    fn our_acquisition_whose_lease_ended_is_expired() {
+        let h = handle();
+        let ended = record(h.lock_id(), "me", "v1", -1);
+        let refusal = read_refused(&h, "v2", wanted(), Some(ended.clone()), now());
+        assert_eq!(
+            refusal,
+            Refusal::Lost(ExtendOutcome::Expired {
+                expired_at: ended.holder.expires_at
+            })
+        );
+    }
+
+    #[test]
+    fn a_live_item_of_another_acquisition_or_owner_is_not_owner() {
+        let h = handle();
+        for other in [
+            record(LockId::generate(), "me", "v9", 5),
+            record(LockId::generate(), "them", "v9", 5),
+            record(h.lock_id(), "them", "v9", 5),
+        ] {
+            let refusal = read_refused(&h, "v2", wanted(), Some(other.clone()), now());
+            assert_eq!(
+                refusal,
+                Refusal::Lost(ExtendOutcome::NotOwner {
+                    holder: other.holder
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn an_expired_item_of_another_acquisition_is_not_found() {
+        let expired = record(LockId::generate(), "them", "v9", -1);
+        let refusal = read_refused(&handle(), "v2", wanted(), Some(expired), now());
+        assert_eq!(refusal, Refusal::Lost(ExtendOutcome::NotFound));
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        for expr in [
+            EXTEND_UPDATE,
+            EXTEND_REPLACE_DATA,
+            EXTEND_REMOVE_DATA,
+            EXTEND_CONDITION,
+        ] {
+            assert_every_placeholder_named(expr);
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The fenced acquire: the acquire Put of [`acquire`](super::acquire) and the raise of the
+//! resource's fence item token, in one `TransactWriteItems`, applied together or not at all, so that
+//! token order is acquisition order.
+//!
+//! Transactions return no values, so the token is guessed rather than read: the larger of one more
+//! than a token known to be issued (the holder's, from an earlier refusal) and the clock in
+//! microseconds plus the client's token offset. A stale guess fails only the fence item's
+//! condition, whose answer carries the current token; the attempt is retried at once with the next
+//! one, and the offset raised so that the next guess is not stale either (a hybrid logical clock).
+//! A cancellation is read from its reasons: the lock item's refusal is read as the plain acquire's,
+//! a concurrent write is contention, anything else an error.
+
+use super::acquire::{self, Attempt, NewItem, Request};
+use super::in_flight::InFlightAcquisition;
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::fencing::FencingToken;
+use crate::item::{self, Item};
+use crate::lock::Lock;
+use crate::lock_table::LockTable;
+use crate::record;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tracing::debug;
+
+/// A fenced acquisition also raises the fence item's token (in the same transaction)…
+pub(crate) const FENCE_UPDATE: &str = "SET #fencing_token = :fencing_token";
+/// …which must only grow.
+pub(crate) const FENCE_CONDITION: &str =
+    "attribute_not_exists(#fencing_token) OR #fencing_token < :fencing_token";
+
+/// How many times a fenced acquisition re-reads a fence token that moved under it, or retries a
+/// transaction cancelled by a conflict, within one attempt.
+pub(crate) const MAX_FENCE_TRIES: u32 = 3;
+
+/// Why a fenced acquisition's transaction was cancelled, when that settles what happens next.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Cancellation {
+    /// The lock item's condition failed; the item that failed it (`ALL_OLD`).
+    LockRefused(Option<Item>),
+    /// Only the fence item's condition failed: the token guess was stale; the fence item.
+    FenceRefused(Option<Item>),
+    /// A concurrent write to either item.
+    Conflict,
+}
+
+/// The fenced attempt of `new`. `floor` is a fencing token known to be issued already.
+pub(crate) async fn put(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    new: NewItem,
+    floor: Option<FencingToken>,
+) -> Result<Attempt, Error> {
+    let clock_micros = u64::try_from(new.lock.acquired_at().timestamp_micros()).unwrap_or(0);
+    let offset = &table.token_offset;
+    let guess = clock_micros.saturating_add(offset.load(Ordering::Relaxed));
+    let mut token = FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)));
+    for _ in 0..MAX_FENCE_TRIES {
+        let lock = new.lock.clone().with_fencing_token(Some(token));
+        let (put, fence) = transaction(table, request, &new, &lock, token)?;
+        let in_flight = InFlightAcquisition::new(table, lock.handle());
+        let sent = table
+            .dynamodb
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(fence).build())
+            .send();
+        // Any other error leaves `in_flight` armed: the transaction may have been applied by an
+        // attempt whose answer was lost, and what it wrote is released.
+        let answer = answer("TransactWriteItems", sent.await, |err| match err {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                read_cancellation(cancelled.cancellation_reasons())
+            }
+            _ => None,
+        })?;
+        let cancellation = match answer {
+            Answer::Applied(_) => {
+                in_flight.answered();
+                return Ok(acquire::acquired(table, lock));
+            }
+            Answer::Refused(cancellation) => cancellation,
+        };
+        match cancellation {
+            // The lock item refused it (our own LockID there, if an earlier attempt wrote it).
+            Cancellation::LockRefused(item) => {
+                in_flight.answered();
+                let operation = "TransactWriteItems";
+                return acquire::refused(table, request, lock, item.as_ref(), operation).await;
+            }
+            // Only the fence refused: nothing of ours is written (an earlier attempt's Put would
+            // have failed the lock's condition too), and the next try reuses this LockID, which a
+            // clean-up in the background must not delete.
+            Cancellation::FenceRefused(item) => {
+                in_flight.answered();
+                let current = current_token(request.resource, item.as_ref())?;
+                debug!(resource = request.resource, %current, guessed = %token, "fencing token guess was stale");
+                token = FencingToken::new(current.value() + 1);
+                offset.fetch_max(
+                    token.value().saturating_sub(clock_micros),
+                    Ordering::Relaxed,
+                );
+            }
+            Cancellation::Conflict => return Ok(Attempt::Conflict),
+        }
+    }
+    Ok(Attempt::Conflict)
+}
+
+/// The transaction's two writes: the lock item's Put and the fence item's token raise.
+fn transaction(
+    table: &LockTable,
+    request: &Request<'_>,
+    new: &NewItem,
+    lock: &Lock,
+    token: FencingToken,
+) -> Result<(Put, Update), Error> {
+    let put = Put::builder()
+        .table_name(&table.name)
+        .set_item(Some(new.encode(table, lock, request)))
+        .condition_expression(new.condition)
+        .set_expression_attribute_names(Some(item::names_for(&[new.condition])))
+        .set_expression_attribute_values(new.values.clone())
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+    let fence = Update::builder()
+        .table_name(&table.name)
+        .set_key(Some(item::fence_key(&table.key_prefix, request.resource)))
+        .update_expression(FENCE_UPDATE)
+        .condition_expression(FENCE_CONDITION)
+        .set_expression_attribute_names(Some(item::names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
+        .expression_attribute_values(":fencing_token", item::token(token))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+    Ok((put, fence))
+}
+
+/// Reads a cancelled transaction's reasons (the lock item's Put first, the fence's Update
+/// second); `None` for a cancellation that settles nothing, which is an error.
+pub(crate) fn read_cancellation(reasons: &[CancellationReason]) -> Option<Cancellation> {
+    let code = |i: usize| reasons.get(i).and_then(CancellationReason::code);
+    let item = |i: usize| reasons.get(i).and_then(CancellationReason::item).cloned();
+    if code(0) == Some("ConditionalCheckFailed") {
+        return Some(Cancellation::LockRefused(item(0)));
+    }
+    if code(1) == Some("ConditionalCheckFailed") {
+        return Some(Cancellation::FenceRefused(item(1)));
+    }
+    if (0..2).any(|i| code(i) == Some("TransactionConflict")) {
+        return Some(Cancellation::Conflict);
+    }
+    None
+}
+
+/// The token in the fence item that refused a guess.
+fn current_token(resource: &str, item: Option<&Item>) -> Result<FencingToken, Error> {
+    item.map(|item| record::decode_fence(resource, item))
+        .transpose()?
+        .flatten()
+        .ok_or(Error::UnexpectedResponse {
+            operation: "TransactWriteItems",
+            detail: "the fence condition failed but no token came back for ALL_OLD",
+        })
+}
+
+/// Every try of a fenced acquisition was cancelled by concurrent writes to the same items.
+#[derive(Debug)]
+pub(crate) struct TransactionConflicts(pub(crate) u32);
+
+impl fmt::Display for TransactionConflicts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} tries cancelled by concurrent writes to the lock item",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for TransactionConflicts {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::tests::assert_every_placeholder_named;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    fn reason(code: &str, item: Option<Item>) -> CancellationReason {
+        CancellationReason::builder()
+            .code(code)
+            .set_item(item)
+            .build()
+    }
+
+    fn fence_item(token: &str) -> Item {
+        Item::from([(
+            item::FENCING_TOKEN.to_owned(),
+            AttributeValue::N(token.into()),
+        )])
+    }
+
+    #[test]
+    fn the_lock_items_refusal_is_read_as_the_acquire_puts() {
+        let lock_item = fence_item("1");
+        let reasons = [
+            reason("ConditionalCheckFailed", Some(lock_item.clone())),
+            reason("None", None),
+        ];
+        assert_eq!(
+            read_cancellation(&reasons),
+            Some(Cancellation::LockRefused(Some(lock_item)))
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_the_fence_alone_is_a_stale_guess() {
+        let reasons = [
+            reason("None", None),
+            reason("ConditionalCheckFailed", Some(fence_item("42"))),
+        ];
+        let Some(Cancellation::FenceRefused(item)) = read_cancellation(&reasons) else {
+            panic!("not a fence refusal");
+        };
+        assert_eq!(
+            current_token("r", item.as_ref()).unwrap(),
+            FencingToken::new(42)
+        );
+        assert!(matches!(
+            current_token("r", None),
+            Err(Error::UnexpectedResponse { .. })
+        ));
+    }
+
+    #[test]
+    fn a_concurrent_write_to_either_item_is_a_conflict() {
+        for reasons in [
+            [reason("TransactionConflict", None), reason("None", None)],
+            [reason("None", None), reason("TransactionConflict", None)],
+        ] {
+            assert_eq!(read_cancellation(&reasons), Some(Cancellation::Conflict));
+        }
+    }
+
+    #[test]
+    fn any_other_cancellation_settles_nothing() {
+        let reasons = [reason("ThrottlingError", None), reason("None", None)];
+        assert_eq!(read_cancellation(&reasons), None);
+        assert_eq!(read_cancellation(&[]), None);
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        assert_every_placeholder_named(FENCE_UPDATE);
+        assert_every_placeholder_named(FENCE_CONDITION);
+    }
+}

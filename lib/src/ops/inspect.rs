@@ -1,0 +1,142 @@
+//! Looking at a lock without holding it: status (a strongly consistent GetItem) and force release
+//! (an unconditional DeleteItem that returns what it removed).
+//!
+//! Both judge the item by its `ExpiresAt` and this client's clock: status is information, not a
+//! takeover decision, and force release is an administrative override that deletes whatever is
+//! there (an expired or malformed item too) and only reports whose live lock it removed. If the
+//! SDK retried the DeleteItem after a lost answer, the retry finds nothing, and the removed holder
+//! is unknown: force release then says `None`.
+
+use crate::error::Error;
+use crate::lock::Holder;
+use crate::lock_table::LockTable;
+use crate::outcome::LockStatus;
+use crate::record::Record;
+use crate::time::span;
+use aws_sdk_dynamodb::types::ReturnValue;
+use chrono::{DateTime, Utc};
+use tracing::warn;
+
+/// The lock on `resource`, read without taking it.
+pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStatus, Error> {
+    table.check_resource(resource)?;
+    let out = table
+        .dynamodb
+        .get_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(resource)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| Error::backend("GetItem", e))?;
+    let record = LockTable::record(resource, out.item())?;
+    Ok(status_of(record, table.now()))
+}
+
+/// Deletes the lock on `resource` whoever holds it; the holder whose live lock it removed.
+pub(crate) async fn force_release(
+    table: &LockTable,
+    resource: &str,
+) -> Result<Option<Holder>, Error> {
+    table.check_resource(resource)?;
+    let out = table
+        .dynamodb
+        .delete_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(resource)))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .map_err(|e| Error::backend("DeleteItem", e))?;
+    table.queues.freed(resource, None);
+    let now = table.now();
+    let removed = match LockTable::record(resource, out.attributes()) {
+        Ok(record) => removed_holder(record, now),
+        Err(malformed) => {
+            warn!(resource, %malformed, "force release deleted a malformed lock item");
+            None
+        }
+    };
+    warn!(
+        resource,
+        removed_owner = removed.as_ref().map(|h| h.owner.as_str()),
+        "lock force-released"
+    );
+    Ok(removed)
+}
+
+/// The status of a lock whose item is `record` (`None`: no item) at `now`.
+pub(crate) fn status_of(record: Option<Record>, now: DateTime<Utc>) -> LockStatus {
+    match record {
+        Some(record) if record.holder.is_live_at(now) => LockStatus::Held {
+            remaining: span(now, record.holder.expires_at),
+            holder: record.holder,
+        },
+        _ => LockStatus::Free,
+    }
+}
+
+/// The holder whose live lock a force release removed, from the deleted item (`ALL_OLD`).
+pub(crate) fn removed_holder(record: Option<Record>, now: DateTime<Utc>) -> Option<Holder> {
+    record
+        .filter(|record| record.holder.is_live_at(now))
+        .map(|record| record.holder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::LockId;
+    use chrono::{TimeDelta, TimeZone};
+    use std::time::Duration;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
+    }
+
+    fn record(expires_in_millis: i64) -> Record {
+        Record {
+            lock_id: LockId::generate(),
+            version: "v1".into(),
+            lease: Duration::from_secs(30),
+            holder: Holder {
+                owner: "them".into(),
+                acquired_at: now() - TimeDelta::seconds(10),
+                expires_at: now() + TimeDelta::milliseconds(expires_in_millis),
+                fencing_token: None,
+                data: None,
+            },
+        }
+    }
+
+    #[test]
+    fn no_item_or_an_expired_one_is_free() {
+        assert_eq!(status_of(None, now()), LockStatus::Free);
+        assert_eq!(status_of(Some(record(-1)), now()), LockStatus::Free);
+    }
+
+    #[test]
+    fn a_live_item_is_held_with_the_time_left() {
+        let live = record(1500);
+        assert_eq!(
+            status_of(Some(live.clone()), now()),
+            LockStatus::Held {
+                holder: live.holder,
+                remaining: Duration::from_millis(1500)
+            }
+        );
+        // Live up to and including its `ExpiresAt`.
+        assert!(matches!(
+            status_of(Some(record(0)), now()),
+            LockStatus::Held { .. }
+        ));
+    }
+
+    #[test]
+    fn force_release_names_only_a_live_holder() {
+        let live = record(5000);
+        assert_eq!(removed_holder(Some(live.clone()), now()), Some(live.holder));
+        assert_eq!(removed_holder(Some(record(-1)), now()), None);
+        assert_eq!(removed_holder(None, now()), None);
+    }
+}

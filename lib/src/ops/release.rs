@@ -1,0 +1,257 @@
+//! Release: one conditional DeleteItem of the lock item, by acquisition (`LockID` and `Owner`), by
+//! owner alone, or by owner for a lock acquired no later than a moment.
+//!
+//! The request asks for the refused item (`ALL_OLD`) so that a failure says why at no extra
+//! request, and it counts its transmissions: a successful DeleteItem leaves nothing to recognise,
+//! so after an SDK retry a refusal on someone else's item may follow our own first attempt's
+//! success, and is reported as `NotFound`, never `NotOwner`. A successful release asks for
+//! nothing back (the old item would only serve a log line, at a cost in bytes on every release).
+//!
+//! Every release through a client wakes that client's first waiter for the resource, whether or not
+//! the item was deleted: either way this client no longer holds it.
+
+use crate::conditional::{answer, Answer, Transmissions};
+use crate::error::Error;
+use crate::item::{self, s, Item};
+use crate::lock::LockId;
+use crate::lock_table::LockTable;
+use crate::outcome::ReleaseOutcome;
+use crate::record::Record;
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use chrono::{DateTime, SubsecRound, Utc};
+use tracing::info;
+
+/// Release (DeleteItem) succeeds only for the same acquisition and owner.
+pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
+/// Release by owner alone (DeleteItem), for owners that lost their lock id.
+pub(crate) const RELEASE_OWNED_CONDITION: &str = "#owner = :owner";
+/// Release by owner alone of a lock acquired no later than a moment (an execution's stop), so
+/// that a later acquisition by the same owner (a redriven execution) is spared.
+pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
+    "#owner = :owner AND #acquired_at <= :acquired_by";
+
+/// The release DeleteItem: by acquisition (`lock_id`), else by owner, perhaps only for a lock
+/// acquired no later than `acquired_by`.
+pub(crate) async fn delete(
+    table: &LockTable,
+    resource: &str,
+    owner: &str,
+    lock_id: Option<LockId>,
+    acquired_by: Option<DateTime<Utc>>,
+) -> Result<ReleaseOutcome, Error> {
+    let condition = match (lock_id, acquired_by) {
+        (Some(_), _) => RELEASE_CONDITION,
+        (None, Some(_)) => RELEASE_OWNED_BY_CONDITION,
+        (None, None) => RELEASE_OWNED_CONDITION,
+    };
+    let transmissions = Transmissions::default();
+    let request = table
+        .dynamodb
+        .delete_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(resource)))
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(item::names_for(&[condition])))
+        .set_expression_attribute_values(Some(values(owner, lock_id, acquired_by)))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .customize()
+        .interceptor(transmissions.clone())
+        .send();
+    let answer = answer("DeleteItem", request.await, |err| match err {
+        DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    // Released or not ours (any more): either way not held by this client.
+    table.queues.freed(resource, lock_id);
+    match answer {
+        Answer::Applied(_) => {
+            info!(
+                resource,
+                owner,
+                lock_id = lock_id.map(|id| id.short()),
+                "lock released"
+            );
+            Ok(ReleaseOutcome::Released)
+        }
+        Answer::Refused(item) => {
+            let record = LockTable::record(resource, item.as_ref())?;
+            let retried = transmissions.retried();
+            if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
+                info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
+            }
+            let outcome = read_refused(owner, lock_id, record, retried, table.now());
+            info!(resource, owner, ?outcome, "lock not released");
+            Ok(outcome)
+        }
+    }
+}
+
+/// The condition's values: exactly those its expression uses.
+fn values(owner: &str, lock_id: Option<LockId>, acquired_by: Option<DateTime<Utc>>) -> Item {
+    [
+        (":owner", Some(s(owner))),
+        (":lock_id", lock_id.map(|id| s(id.to_string()))),
+        (
+            ":acquired_by",
+            acquired_by.map(|t| s(timestamp::format(t.trunc_subsecs(3)))),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name.to_owned(), value?)))
+    .collect()
+}
+
+/// Whether the item a retried release failed on is someone else's: our own earlier attempt may
+/// have deleted our item, after which someone else may have acquired.
+fn gone_after_retry(
+    owner: &str,
+    lock_id: Option<LockId>,
+    record: Option<&Record>,
+    retried: bool,
+) -> bool {
+    let ours = |r: &Record| match lock_id {
+        Some(id) => r.lock_id == id,
+        None => r.holder.owner == owner,
+    };
+    retried && record.is_some_and(|record| !ours(record))
+}
+
+/// What a release whose condition failed on `record` (`ALL_OLD`, `None` if there was no item)
+/// tells its caller, `retried` saying whether the SDK sent the request more than once.
+pub(crate) fn read_refused(
+    owner: &str,
+    lock_id: Option<LockId>,
+    record: Option<Record>,
+    retried: bool,
+    now: DateTime<Utc>,
+) -> ReleaseOutcome {
+    // A retry may have failed on what our own earlier attempt did. Never call that a mismatch; it
+    // is at most "not found".
+    if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
+        return ReleaseOutcome::NotFound;
+    }
+    match record {
+        Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
+            holder: record.holder,
+        },
+        _ => ReleaseOutcome::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::tests::assert_every_placeholder_named;
+    use crate::lock::Holder;
+    use chrono::{TimeDelta, TimeZone};
+    use std::time::Duration;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
+    }
+
+    fn record(lock_id: LockId, owner: &str, expires_in_secs: i64) -> Record {
+        Record {
+            lock_id,
+            version: "v1".into(),
+            lease: Duration::from_secs(30),
+            holder: Holder {
+                owner: owner.into(),
+                acquired_at: now() - TimeDelta::seconds(10),
+                expires_at: now() + TimeDelta::seconds(expires_in_secs),
+                fencing_token: None,
+                data: None,
+            },
+        }
+    }
+
+    #[test]
+    fn no_item_is_not_found() {
+        let ours = LockId::generate();
+        for retried in [false, true] {
+            assert_eq!(
+                read_refused("me", Some(ours), None, retried, now()),
+                ReleaseOutcome::NotFound
+            );
+        }
+    }
+
+    #[test]
+    fn a_live_item_of_another_acquisition_is_not_owner() {
+        let other = record(LockId::generate(), "them", 5);
+        let outcome = read_refused(
+            "me",
+            Some(LockId::generate()),
+            Some(other.clone()),
+            false,
+            now(),
+        );
+        assert_eq!(
+            outcome,
+            ReleaseOutcome::NotOwner {
+                holder: other.holder
+            }
+        );
+    }
+
+    #[test]
+    fn a_live_item_of_another_acquisition_by_the_same_owner_is_not_owner() {
+        let other = record(LockId::generate(), "me", 5);
+        let outcome = read_refused(
+            "me",
+            Some(LockId::generate()),
+            Some(other.clone()),
+            false,
+            now(),
+        );
+        assert!(matches!(outcome, ReleaseOutcome::NotOwner { .. }));
+    }
+
+    #[test]
+    fn an_expired_item_of_another_acquisition_is_not_found() {
+        let expired = record(LockId::generate(), "them", -1);
+        let outcome = read_refused("me", Some(LockId::generate()), Some(expired), false, now());
+        assert_eq!(outcome, ReleaseOutcome::NotFound);
+    }
+
+    #[test]
+    fn after_a_retry_another_acquisitions_item_is_not_found_never_not_owner() {
+        let other = record(LockId::generate(), "them", 5);
+        let outcome = read_refused("me", Some(LockId::generate()), Some(other), true, now());
+        assert_eq!(outcome, ReleaseOutcome::NotFound);
+    }
+
+    #[test]
+    fn release_owned_spares_a_later_acquisition_of_the_same_owner() {
+        // The `acquired_by` condition failed on the owner's own, newer, live lock.
+        let newer = record(LockId::generate(), "exec", 5);
+        let outcome = read_refused("exec", None, Some(newer.clone()), false, now());
+        assert_eq!(
+            outcome,
+            ReleaseOutcome::NotOwner {
+                holder: newer.holder
+            }
+        );
+        let retried = read_refused(
+            "exec",
+            None,
+            Some(record(LockId::generate(), "other", 5)),
+            true,
+            now(),
+        );
+        assert_eq!(retried, ReleaseOutcome::NotFound);
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        for expr in [
+            RELEASE_CONDITION,
+            RELEASE_OWNED_CONDITION,
+            RELEASE_OWNED_BY_CONDITION,
+        ] {
+            assert_every_placeholder_named(expr);
+        }
+    }
+}
