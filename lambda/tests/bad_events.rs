@@ -4,7 +4,7 @@
 
 use ddb_lock_lambda::event::parse;
 use ddb_lock_lambda::{Config, Handler};
-use ddb_lock_tests::{dynamodb, hold, lock_client, raw_item, unique, TABLE};
+use ddb_lock_test_kit::{dynamodb, hold, lock_client, raw_item, unique, TABLE};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};

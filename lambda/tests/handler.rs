@@ -5,7 +5,7 @@ use chrono::TimeDelta;
 use ddb_lock::AcquireOptions;
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::{Config, Handler, HandlerError};
-use ddb_lock_tests::{
+use ddb_lock_test_kit::{
     builder, dynamodb, lock_client, raw_item, string_attr, unique, FixedClock, OffsetClock, TABLE,
 };
 use lambda_runtime::{Context, LambdaEvent};

@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// The table the generator writes to, in ddb-lock's schema (`PK` hash, `SK` range).
-pub const TABLE: &str = ddb_lock_tests::TABLE;
+pub const TABLE: &str = ddb_lock_test_kit::TABLE;
 
 /// A signature-shaped header that local engines accept without checking it.
 const AUTHORIZATION: &str = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=0000000000000000000000000000000000000000000000000000000000000000";
@@ -122,7 +122,7 @@ impl Ceiling {
         plan: &Plan,
         engine: Option<u32>,
     ) -> Result<Ceiling, String> {
-        ddb_lock_tests::lock_client().await; // the table exists
+        ddb_lock_test_kit::lock_client().await; // the table exists
         Ok(Ceiling {
             unconditional: sweep(endpoint, false, plan, engine).await?,
             conditional: sweep(endpoint, true, plan, engine).await?,

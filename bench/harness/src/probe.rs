@@ -223,7 +223,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `rounds` rounds of `block` pairs of every shape, interleaved, and prints a table.
 pub async fn run(endpoint: &str, engine: Option<u32>, rounds: usize, block: usize) {
-    let sdk = ddb_lock_tests::dynamodb_at(endpoint);
+    let sdk = ddb_lock_test_kit::dynamodb_at(endpoint);
     let locks = LockClient::builder(sdk.clone())
         .table_name(LOCK_TABLE)
         .build()
