@@ -7,9 +7,8 @@
 //! ```
 //! Needs `DYNAMODB_ENDPOINT`; creates the table `ddb-lock-demo` there.
 
-use ddb_lock::LockClient;
 use ddb_lock_test_kit::runtime_api::{FunctionProcess, Outcome, RuntimeApi};
-use ddb_lock_test_kit::{dynamodb, endpoint};
+use ddb_lock_test_kit::{dynamodb, endpoint, ensure_table, TableKind};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,11 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sagas: usize = args.next().map_or(Ok(4), |a| a.parse())?;
     let work = Duration::from_millis(args.next().map_or(Ok(200), |a| a.parse())?);
 
-    LockClient::builder(dynamodb())
-        .table_name(TABLE)
-        .build()?
-        .create_table()
-        .await?;
+    ensure_table(&dynamodb(), TABLE, TableKind::Locks).await;
     let api = Arc::new(RuntimeApi::start().await);
     let spawned = Instant::now();
     let _instances: Vec<FunctionProcess> = (0..sagas)

@@ -10,6 +10,7 @@
 //! that the report can show which of the two was saturated.
 
 use crate::cpu::{Reading, Spent};
+use ddb_lock_test_kit::{dynamodb_at, ensure_table, TableKind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,7 +123,7 @@ impl Ceiling {
         plan: &Plan,
         engine: Option<u32>,
     ) -> Result<Ceiling, String> {
-        ddb_lock_test_kit::lock_client().await; // the table exists
+        ensure_table(&dynamodb_at(endpoint), TABLE, TableKind::Locks).await;
         Ok(Ceiling {
             unconditional: sweep(endpoint, false, plan, engine).await?,
             conditional: sweep(endpoint, true, plan, engine).await?,

@@ -5,7 +5,7 @@ use crate::history::{self, Op, Operation, Outcome};
 use crate::register;
 use ddb_lock::{AcquireOptions, LockClient, LockStatus};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
-use ddb_lock_test_kit::{dynamodb, fenced_table};
+use ddb_lock_test_kit::{dynamodb, ensure_table, fenced_table, TableKind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -126,11 +126,11 @@ pub async fn run(
     workdir: &Path,
 ) -> RunReport {
     fenced_table().await;
+    ensure_table(&dynamodb(), LOCK_TABLE, TableKind::Locks).await;
     let admin = LockClient::builder(dynamodb())
         .table_name(LOCK_TABLE)
         .build()
         .expect("valid settings");
-    admin.create_table().await.expect("fault lock table");
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let resources: Vec<String> = (0..settings.resources)
         .map(|i| format!("faults/{run_id}/r{i}"))
