@@ -10,7 +10,9 @@ use ddb_lock::{
     FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
 };
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{dynamodb, dynamodb_with, endpoint, fenced_table, unique, FENCED_TABLE};
+use ddb_lock_test_kit::{
+    dynamodb, endpoint, fenced_table, quickly_retrying_dynamodb, unique, FENCED_TABLE,
+};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -396,13 +398,7 @@ async fn a_refused_retry_of_a_fenced_write_whose_first_attempt_applied_is_unknow
     fenced_table().await;
     let id = unique("retried-fenced-write");
     let proxy = Proxy::start(&endpoint()).await;
-    let through_proxy = dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(std::time::Duration::from_millis(10)),
-        )
-    });
+    let through_proxy = quickly_retrying_dynamodb(&proxy.endpoint());
 
     // The old holder's write (token 7) is applied; while its answer is withheld, a newer holder
     // (token 8) writes; then the old holder's SDK retries and is refused.

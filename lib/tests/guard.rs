@@ -7,7 +7,7 @@ use ddb_lock::{
 };
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb_at, dynamodb_with, endpoint, hold, lock_client, raw_item, stored,
+    builder, dynamodb_at, endpoint, hold, lock_client, quickly_retrying_dynamodb, raw_item, stored,
     string_attr, unique, AdjustableClock, OffsetClock,
 };
 use std::time::Duration;
@@ -338,14 +338,7 @@ async fn lost_now(watch: &LockWatch) -> Option<LockLost> {
 
 /// A client of the shared table through `proxy`, whose requests the SDK retries quickly.
 fn client_through(proxy: &Proxy, clock: Option<std::sync::Arc<AdjustableClock>>) -> LockClient {
-    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    });
-    let builder = builder(dynamodb);
+    let builder = builder(quickly_retrying_dynamodb(&proxy.endpoint()));
     match clock {
         Some(clock) => builder.clock(clock),
         None => builder,

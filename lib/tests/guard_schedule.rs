@@ -17,8 +17,8 @@
 use ddb_lock::{AcquireOptions, Clock, LockClient, LockGuard, LockWatch};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
 use ddb_lock_test_kit::{
-    builder, dynamodb_with, endpoint, lock_client, raw_item, stored, string_attr, unique,
-    AdjustableClock,
+    builder, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, stored, string_attr,
+    unique, AdjustableClock,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -74,13 +74,7 @@ async fn run(seed: u64) {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         let proxy = Proxy::start(&endpoint()).await;
-        let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
-            config.retry_config(
-                aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                    .with_max_attempts(3)
-                    .with_initial_backoff(Duration::from_millis(10)),
-            )
-        });
+        let dynamodb = quickly_retrying_dynamodb(&proxy.endpoint());
         clients.push(builder(dynamodb).clock(clock.clone()).build().unwrap());
         proxies.push(proxy);
     }

@@ -5,11 +5,11 @@
 //! These tests run on tokio's single-threaded runtime, where `yield_now` lets every other ready
 //! task run up to its next wait: that is how a test knows the waiters are in line (no sleeps).
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use ddb_lock::{AcquireOptions, BackoffBounds, Lock, LockClient, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb_at, dynamodb_with, endpoint, lock_client, raw_item, string_attr, unique,
+    builder, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, string_attr,
+    unique,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,13 +21,7 @@ const LEASE: Duration = Duration::from_secs(60);
 /// is longer than any of these tests. The SDK retries quickly (three attempts).
 async fn patient_client(proxy: &Proxy) -> LockClient {
     lock_client().await; // the table exists
-    let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    });
+    let dynamodb = quickly_retrying_dynamodb(&proxy.endpoint());
     builder(dynamodb)
         .lease(LEASE)
         .backoff(BackoffBounds::new(

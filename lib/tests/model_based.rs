@@ -44,7 +44,9 @@ use ddb_lock::{
     LockClientBuilder, LockId, LockStatus, ReleaseOutcome,
 };
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{builder, dynamodb, dynamodb_with, endpoint, lock_client, stored, unique};
+use ddb_lock_test_kit::{
+    builder, dynamodb, endpoint, lock_client, quickly_retrying_dynamodb, stored, unique,
+};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::Config;
@@ -569,13 +571,7 @@ impl Sut {
         };
         let proxy = runtime.block_on(Proxy::start(&endpoint()));
         // As `quickly_retrying_client`, with the shared clock.
-        let lossy = with_clock(builder(dynamodb_with(&proxy.endpoint(), |config| {
-            config.retry_config(
-                aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                    .with_max_attempts(3)
-                    .with_initial_backoff(Duration::from_millis(10)),
-            )
-        })));
+        let lossy = with_clock(builder(quickly_retrying_dynamodb(&proxy.endpoint())));
         Sut {
             resource: unique("model"),
             client_a: with_clock(builder(dynamodb())),

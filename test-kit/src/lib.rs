@@ -2,7 +2,7 @@
 //! Lambda crate's tests and demo, the fault suite and the benchmark harness need to run against a
 //! local DynamoDB endpoint.
 //!
-//! - [`endpoint`]: the endpoint under test (`DYNAMODB_ENDPOINT`) and SDK clients for it;
+//! - [`endpoint`](mod@endpoint): the endpoint under test (`DYNAMODB_ENDPOINT`) and SDK clients for it;
 //! - [`tables`]: the tables the tests use, [`ensure_table`] to create one, and raw item reads;
 //! - [`locks`]: lock clients of the shared table, unique resource names, taking a free lock;
 //! - [`clocks`]: clocks to hand the library (fixed, offset, adjustable) and the monotonic clock;
@@ -21,7 +21,7 @@ pub mod runtime_api;
 pub mod tables;
 
 pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock};
-pub use endpoint::{dynamodb, dynamodb_at, dynamodb_with, endpoint};
+pub use endpoint::{dynamodb, dynamodb_at, dynamodb_with, endpoint, quickly_retrying_dynamodb};
 pub use locks::{builder, hold, lock_client, quickly_retrying_client, unique};
 pub use tables::{
     ensure_table, fenced_table, raw_item, stored, string_attr, TableKind, FENCED_TABLE, TABLE,

@@ -1,6 +1,6 @@
 //! Lock clients of the shared table ([`TABLE`]), unique resource names, and taking a free lock.
 
-use crate::endpoint::{dynamodb, dynamodb_with};
+use crate::endpoint::{dynamodb, quickly_retrying_dynamodb};
 use crate::tables::{ensure_table, TableKind, TABLE};
 use ddb_lock::{AcquireOptions, Lock, LockClient, LockClientBuilder};
 use std::time::Duration;
@@ -19,16 +19,11 @@ pub async fn lock_client() -> LockClient {
 }
 
 /// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
-/// and are retried quickly by the SDK: three attempts, 10 ms initial backoff.
+/// and are retried quickly by the SDK ([`quickly_retrying_dynamodb`]).
 pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
-    let dynamodb = dynamodb_with(endpoint, |config| {
-        config.retry_config(
-            aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(10)),
-        )
-    });
-    builder(dynamodb).build().expect("valid settings")
+    builder(quickly_retrying_dynamodb(endpoint))
+        .build()
+        .expect("valid settings")
 }
 
 /// Takes the free lock on `resource` for `owner` with `lease`, failing the test if it is held.
