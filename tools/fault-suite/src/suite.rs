@@ -351,6 +351,7 @@ async fn endpoint_script(arg: &str) -> (Option<i32>, String) {
     let script: PathBuf = [
         env!("CARGO_MANIFEST_DIR"),
         "..",
+        "..",
         "scripts",
         "dynamodb-local.sh",
     ]
