@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
-run cargo build --quiet --locked -p ddb-lock-lambda --bin bootstrap -p ddb-lock-tests --bin lambda-demo
+run cargo build --quiet --locked -p ddb-lock-lambda --bin bootstrap --example saga_demo
 target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 start_endpoint
-run "$target/debug/lambda-demo" "$target/debug/bootstrap" "$@"
+run "$target/debug/examples/saga_demo" "$target/debug/bootstrap" "$@"

@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
 runs="${1:-3}" duration_ms="${2:-20000}"
-run cargo build --quiet --locked --release -p ddb-lock-tests --bins
+run cargo build --quiet --locked --release -p ddb-lock-fault-suite --bins
 target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 start_endpoint
 mkdir -p docs

@@ -33,7 +33,7 @@ step "cargo test"
 run cargo test --workspace --locked
 
 step "fault suite, quick form (scripts/soak.sh runs the long one)"
-run cargo build --locked -p ddb-lock-tests --bins
+run cargo build --locked -p ddb-lock-fault-suite --bins
 run target/debug/fault-suite
 
 step "benchmark harness, quick form (scripts/bench.sh runs the full one)"

@@ -5,7 +5,7 @@ mod common;
 
 use common::{error_name, handler, invoke, invoke_with, now_ms, take};
 use ddb_lock_lambda::error::name;
-use ddb_lock_tests::{raw_item, unique};
+use ddb_lock_test_kit::{raw_item, unique};
 use lambda_runtime::Context;
 use serde_json::json;
 

@@ -7,7 +7,7 @@ use chrono::TimeDelta;
 use common::{config, error_name, handler, handler_with, invalid_field, invoke, take};
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::Handler;
-use ddb_lock_tests::{builder, dynamodb, raw_item, unique, OffsetClock};
+use ddb_lock_test_kit::{builder, dynamodb, raw_item, unique, OffsetClock};
 use serde_json::json;
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 mod common;
 
 use ddb_lock_lambda::event::parse;
-use ddb_lock_tests::{hold, lock_client, raw_item, unique};
+use ddb_lock_test_kit::{hold, lock_client, raw_item, unique};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};

@@ -7,7 +7,7 @@ mod common;
 use common::{config, error_name, handler, invalid_field, invoke, take};
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::{Handler, HandlerError};
-use ddb_lock_tests::{dynamodb, raw_item, unique, TABLE};
+use ddb_lock_test_kit::{dynamodb, raw_item, unique, TABLE};
 use lambda_runtime::Context;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,7 @@ use chrono::TimeDelta;
 use common::{config, error_name, handler, invoke};
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::Handler;
-use ddb_lock_tests::{builder, dynamodb, unique, OffsetClock};
+use ddb_lock_test_kit::{builder, dynamodb, unique, OffsetClock};
 use serde_json::{json, Value};
 
 /// A lock on a fresh resource held by `o` for 10 s, and the event that extends it by a minute.

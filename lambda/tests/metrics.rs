@@ -4,7 +4,7 @@ mod common;
 
 use common::{handler, invoke};
 use ddb_lock_lambda::error::name;
-use ddb_lock_tests::unique;
+use ddb_lock_test_kit::unique;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 

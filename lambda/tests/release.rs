@@ -8,7 +8,7 @@ use chrono::TimeDelta;
 use common::{error_name, handler, invalid_field, invoke, take};
 use ddb_lock::AcquireOptions;
 use ddb_lock_lambda::error::name;
-use ddb_lock_tests::{builder, dynamodb, raw_item, string_attr, unique, FixedClock};
+use ddb_lock_test_kit::{builder, dynamodb, raw_item, string_attr, unique, FixedClock};
 use serde_json::{json, Value};
 
 /// An execution's ARN, the owner of its locks.

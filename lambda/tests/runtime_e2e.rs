@@ -2,8 +2,8 @@
 //! the local DynamoDB endpoint.
 
 use ddb_lock_lambda::error::name;
-use ddb_lock_tests::runtime_api::{now_ms, FunctionProcess, RuntimeApi};
-use ddb_lock_tests::{endpoint, lock_client, unique, TABLE};
+use ddb_lock_test_kit::runtime_api::{now_ms, FunctionProcess, RuntimeApi};
+use ddb_lock_test_kit::{endpoint, lock_client, unique, TABLE};
 use serde_json::{json, Value};
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{handler, invoke};
-use ddb_lock_tests::unique;
+use ddb_lock_test_kit::unique;
 use serde_json::json;
 
 #[tokio::test]

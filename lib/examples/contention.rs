@@ -6,10 +6,9 @@
 //! ```
 //!
 //! With `DYNAMODB_ENDPOINT` set (as `scripts/demo.sh` does) it talks to that endpoint with dummy
-//! credentials; otherwise to DynamoDB with your AWS configuration. The table is `ddb-lock-demo`
-//! (created if missing; override with `DDB_LOCK_TABLE`).
+//! credentials (the test kit's SDK client for a local endpoint); otherwise to DynamoDB with your AWS
+//! configuration. The table is `ddb-lock-demo` (created if missing; override with `DDB_LOCK_TABLE`).
 
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use ddb_lock::{AcquireOptions, LockClient, ReleaseOutcome};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -28,14 +27,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let hold = Duration::from_millis(args.next().map_or(Ok(200), |a| a.parse())?);
     let table = std::env::var("DDB_LOCK_TABLE").unwrap_or_else(|_| "ddb-lock-demo".into());
 
-    let mut config = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Ok(endpoint) = std::env::var("DYNAMODB_ENDPOINT") {
-        config = config
-            .endpoint_url(endpoint)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("local", "local", None, None, "demo"));
-    }
-    let dynamodb = aws_sdk_dynamodb::Client::new(&config.load().await);
+    // A local endpoint (dummy credentials) if DYNAMODB_ENDPOINT names one, else your AWS setup.
+    let dynamodb = match std::env::var("DYNAMODB_ENDPOINT") {
+        Ok(endpoint) => ddb_lock_test_kit::dynamodb_at(&endpoint),
+        Err(_) => aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await),
+    };
     let client = LockClient::builder(dynamodb).table_name(&table).build()?;
     client.create_table().await?;
 

@@ -1,8 +1,8 @@
 //! Measuring one contender: its driver run through each scenario behind a counting proxy.
 
-use ddb_lock_tests::faults::history::monotonic_ns;
-use ddb_lock_tests::proxy::Proxy;
-use ddb_lock_tests::runtime_api::{FunctionProcess, RuntimeApi};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::runtime_api::{FunctionProcess, RuntimeApi};
+use ddb_lock_test_kit::{dynamodb_at, ensure_table, monotonic_ns, TableKind, TABLE};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -470,13 +470,13 @@ pub async fn lambda_figures(harness: &Path, endpoint: &str) -> LambdaFigures {
     if !bootstrap.exists() {
         return figures;
     }
-    ddb_lock_tests::lock_client().await;
+    ensure_table(&dynamodb_at(endpoint), TABLE, TableKind::Locks).await;
     let binary = bootstrap.display().to_string();
     let (mut ready, mut answered) = (Vec::new(), Vec::new());
     for attempt in 0..5 {
         let api = RuntimeApi::start().await;
         let started = monotonic_ns();
-        let function = FunctionProcess::spawn(&binary, &api, endpoint, ddb_lock_tests::TABLE, &[]);
+        let function = FunctionProcess::spawn(&binary, &api, endpoint, TABLE, &[]);
         api.wait_for_polls(1).await;
         ready.push(ms(monotonic_ns() - started));
         let status = json!({"op": "status", "resource": "bench/cold-start"});

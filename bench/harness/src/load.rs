@@ -10,6 +10,7 @@
 //! that the report can show which of the two was saturated.
 
 use crate::cpu::{Reading, Spent};
+use ddb_lock_test_kit::{dynamodb_at, ensure_table, TableKind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// The table the generator writes to, in ddb-lock's schema (`PK` hash, `SK` range).
-pub const TABLE: &str = ddb_lock_tests::TABLE;
+pub const TABLE: &str = ddb_lock_test_kit::TABLE;
 
 /// A signature-shaped header that local engines accept without checking it.
 const AUTHORIZATION: &str = "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=0000000000000000000000000000000000000000000000000000000000000000";
@@ -122,7 +123,7 @@ impl Ceiling {
         plan: &Plan,
         engine: Option<u32>,
     ) -> Result<Ceiling, String> {
-        ddb_lock_tests::lock_client().await; // the table exists
+        ensure_table(&dynamodb_at(endpoint), TABLE, TableKind::Locks).await;
         Ok(Ceiling {
             unconditional: sweep(endpoint, false, plan, engine).await?,
             conditional: sweep(endpoint, true, plan, engine).await?,

@@ -21,7 +21,7 @@ mod probe;
 mod report;
 
 use clap::{Parser, Subcommand};
-use ddb_lock_tests::proxy::Proxy;
+use ddb_lock_test_kit::proxy::Proxy;
 use figures::{Contender, Figures, Sizes};
 use load::{Ceiling, Plan};
 use std::path::PathBuf;
@@ -85,7 +85,7 @@ enum Command {
 async fn main() {
     let options = Options::parse();
     if let Some(command) = options.command {
-        let endpoint = ddb_lock_tests::endpoint();
+        let endpoint = ddb_lock_test_kit::endpoint();
         match command {
             Command::Probe {
                 engine_pid,
@@ -119,7 +119,7 @@ async fn main() {
     }
     let runs_each = options.runs.unwrap_or(if options.quick { 1 } else { 3 });
     let out = options.out.unwrap_or_else(|| repo_root().join("docs"));
-    let endpoint = ddb_lock_tests::endpoint();
+    let endpoint = ddb_lock_test_kit::endpoint();
     let here = std::env::current_exe().expect("own path");
     let driver = here.with_file_name("bench-driver");
     let root = repo_root();

@@ -8,12 +8,10 @@
 //! each block's CPU time is read for this process (the client side) and for the engine.
 
 use crate::cpu::{Reading, Spent};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use ddb_lock::{AcquireOptions, LockClient};
+use ddb_lock_test_kit::{dynamodb_at, ensure_table, TableKind};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -182,40 +180,6 @@ impl Probe {
     }
 }
 
-/// Creates the hash-key table if it is missing.
-async fn create_hash_table(sdk: &Client) -> Result<(), String> {
-    let created = sdk
-        .create_table()
-        .table_name(HASH_TABLE)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("key")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(|e| e.to_string())?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("key")
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(|e| e.to_string())?,
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await;
-    match created {
-        Err(e)
-            if !e
-                .as_service_error()
-                .is_some_and(|e| e.is_resource_in_use_exception()) =>
-        {
-            Err(format!("creating {HASH_TABLE}: {e:?}"))
-        }
-        _ => Ok(()),
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -223,15 +187,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `rounds` rounds of `block` pairs of every shape, interleaved, and prints a table.
 pub async fn run(endpoint: &str, engine: Option<u32>, rounds: usize, block: usize) {
-    let sdk = ddb_lock_tests::dynamodb_at(endpoint);
+    let sdk = dynamodb_at(endpoint);
     let locks = LockClient::builder(sdk.clone())
         .table_name(LOCK_TABLE)
         .build()
         .expect("valid lock client settings");
-    locks.create_table().await.expect("the probe's lock table");
-    create_hash_table(&sdk)
-        .await
-        .expect("the probe's hash table");
+    ensure_table(&sdk, LOCK_TABLE, TableKind::Locks).await;
+    ensure_table(&sdk, HASH_TABLE, TableKind::Items { key: "key" }).await;
     let probe = Probe {
         sdk,
         locks,

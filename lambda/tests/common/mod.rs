@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use ddb_lock_lambda::{Config, Handler, HandlerError};
-use ddb_lock_tests::{dynamodb, lock_client, TABLE};
+use ddb_lock_test_kit::{dynamodb, ensure_table, TableKind, TABLE};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,7 +26,7 @@ pub fn config(extra: &[(&str, &str)]) -> Config {
 
 /// A handler configured by `config`, once the test table exists.
 pub async fn handler_with(config: Config) -> Handler {
-    lock_client().await; // creates the table
+    ensure_table(&dynamodb(), TABLE, TableKind::Locks).await;
     Handler::new(config.lock_client(dynamodb()).unwrap(), config)
 }
 

@@ -1,0 +1,139 @@
+//! Writes whose first attempt succeeded but whose answer was lost: the SDK retries, and the retry
+//! must not turn our own success into contention (acquire), a lost lock (extend) or an ownership
+//! mismatch (release).
+
+use ddb_lock::{AcquireOptions, Error, ExtendOutcome, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock_test_kit::{
+    endpoint, hold, lock_client, quickly_retrying_client, raw_item, stored, string_attr, unique,
+};
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_retried_acquire_whose_first_answer_was_lost_is_acquired_not_held() {
+    let direct = lock_client().await;
+    let resource = unique("lost-answer");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+
+    proxy.drop_next_answer("PutItem");
+    let lock = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap()
+        .expect("the first attempt's write is ours: acquired");
+
+    let puts = proxy.counts("PutItem");
+    assert_eq!(
+        puts.dropped, 1,
+        "the first answer was really lost: {puts:?}"
+    );
+    assert_eq!(puts.requests, 2, "the SDK retried once: {puts:?}");
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());
+    assert_eq!(string_attr(&item, "Owner"), "alice");
+
+    // It is really held, and really ours to release.
+    let other = direct
+        .try_acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(other.is_none());
+    assert_eq!(
+        direct.release(&lock).await.unwrap(),
+        ddb_lock::ReleaseOutcome::Released
+    );
+}
+
+#[tokio::test]
+async fn a_retried_extend_whose_first_answer_was_lost_is_extended() {
+    let direct = lock_client().await;
+    let resource = unique("lost-extend");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&direct, &resource, "alice", Duration::from_secs(5)).await;
+
+    proxy.drop_next_answer("UpdateItem");
+    let outcome = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+
+    let updates = proxy.counts("UpdateItem");
+    assert_eq!(
+        updates.dropped, 1,
+        "the first answer was really lost: {updates:?}"
+    );
+    assert_eq!(updates.requests, 2, "the SDK retried once: {updates:?}");
+    let ExtendOutcome::Extended(extended) = outcome else {
+        panic!("our own extension was reported as {outcome:?}");
+    };
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(
+        string_attr(&item, "ExpiresAt"),
+        stored(extended.expires_at())
+    );
+    assert!(extended.expires_at() > lock.expires_at());
+}
+
+#[tokio::test]
+async fn a_retried_release_whose_first_answer_was_lost_never_reports_a_mismatch() {
+    let direct = lock_client().await;
+    let resource = unique("lost-release");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&direct, &resource, "alice", Duration::from_secs(60)).await;
+
+    // The first DeleteItem is applied; while its answer is withheld, bob takes the free lock.
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    let release = tokio::spawn(async move { client.release(&lock).await });
+    answer.applied().await;
+    let bobs = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    answer.drop_it();
+    let outcome = release.await.unwrap().unwrap();
+
+    let deletes = proxy.counts("DeleteItem");
+    assert_eq!(deletes.requests, 2, "the SDK retried once: {deletes:?}");
+    assert_eq!(
+        outcome,
+        ReleaseOutcome::NotFound,
+        "alice's lock is gone (by her own first attempt); bob's is not hers to be mismatched with"
+    );
+    let item = raw_item(&resource).await.expect("bob's lock untouched");
+    assert_eq!(string_attr(&item, "LockID"), bobs.lock_id().to_string());
+}
+
+/// Written first, and seen failing before the fix: when every answer is lost the SDK gives up and
+/// the acquire fails, but its first attempt was applied, and the lock stayed held by nobody for
+/// its whole lease.
+#[tokio::test]
+async fn an_acquire_whose_every_answer_is_lost_fails_and_leaves_nothing_held() {
+    lock_client().await; // the table exists
+    for fencing in [false, true] {
+        let resource = unique("every-answer-lost");
+        let proxy = Proxy::start(&endpoint()).await;
+        let client = quickly_retrying_client(&proxy.endpoint());
+        proxy.set_faults(Faults {
+            drop_every: 1,
+            ..Faults::default()
+        });
+        let opts = AcquireOptions::new()
+            .owner("alice")
+            .fencing(fencing)
+            .lease(Duration::from_secs(3600));
+        let err = client.try_acquire(&resource, &opts).await.unwrap_err();
+        assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+        let operation = if fencing {
+            "TransactWriteItems"
+        } else {
+            "PutItem"
+        };
+        assert!(
+            proxy.counts(operation).dropped >= 1,
+            "an attempt was applied"
+        );
+
+        client.flush().await;
+        assert!(
+            raw_item(&resource).await.is_none(),
+            "fenced: {fencing}: what the failed acquire wrote was released"
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! What sagas and retried callers need: an idempotent acquire by the same owner, a payload
+//! stored with the lock, and the cost of each acquire.
+
+use chrono::TimeDelta;
+use ddb_lock::limits::MAX_DATA_BYTES;
+use ddb_lock::{AcquireOptions, Error, InvalidInput, LockStatus, TakeoverRule};
+use ddb_lock_test_kit::{
+    builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
+};
+use std::time::Duration;
+
+#[tokio::test]
+async fn an_idempotent_acquire_by_the_holder_returns_its_own_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent");
+    let first = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let again = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("execution-1").idempotent(true),
+        )
+        .await
+        .unwrap()
+        .expect("the holder gets its lock back");
+    assert_eq!(again, first, "same LockID, same lease");
+    // Without the flag, or for another owner, it is still contention.
+    let plain = AcquireOptions::new().owner("execution-1");
+    assert_eq!(client.try_acquire(&resource, &plain).await.unwrap(), None);
+    let other = AcquireOptions::new().owner("execution-2").idempotent(true);
+    assert_eq!(client.try_acquire(&resource, &other).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_idempotent_acquire_does_not_revive_the_holders_expired_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent-expired");
+    let old = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let later = builder(dynamodb())
+        .clock(OffsetClock::shared(TimeDelta::minutes(5)))
+        .build()
+        .unwrap();
+    let opts = AcquireOptions::new().owner("execution-1").idempotent(true);
+    let new = later.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    assert_ne!(
+        new.lock_id(),
+        old.lock_id(),
+        "a fresh acquisition, not the lapsed one"
+    );
+}
+
+#[tokio::test]
+async fn data_is_stored_with_the_lock_and_returned_by_status() {
+    let client = lock_client().await;
+    let resource = unique("data");
+    let payload = br#"{"step":"charge","attempt":2}"#.to_vec();
+    let opts = AcquireOptions::new().owner("alice").data(payload.clone());
+    client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.data, Some(payload)),
+        LockStatus::Free => panic!("held"),
+    }
+}
+
+#[tokio::test]
+async fn oversized_data_is_refused_and_nothing_is_written() {
+    let client = lock_client().await;
+    let resource = unique("data-too-big");
+    let opts = AcquireOptions::new().data(vec![b'x'; MAX_DATA_BYTES + 1]);
+    match client.try_acquire(&resource, &opts).await {
+        Err(Error::InvalidInput(InvalidInput::TooLarge {
+            field: "data",
+            limit,
+            ..
+        })) => {
+            assert_eq!(limit, MAX_DATA_BYTES)
+        }
+        other => panic!("expected data TooLarge, got {other:?}"),
+    }
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn acquire_reports_its_attempts_whatever_the_outcome() {
+    let client = lock_client().await;
+    let resource = unique("stats");
+    let opts = AcquireOptions::new().owner("alice");
+    let (lock, stats) = client.acquire_with_stats(&resource, &opts).await;
+    let lock = lock.unwrap();
+    assert_eq!(stats.attempts, 1);
+
+    let waiting = AcquireOptions::new()
+        .owner("bob")
+        .timeout(Duration::from_millis(200));
+    let elsewhere = builder(dynamodb()).build().unwrap();
+    let (timed_out, stats) = elsewhere.acquire_with_stats(&resource, &waiting).await;
+    assert!(matches!(timed_out, Err(Error::Timeout { .. })));
+    assert!(stats.attempts >= 2, "retried before giving up: {stats:?}");
+    assert!(stats.waited >= Duration::from_millis(200));
+
+    // A task of the holder's own client knows who holds the lock and waits for its release
+    // instead of polling: one last attempt at the deadline.
+    let (timed_out, stats) = client.acquire_with_stats(&resource, &waiting).await;
+    assert!(matches!(timed_out, Err(Error::Timeout { .. })));
+    assert_eq!(stats.attempts, 1, "{stats:?}");
+    assert!(stats.waited >= Duration::from_millis(200));
+    client.release(&lock).await.unwrap();
+}
+
+/// Regression test: a fenced idempotent acquire was handed back the owner's unfenced lock, with
+/// `fencing_token() == None`.
+#[tokio::test]
+async fn a_fenced_idempotent_acquire_is_not_handed_an_unfenced_lock() {
+    let client = lock_client().await;
+    let resource = unique("idempotent-fenced");
+    let _unfenced = hold(&client, &resource, "execution-1", Duration::from_secs(60)).await;
+    let fenced = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .fencing(true);
+    assert_eq!(
+        client.try_acquire(&resource, &fenced).await.unwrap(),
+        None,
+        "no token to hand back: held, as for anyone else"
+    );
+
+    let resource = unique("idempotent-fenced");
+    let first = client
+        .try_acquire(&resource, &fenced)
+        .await
+        .unwrap()
+        .expect("free");
+    let again = client
+        .try_acquire(&resource, &fenced)
+        .await
+        .unwrap()
+        .expect("the fenced holder gets its lock back");
+    assert_eq!(again.fencing_token(), first.fencing_token());
+    assert!(again.fencing_token().is_some());
+}
+
+/// Regression test: under the observed-lease rule an idempotent acquire handed back the owner's
+/// lock with a lease judged by the wall clock, which that rule does not trust; it now extends
+/// the lock first (a new version, so every observer starts its lease again).
+#[tokio::test]
+async fn an_idempotent_acquire_under_the_observed_lease_rule_extends_the_lock_it_hands_back() {
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    lock_client().await; // the table exists
+    let client = builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique("idempotent-observed");
+    let opts = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let first = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    let version = string_attr(&raw_item(&resource).await.unwrap(), "Version").to_owned();
+
+    let again = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    assert_eq!(again.lock_id(), first.lock_id());
+    let item = raw_item(&resource).await.unwrap();
+    assert_ne!(
+        string_attr(&item, "Version"),
+        version,
+        "extended: a new version"
+    );
+    assert_eq!(string_attr(&item, "ExpiresAt"), stored(again.expires_at()));
+    assert!(again.valid_until() > first.valid_until());
+    assert_eq!(proxy.counts("PutItem").requests, 2);
+    assert_eq!(proxy.counts("UpdateItem").requests, 1, "one extension");
+}
+
+/// Regression test (seen in the demo: a Lambda instance's `acquire` of the lock its own
+/// `try_acquire` had taken waited half a second): an idempotent acquire does not wait for the
+/// release of a lock its client holds, since it may be its own.
+#[tokio::test]
+async fn an_idempotent_acquire_takes_back_its_own_lock_without_waiting_for_a_release() {
+    lock_client().await; // the table exists
+    let patient = builder(dynamodb())
+        .lease(Duration::from_secs(3600))
+        .backoff(ddb_lock::BackoffBounds::new(
+            Duration::from_millis(20),
+            Duration::from_secs(3600),
+        ))
+        .build()
+        .unwrap();
+    let resource = unique("idempotent-same-client");
+    let opts = AcquireOptions::new()
+        .owner("execution-1")
+        .idempotent(true)
+        .timeout(Duration::from_secs(3600));
+    let first = patient
+        .try_acquire(&resource, &opts)
+        .await
+        .unwrap()
+        .unwrap();
+    // Not a timing threshold: waiting for a release here would take the lease, an hour.
+    let (again, stats) = tokio::time::timeout(
+        Duration::from_secs(60),
+        patient.acquire_with_stats(&resource, &opts),
+    )
+    .await
+    .expect("the acquire waited for a release of its own lock");
+    assert_eq!(again.unwrap(), first);
+    assert_eq!(stats.attempts, 1);
+}

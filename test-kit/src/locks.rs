@@ -1,0 +1,49 @@
+//! Lock clients of the shared table ([`TABLE`]), unique resource names, and taking a free lock.
+
+use crate::endpoint::{dynamodb, quickly_retrying_dynamodb};
+use crate::tables::{ensure_table, TableKind, TABLE};
+use ddb_lock::{AcquireOptions, Lock, LockClient, LockClientBuilder};
+use std::time::Duration;
+
+/// A builder for a client of the shared table; also shows the library's tracing output in the
+/// output of a failing test (`RUST_LOG=ddb_lock=debug`).
+pub fn builder(dynamodb: aws_sdk_dynamodb::Client) -> LockClientBuilder {
+    init_tracing();
+    LockClient::builder(dynamodb).table_name(TABLE)
+}
+
+/// A client of the shared table (created if missing), talking to the endpoint directly.
+pub async fn lock_client() -> LockClient {
+    ensure_table(&dynamodb(), TABLE, TableKind::Locks).await;
+    builder(dynamodb()).build().expect("valid settings")
+}
+
+/// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
+/// and are retried quickly by the SDK ([`quickly_retrying_dynamodb`]).
+pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
+    builder(quickly_retrying_dynamodb(endpoint))
+        .build()
+        .expect("valid settings")
+}
+
+/// Takes the free lock on `resource` for `owner` with `lease`, failing the test if it is held.
+pub async fn hold(client: &LockClient, resource: &str, owner: &str, lease: Duration) -> Lock {
+    client
+        .try_acquire(resource, &AcquireOptions::new().owner(owner).lease(lease))
+        .await
+        .expect("try_acquire")
+        .unwrap_or_else(|| panic!("{resource} should have been free for {owner}"))
+}
+
+/// A resource name no other test uses.
+pub fn unique(name: &str) -> String {
+    format!("{name}-{}", uuid::Uuid::new_v4())
+}
+
+/// Shows the library's tracing output for failing tests (`RUST_LOG=ddb_lock=debug`).
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

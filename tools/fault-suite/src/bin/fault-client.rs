@@ -1,0 +1,144 @@
+//! One client process of the fault suite: until its time is up, it acquires a random resource with
+//! a fenced lock, claims the resource's register, reads its counter, writes the counter + 1 (both
+//! writes fenced), and releases; every step is recorded in a history file.
+//!
+//! Configured by environment (set by the suite): `FAULT_ENDPOINT`, `FAULT_TABLE`, `FAULT_CLIENT`,
+//! `FAULT_RESOURCES` (comma-separated), `FAULT_LEASE_MS`, `FAULT_DURATION_MS`,
+//! `FAULT_CLOCK_OFFSET_MS` (signed), `FAULT_TAKEOVER` (`wall-clock` or `observed-lease`),
+//! `FAULT_HISTORY` (the file to write), and `FAULT_UNLOCKED=1` for the suite's negative control:
+//! no lock and unfenced writes, which must produce violations.
+
+use chrono::TimeDelta;
+use ddb_lock::{AcquireOptions, Error, ReleaseOutcome, TakeoverRule};
+use ddb_lock_fault_suite::history::{Op, Outcome, Recorder};
+use ddb_lock_fault_suite::register;
+use ddb_lock_test_kit::{dynamodb_with, OffsetClock};
+use rand::seq::IndexedRandom;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::Instant;
+
+fn setting(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn millis(name: &str) -> i64 {
+    setting(name)
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} is not a number of milliseconds"))
+}
+
+#[tokio::main]
+async fn main() {
+    let client_name = setting("FAULT_CLIENT");
+    let resources: Vec<String> = setting("FAULT_RESOURCES")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let lease = Duration::from_millis(millis("FAULT_LEASE_MS").unsigned_abs());
+    let duration = Duration::from_millis(millis("FAULT_DURATION_MS").unsigned_abs());
+    let takeover = match setting("FAULT_TAKEOVER").as_str() {
+        "observed-lease" => TakeoverRule::ObservedLease,
+        _ => TakeoverRule::WallClock,
+    };
+    let dynamodb = dynamodb_with(&setting("FAULT_ENDPOINT"), |config| {
+        config.timeout_config(
+            aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+                .operation_timeout(lease * 3)
+                .build(),
+        )
+    });
+    let client = ddb_lock::LockClient::builder(dynamodb.clone())
+        .table_name(setting("FAULT_TABLE"))
+        .clock(OffsetClock::shared(TimeDelta::milliseconds(millis(
+            "FAULT_CLOCK_OFFSET_MS",
+        ))))
+        .takeover(takeover)
+        .build()
+        .expect("valid settings");
+    let mut history = Recorder::create(&client_name, &PathBuf::from(setting("FAULT_HISTORY")))
+        .expect("history file");
+    let opts = AcquireOptions::new()
+        .owner(&client_name)
+        .lease(lease)
+        .timeout(lease * 3)
+        .fencing(true);
+
+    let unlocked = std::env::var("FAULT_UNLOCKED").is_ok_and(|v| v == "1");
+    let started = Instant::now();
+    while started.elapsed() < duration {
+        let resource = resources
+            .choose(&mut rand::rng())
+            .expect("at least one resource");
+        if unlocked {
+            let seq = history.invoke(Op::Read, resource, None);
+            let counter = register::read(&dynamodb, resource)
+                .await
+                .map(|r| r.counter.unwrap_or(0));
+            let outcome = if counter.is_some() {
+                Outcome::Ok
+            } else {
+                Outcome::Info
+            };
+            history.complete(seq, Op::Read, resource, outcome, None, counter);
+            if let Some(counter) = counter {
+                let seq = history.invoke(Op::Write, resource, None);
+                let written =
+                    register::write_unfenced(&dynamodb, resource, &client_name, counter + 1).await;
+                history.complete(seq, Op::Write, resource, written, None, Some(counter + 1));
+            }
+            continue;
+        }
+        let seq = history.invoke(Op::Acquire, resource, None);
+        let lock = match client.acquire(resource, &opts).await {
+            Ok(lock) => lock,
+            Err(err) => {
+                let outcome = match err {
+                    Error::Timeout { .. } => Outcome::Fail,
+                    _ => Outcome::Info,
+                };
+                history.complete(seq, Op::Acquire, resource, outcome, None, None);
+                continue;
+            }
+        };
+        let token = lock.fencing_token().map(|t| t.value());
+        history.complete(seq, Op::Acquire, resource, Outcome::Ok, token, None);
+        let token = token.expect("fenced acquisitions carry a token");
+
+        let seq = history.invoke(Op::Claim, resource, Some(token));
+        let claimed = register::claim(&dynamodb, resource, &client_name, token).await;
+        history.complete(seq, Op::Claim, resource, claimed, Some(token), None);
+        if claimed == Outcome::Ok {
+            let seq = history.invoke(Op::Read, resource, Some(token));
+            let read = register::read(&dynamodb, resource).await;
+            let counter = read.as_ref().map(|r| r.counter.unwrap_or(0));
+            let outcome = if read.is_some() {
+                Outcome::Ok
+            } else {
+                Outcome::Info
+            };
+            history.complete(seq, Op::Read, resource, outcome, Some(token), counter);
+            if let Some(counter) = counter {
+                let seq = history.invoke(Op::Write, resource, Some(token));
+                let written =
+                    register::write(&dynamodb, resource, &client_name, token, counter + 1).await;
+                history.complete(
+                    seq,
+                    Op::Write,
+                    resource,
+                    written,
+                    Some(token),
+                    Some(counter + 1),
+                );
+            }
+        }
+
+        let seq = history.invoke(Op::Release, resource, Some(token));
+        let outcome = match client.release(&lock).await {
+            Ok(ReleaseOutcome::Released) => Outcome::Ok,
+            Ok(_) => Outcome::Fail,
+            Err(_) => Outcome::Info,
+        };
+        history.complete(seq, Op::Release, resource, outcome, Some(token), None);
+    }
+}
