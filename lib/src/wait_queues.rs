@@ -40,8 +40,18 @@ pub(crate) struct WaitQueues {
 struct Line {
     shared: Arc<Turns>,
     waiting: usize,
-    /// A lock on the resource that this client took: its id and monotonic lease end.
-    held: Option<(LockId, Instant)>,
+    /// A lock on the resource that this client took.
+    held: Option<Hold>,
+}
+
+/// A lock this client took, as its waiters need to know it.
+#[derive(Debug)]
+struct Hold {
+    lock_id: LockId,
+    /// Its owner: an idempotent waiter of the same owner takes the lock back instead of waiting.
+    owner: String,
+    /// Its monotonic lease end.
+    until: Instant,
 }
 
 /// What the tasks of one line wait on.
@@ -78,26 +88,36 @@ impl WaitQueues {
         }
     }
 
-    /// This client took a lock on `resource`, held until `valid_until`.
-    pub(crate) fn acquired(&self, resource: &str, lock_id: LockId, valid_until: Instant) {
+    /// This client took a lock on `resource` for `owner`, held until `valid_until`.
+    pub(crate) fn acquired(
+        &self,
+        resource: &str,
+        lock_id: LockId,
+        owner: &str,
+        valid_until: Instant,
+    ) {
         let mut lines = self.lines();
         if lines.len() >= MAX_LINES && !lines.contains_key(resource) {
             let now = Instant::now();
             lines.retain(|_, line| {
-                line.waiting > 0 || line.held.is_some_and(|(_, until)| until > now)
+                line.waiting > 0 || line.held.as_ref().is_some_and(|hold| hold.until > now)
             });
             if lines.len() >= MAX_LINES {
                 return;
             }
         }
-        lines.entry(resource.to_owned()).or_default().held = Some((lock_id, valid_until));
+        lines.entry(resource.to_owned()).or_default().held = Some(Hold {
+            lock_id,
+            owner: owner.to_owned(),
+            until: valid_until,
+        });
     }
 
     /// This client extended its lock `lock_id` on `resource` to `valid_until`.
     pub(crate) fn extended(&self, resource: &str, lock_id: LockId, valid_until: Instant) {
         if let Some(line) = self.lines().get_mut(resource) {
-            if matches!(line.held, Some((held, _)) if held == lock_id) {
-                line.held = Some((lock_id, valid_until));
+            if let Some(hold) = line.held.as_mut().filter(|hold| hold.lock_id == lock_id) {
+                hold.until = valid_until;
             }
         }
     }
@@ -110,7 +130,7 @@ impl WaitQueues {
         let Some(line) = lines.get_mut(resource) else {
             return;
         };
-        if matches!((line.held, lock_id), (Some((held, _)), Some(id)) if held != id) {
+        if matches!((&line.held, lock_id), (Some(hold), Some(id)) if hold.lock_id != id) {
             return;
         }
         line.held = None;
@@ -121,11 +141,18 @@ impl WaitQueues {
         }
     }
 
-    /// The lease end of the live lock this client holds on `resource`, if it knows of one.
-    pub(crate) fn held_here(&self, resource: &str, now: Instant) -> Option<Instant> {
+    /// The lease end of the live lock this client holds on `resource`, if it knows of one and
+    /// its owner is not `except_owner`.
+    pub(crate) fn held_here(
+        &self,
+        resource: &str,
+        now: Instant,
+        except_owner: Option<&str>,
+    ) -> Option<Instant> {
         let lines = self.lines();
-        let (_, valid_until) = lines.get(resource)?.held?;
-        (valid_until > now).then_some(valid_until)
+        let hold = lines.get(resource)?.held.as_ref()?;
+        let other = except_owner != Some(hold.owner.as_str());
+        (hold.until > now && other).then_some(hold.until)
     }
 }
 
@@ -170,27 +197,46 @@ mod tests {
         let secs = |s| now + Duration::from_secs(s);
         let place = queues.join("r");
         let lock = id();
-        queues.acquired("r", lock, secs(5));
-        assert_eq!(queues.held_here("r", now), Some(secs(5)));
+        queues.acquired("r", lock, "alice", secs(5));
+        assert_eq!(queues.held_here("r", now, None), Some(secs(5)));
         queues.extended("r", id(), secs(9));
-        assert_eq!(queues.held_here("r", now), Some(secs(5)), "not that lock");
+        assert_eq!(
+            queues.held_here("r", now, None),
+            Some(secs(5)),
+            "not that lock"
+        );
         queues.extended("r", lock, secs(9));
-        assert_eq!(queues.held_here("r", now), Some(secs(9)));
-        assert_eq!(queues.held_here("r", secs(9)), None, "its lease has ended");
+        assert_eq!(queues.held_here("r", now, None), Some(secs(9)));
+        assert_eq!(
+            queues.held_here("r", secs(9), None),
+            None,
+            "its lease has ended"
+        );
         queues.freed("r", Some(id()));
-        assert!(queues.held_here("r", now).is_some(), "not that lock");
+        assert!(queues.held_here("r", now, None).is_some(), "not that lock");
         queues.freed("r", Some(lock));
-        assert_eq!(queues.held_here("r", now), None);
+        assert_eq!(queues.held_here("r", now, None), None);
         drop(place);
         assert!(queues.lines().is_empty());
 
-        queues.acquired("s", lock, secs(5));
+        queues.acquired("s", lock, "alice", secs(5));
         assert!(
-            queues.held_here("s", now).is_some(),
+            queues.held_here("s", now, None).is_some(),
             "kept with nobody waiting"
         );
         queues.freed("s", None);
         assert!(queues.lines().is_empty(), "and dropped at its release");
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_here_is_not_waited_for_by_its_own_owner_when_asked() {
+        let queues = WaitQueues::default();
+        let now = Instant::now();
+        let until = now + Duration::from_secs(5);
+        queues.acquired("r", id(), "alice", until);
+        assert_eq!(queues.held_here("r", now, Some("bob")), Some(until));
+        assert_eq!(queues.held_here("r", now, None), Some(until));
+        assert_eq!(queues.held_here("r", now, Some("alice")), None);
     }
 
     #[tokio::test]
@@ -199,10 +245,10 @@ mod tests {
         let now = Instant::now();
         let _waiting = queues.join("waited-for");
         for i in 0..MAX_LINES - 1 {
-            queues.acquired(&format!("ended/{i}"), id(), now);
+            queues.acquired(&format!("ended/{i}"), id(), "alice", now);
         }
-        queues.acquired("live", id(), now + Duration::from_secs(60));
-        assert!(queues.held_here("live", now).is_some());
+        queues.acquired("live", id(), "alice", now + Duration::from_secs(60));
+        assert!(queues.held_here("live", now, None).is_some());
         let lines = queues.lines();
         assert_eq!(
             lines.len(),

@@ -50,10 +50,23 @@ async fn in_line(
 
 #[tokio::test]
 async fn each_release_wakes_the_next_waiting_task_which_takes_the_lock_in_one_request() {
+    hand_off_through_one_client(owner).await;
+}
+
+/// Idempotent waiters of other owners line up too: only a lock of their own owner held here is
+/// taken back at once (written first, and seen failing: the first idempotent waiter polled).
+#[tokio::test]
+async fn idempotent_waiters_of_other_owners_also_take_the_lock_in_one_request_each() {
+    hand_off_through_one_client(|name| owner(name).idempotent(true)).await;
+}
+
+/// A holder and five waiters of distinct owners with options `opts`: each release through the
+/// client wakes the next waiter, which takes the lock with one PutItem.
+async fn hand_off_through_one_client(opts: fn(&str) -> AcquireOptions) {
     let proxy = Proxy::start(&endpoint()).await;
     let client = patient_client(&proxy).await;
     let resource = unique("in-process-handoff");
-    let first = client.acquire(&resource, &owner("first")).await.unwrap();
+    let first = client.acquire(&resource, &opts("first")).await.unwrap();
 
     const WAITERS: usize = 5;
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -62,7 +75,7 @@ async fn each_release_wakes_the_next_waiting_task_which_takes_the_lock_in_one_re
             let (client, resource, order) = (client.clone(), resource.clone(), order.clone());
             tokio::spawn(async move {
                 let name = format!("waiter-{i}");
-                let lock = client.acquire(&resource, &owner(&name)).await.unwrap();
+                let lock = client.acquire(&resource, &opts(&name)).await.unwrap();
                 // The stored item is this acquisition's, whoever wrote it.
                 let item = raw_item(&resource).await.expect("a lock item");
                 assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());

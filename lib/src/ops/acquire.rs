@@ -194,9 +194,12 @@ fn took(table: &LockTable, lock: Lock) -> Lock {
     if table.takeover == TakeoverRule::ObservedLease {
         table.observations.forget(lock.resource());
     }
-    table
-        .queues
-        .acquired(lock.resource(), lock.lock_id(), lock.valid_until_instant());
+    table.queues.acquired(
+        lock.resource(),
+        lock.lock_id(),
+        lock.owner(),
+        lock.valid_until_instant(),
+    );
     lock
 }
 

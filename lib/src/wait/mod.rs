@@ -76,9 +76,7 @@ impl Wait<'_> {
         let first = tokio::time::timeout_at(self.deadline, place.first())
             .await
             .ok();
-        // An idempotent request does not wait for a lock this client holds: it may be its own,
-        // which it takes back at once (a saga step retried in the same Lambda instance).
-        let waits_for_release_here = first.is_some() && !self.request.idempotent;
+        let waits_for_release_here = first.is_some();
         loop {
             if waits_for_release_here {
                 self.wait_while_held_here(&place).await;
@@ -104,7 +102,7 @@ impl Wait<'_> {
             if now >= self.deadline {
                 return Err(self.timed_out(last_holder, now, stats.attempts));
             }
-            if waits_for_release_here && queues.held_here(resource, now).is_some() {
+            if waits_for_release_here && self.held_here(now).is_some() {
                 continue;
             }
             let delay = backoff
@@ -142,6 +140,14 @@ impl Wait<'_> {
         }
     }
 
+    /// The lease end of a live lock this client holds on the resource, unless the request is
+    /// idempotent and the lock its owner's: that one it takes back at once instead of waiting
+    /// for its release (a saga step retried in the same Lambda instance).
+    fn held_here(&self, now: Instant) -> Option<Instant> {
+        let own = self.request.idempotent.then_some(self.request.owner);
+        self.table.queues.held_here(self.request.resource, now, own)
+    }
+
     /// While this client holds the lock on the resource (taken by another of its tasks), waits for
     /// its release through this client, its lease end, the deadline, or the backoff's largest
     /// delay, whichever comes first: the last, in case it is released elsewhere.
@@ -151,7 +157,7 @@ impl Wait<'_> {
         tokio::pin!(freed);
         freed.as_mut().enable();
         let now = Instant::now();
-        let Some(lease_end) = self.table.queues.held_here(resource, now) else {
+        let Some(lease_end) = self.held_here(now) else {
             return;
         };
         let wake = lease_end.min(now + self.bounds.max()).min(self.deadline);
