@@ -146,6 +146,37 @@ pub(crate) fn decode_fence(resource: &str, item: &Item) -> Result<Option<Fencing
     }
 }
 
+/// Records for the unit tests of the rules that read refused answers.
+#[cfg(test)]
+pub(crate) mod samples {
+    use super::Record;
+    use crate::lock::{Holder, LockId};
+    use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+    use std::time::Duration;
+
+    /// The tests' "now".
+    pub(crate) fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
+    }
+
+    /// Lock `lock_id` of `owner`, version `v1`, a 30 s lease taken 10 s before [`now`] and
+    /// expiring `expires_in` after it, without data or token.
+    pub(crate) fn record(lock_id: LockId, owner: &str, expires_in: TimeDelta) -> Record {
+        Record {
+            lock_id,
+            version: "v1".into(),
+            lease: Duration::from_secs(30),
+            holder: Holder {
+                owner: owner.into(),
+                acquired_at: now() - TimeDelta::seconds(10),
+                expires_at: now() + expires_in,
+                fencing_token: None,
+                data: None,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -344,11 +344,8 @@ mod tests {
     use super::*;
     use crate::fencing::FencingToken;
     use crate::item::tests::assert_every_placeholder_named;
-    use chrono::{TimeDelta, TimeZone};
-
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
-    }
+    use crate::record::samples::{self, now};
+    use chrono::TimeDelta;
 
     fn request(idempotent: bool, fencing: bool) -> Request<'static> {
         Request {
@@ -362,18 +359,9 @@ mod tests {
     }
 
     fn record(lock_id: LockId, owner: &str, expires_in_secs: i64) -> Record {
-        Record {
-            lock_id,
-            version: "v1".into(),
-            lease: Duration::from_secs(30),
-            holder: Holder {
-                owner: owner.into(),
-                acquired_at: now() - TimeDelta::seconds(10),
-                expires_at: now() + TimeDelta::seconds(expires_in_secs),
-                fencing_token: None,
-                data: Some(b"payload".to_vec()),
-            },
-        }
+        let mut record = samples::record(lock_id, owner, TimeDelta::seconds(expires_in_secs));
+        record.holder.data = Some(b"payload".to_vec());
+        record
     }
 
     fn read(request: &Request<'_>, ours: LockId, record: Option<Record>) -> Result<Refusal, Error> {

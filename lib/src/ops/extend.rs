@@ -297,12 +297,9 @@ fn lost_outcome(handle: &LockHandle, record: Option<Record>, now: DateTime<Utc>)
 mod tests {
     use super::*;
     use crate::item::tests::assert_every_placeholder_named;
-    use crate::lock::{Holder, LockId};
-    use chrono::{TimeDelta, TimeZone};
-
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
-    }
+    use crate::lock::LockId;
+    use crate::record::samples::{self, now};
+    use chrono::TimeDelta;
 
     fn handle() -> LockHandle {
         LockHandle::new("orders/42", "me", LockId::generate())
@@ -310,18 +307,9 @@ mod tests {
 
     /// The item as stored: `version`, expiring `expires_in_secs` after `now()`.
     fn record(lock_id: LockId, owner: &str, version: &str, expires_in_secs: i64) -> Record {
-        Record {
-            lock_id,
-            version: version.into(),
-            lease: Duration::from_secs(30),
-            holder: Holder {
-                owner: owner.into(),
-                acquired_at: now() - TimeDelta::seconds(10),
-                expires_at: now() + TimeDelta::seconds(expires_in_secs),
-                fencing_token: None,
-                data: None,
-            },
-        }
+        let mut record = samples::record(lock_id, owner, TimeDelta::seconds(expires_in_secs));
+        record.version = version.into();
+        record
     }
 
     /// This request's new lease end.

@@ -87,26 +87,16 @@ pub(crate) fn removed_holder(record: Option<Record>, now: DateTime<Utc>) -> Opti
 mod tests {
     use super::*;
     use crate::lock::LockId;
-    use chrono::{TimeDelta, TimeZone};
+    use crate::record::samples::{self, now};
+    use chrono::TimeDelta;
     use std::time::Duration;
 
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
-    }
-
     fn record(expires_in_millis: i64) -> Record {
-        Record {
-            lock_id: LockId::generate(),
-            version: "v1".into(),
-            lease: Duration::from_secs(30),
-            holder: Holder {
-                owner: "them".into(),
-                acquired_at: now() - TimeDelta::seconds(10),
-                expires_at: now() + TimeDelta::milliseconds(expires_in_millis),
-                fencing_token: None,
-                data: None,
-            },
-        }
+        samples::record(
+            LockId::generate(),
+            "them",
+            TimeDelta::milliseconds(expires_in_millis),
+        )
     }
 
     #[test]

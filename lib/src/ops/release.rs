@@ -144,27 +144,12 @@ pub(crate) fn read_refused(
 mod tests {
     use super::*;
     use crate::item::tests::assert_every_placeholder_named;
-    use crate::lock::Holder;
-    use chrono::{TimeDelta, TimeZone};
-    use std::time::Duration;
+    use crate::record::samples::{self, now};
 
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 21, 22, 0, 0).unwrap()
-    }
+    use chrono::TimeDelta;
 
     fn record(lock_id: LockId, owner: &str, expires_in_secs: i64) -> Record {
-        Record {
-            lock_id,
-            version: "v1".into(),
-            lease: Duration::from_secs(30),
-            holder: Holder {
-                owner: owner.into(),
-                acquired_at: now() - TimeDelta::seconds(10),
-                expires_at: now() + TimeDelta::seconds(expires_in_secs),
-                fencing_token: None,
-                data: None,
-            },
-        }
+        samples::record(lock_id, owner, TimeDelta::seconds(expires_in_secs))
     }
 
     #[test]
