@@ -123,17 +123,17 @@ fn transaction(
         .table_name(&table.name)
         .set_item(Some(new.encode(table, lock, request)))
         .condition_expression(new.condition)
-        .set_expression_attribute_names(Some(item::names_for(&[new.condition])))
+        .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
         .set_expression_attribute_values(new.values.clone())
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
     let fence = Update::builder()
         .table_name(&table.name)
-        .set_key(Some(item::fence_key(&table.key_prefix, request.resource)))
+        .set_key(Some(table.schema.fence_key(request.resource)))
         .update_expression(FENCE_UPDATE)
         .condition_expression(FENCE_CONDITION)
-        .set_expression_attribute_names(Some(item::names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
+        .set_expression_attribute_names(Some(table.names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
         .expression_attribute_values(":fencing_token", item::token(token))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
@@ -188,7 +188,7 @@ impl std::error::Error for TransactionConflicts {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::tests::assert_every_placeholder_named;
+    use crate::schema::tests::assert_every_placeholder_named;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     fn reason(code: &str, item: Option<Item>) -> CancellationReason {

@@ -29,7 +29,7 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .send()
         .await
         .map_err(|e| Error::backend("GetItem", e))?;
-    let record = LockTable::record(resource, out.item())?;
+    let record = table.record(resource, out.item())?;
     Ok(status_of(record, table.now()))
 }
 
@@ -50,7 +50,7 @@ pub(crate) async fn force_release(
         .map_err(|e| Error::backend("DeleteItem", e))?;
     table.queues.freed(resource, None);
     let now = table.now();
-    let removed = match LockTable::record(resource, out.attributes()) {
+    let removed = match table.record(resource, out.attributes()) {
         Ok(record) => removed_holder(record, now),
         Err(malformed) => {
             warn!(resource, %malformed, "force release deleted a malformed lock item");

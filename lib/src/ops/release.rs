@@ -12,7 +12,7 @@
 
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
-use crate::item::{self, s, Item};
+use crate::item::{s, Item};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::outcome::ReleaseOutcome;
@@ -53,7 +53,7 @@ pub(crate) async fn delete(
         .table_name(&table.name)
         .set_key(Some(table.key(resource)))
         .condition_expression(condition)
-        .set_expression_attribute_names(Some(item::names_for(&[condition])))
+        .set_expression_attribute_names(Some(table.names_for(&[condition])))
         .set_expression_attribute_values(Some(values(owner, lock_id, acquired_by)))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .customize()
@@ -76,7 +76,7 @@ pub(crate) async fn delete(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
-            let record = LockTable::record(resource, item.as_ref())?;
+            let record = table.record(resource, item.as_ref())?;
             let retried = transmissions.retried();
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
@@ -143,8 +143,8 @@ pub(crate) fn read_refused(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::tests::assert_every_placeholder_named;
     use crate::lock::Holder;
+    use crate::schema::tests::assert_every_placeholder_named;
     use chrono::{TimeDelta, TimeZone};
     use std::time::Duration;
 
