@@ -34,12 +34,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-/// Acquire (PutItem) succeeds if no lock item exists or the existing one has expired.
-pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
+/// Acquire (PutItem) succeeds if no item exists or the existing one is a lock item (it has a
+/// `LockID`: an application's item sharing the table is never overwritten, whatever its
+/// `ExpiresAt` says) that has expired.
+pub(crate) const ACQUIRE_CONDITION: &str =
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #expires_at < :now)";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
 pub(crate) const ACQUIRE_FREE_CONDITION: &str = "attribute_not_exists(#pk)";
-/// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease.
-pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR #version = :version";
+/// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease, on a
+/// lock item only.
+pub(crate) const TAKEOVER_CONDITION: &str =
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #version = :version)";
 
 /// A validated acquisition request.
 pub(crate) struct Request<'a> {

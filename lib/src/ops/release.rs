@@ -25,12 +25,13 @@ use tracing::info;
 
 /// Release (DeleteItem) succeeds only for the same acquisition and owner.
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
-/// Release by owner alone (DeleteItem), for owners that lost their lock id.
-pub(crate) const RELEASE_OWNED_CONDITION: &str = "#owner = :owner";
+/// Release by owner alone (DeleteItem), for owners that lost their lock id; of a lock item only,
+/// never an application's item that happens to have an `Owner` of the same name.
+pub(crate) const RELEASE_OWNED_CONDITION: &str = "attribute_exists(#lock_id) AND #owner = :owner";
 /// Release by owner alone of a lock acquired no later than a moment (an execution's stop), so
 /// that a later acquisition by the same owner (a redriven execution) is spared.
 pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
-    "#owner = :owner AND #acquired_at <= :acquired_by";
+    "attribute_exists(#lock_id) AND #owner = :owner AND #acquired_at <= :acquired_by";
 
 /// The release DeleteItem: by acquisition (`lock_id`), else by owner, perhaps only for a lock
 /// acquired no later than `acquired_by`.
