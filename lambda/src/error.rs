@@ -171,9 +171,11 @@ impl From<ddb_lock::Error> for HandlerError {
                 HandlerError::InvalidRequest(RequestError::new(field, invalid.to_string()))
             }
             timeout @ ddb_lock::Error::Timeout { .. } => HandlerError::Timeout(timeout),
-            malformed @ ddb_lock::Error::MalformedItem { .. } => {
-                HandlerError::MalformedItem(malformed)
-            }
+            // An item at the lock's key that is not a lock item (an application's, sharing the
+            // table) is, to a caller of the Lambda, an item it cannot use, as before the library
+            // told the two apart: not a backend failure.
+            malformed @ (ddb_lock::Error::MalformedItem { .. }
+            | ddb_lock::Error::NotALockItem { .. }) => HandlerError::MalformedItem(malformed),
             other => HandlerError::Backend(other),
         }
     }

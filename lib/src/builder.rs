@@ -5,6 +5,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, InvalidInput};
 use crate::limits::{self, MIN_LEASE};
 use crate::lock_table::LockTable;
+use crate::schema::{self, TableSchema};
 use crate::takeover::TakeoverRule;
 use crate::wait::backoff::BackoffBounds;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use std::time::Duration;
 pub struct LockClientBuilder {
     dynamodb: aws_sdk_dynamodb::Client,
     table_name: Option<String>,
-    key_prefix: String,
+    schema: TableSchema,
     owner: Option<String>,
     lease: Duration,
     acquire_timeout: Duration,
@@ -46,7 +47,7 @@ pub struct LockClientBuilder {
 
 impl LockClientBuilder {
     /// Default key prefix: items are keyed `LOCK#<resource>`.
-    pub const DEFAULT_KEY_PREFIX: &'static str = "LOCK#";
+    pub const DEFAULT_KEY_PREFIX: &'static str = schema::DEFAULT_KEY_PREFIX;
     /// Default lease.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
     /// Default acquire timeout.
@@ -58,7 +59,7 @@ impl LockClientBuilder {
         LockClientBuilder {
             dynamodb,
             table_name: None,
-            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            schema: TableSchema::default(),
             owner: None,
             lease: Self::DEFAULT_LEASE,
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
@@ -76,9 +77,32 @@ impl LockClientBuilder {
     }
 
     /// Prefix of every partition key (default `LOCK#`), so lock items can share a table with
-    /// other items.
+    /// other items: the same as [`TableSchema::key_prefix`] on the client's schema (the later of
+    /// this and [`schema`](Self::schema) wins).
     pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
-        self.key_prefix = key_prefix.into();
+        self.schema = self.schema.key_prefix(key_prefix);
+        self
+    }
+
+    /// Where lock items live in the table (key attributes, key formats, TTL attribute); default
+    /// [`TableSchema::new`], the library's historical layout. Validated by [`build`](Self::build).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{LockClient, TableSchema};
+    ///
+    /// let config = aws_config::load_from_env().await;
+    /// let client = LockClient::builder(aws_sdk_dynamodb::Client::new(&config))
+    ///     .table_name("app")
+    ///     .schema(TableSchema::new().partition_key("pk").sort_key("sk", "LOCK").without_ttl())
+    ///     .build()?;
+    /// client.check_table().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn schema(mut self, schema: TableSchema) -> Self {
+        self.schema = schema;
         self
     }
 
@@ -134,7 +158,7 @@ impl LockClientBuilder {
             field: "table_name",
         })?;
         limits::table_name(&table_name)?;
-        limits::key_prefix(&self.key_prefix)?;
+        self.schema.validate()?;
         let owner = self
             .owner
             .unwrap_or_else(|| format!("ddb-lock-{}", uuid::Uuid::new_v4()));
@@ -154,7 +178,7 @@ impl LockClientBuilder {
         let table = LockTable {
             dynamodb: self.dynamodb,
             name: table_name,
-            key_prefix: self.key_prefix,
+            schema: self.schema,
             ttl_grace: self.ttl_grace,
             clock: self.clock,
             takeover: self.takeover,

@@ -486,8 +486,11 @@ impl LockClient {
     ) -> Result<CleanupReport, Error> {
         cleanup::delete_expired(&self.settings.table, expired_for, max_deletes, resume).await
     }
-    /// Creates the lock table (on-demand billing, TTL on `TTL`) unless it exists, waits until it is
-    /// active, enables TTL if it is off, and checks the result with [`check_table`](Self::check_table).
+    /// Creates the lock table (on-demand billing, the keys of the client's
+    /// [`TableSchema`](crate::TableSchema), TTL on its TTL attribute unless it has none) unless it
+    /// exists, waits until it is active, enables TTL if it is off, and checks the result with
+    /// [`check_table`](Self::check_table). It never changes the TTL of a table whose keys are not
+    /// the schema's.
     /// Safe to call on every start and from several processes at once.
     ///
     /// # Examples
@@ -500,8 +503,11 @@ impl LockClient {
     pub async fn create_table(&self) -> Result<(), Error> {
         table::create(&self.settings.table).await
     }
-    /// Checks that the table exists with key schema `PK` (HASH, S) + `SK` (RANGE, S) and TTL
-    /// enabled on `TTL`; the error's [`TableProblem`](crate::TableProblem) names what is wrong.
+    /// Checks that the table exists with the key schema of the client's
+    /// [`TableSchema`](crate::TableSchema) (by default `PK` (HASH, S) + `SK` (RANGE, S)) and TTL
+    /// enabled on its TTL attribute (none needed if it has none); the error's
+    /// [`TableProblem`](crate::TableProblem) is `Missing`, or `Mismatch` listing every difference,
+    /// each with what was expected and what was found.
     ///
     /// # Examples
     ///

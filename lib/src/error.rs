@@ -63,6 +63,17 @@ pub enum Error {
         problem: &'static str,
     },
 
+    /// The item at a lock's key (or at a resource's fence key) was not written by this library: an
+    /// application item sharing the table. No lock request writes, updates or deletes such an
+    /// item; it is left exactly as it was.
+    #[error("table `{table}`: the item at {key} is not a lock item; it was left untouched")]
+    NotALockItem {
+        /// The table name.
+        table: String,
+        /// The item's key as the table's schema names it, e.g. `pk=ORDER#1, sk=LOCK`.
+        key: String,
+    },
+
     /// The endpoint answered in a way the DynamoDB API does not allow (for example a failed
     /// condition without the item that `ReturnValuesOnConditionCheckFailure = ALL_OLD` asks for).
     #[error("DynamoDB {operation} answered unexpectedly: {detail}")]
@@ -166,6 +177,25 @@ pub enum InvalidInput {
     /// A lock id is not a UUID.
     #[error("`lock_id` is not a lock id (a UUID such as 67e55044-10b1-426f-9247-bb680e5fe0c8)")]
     MalformedLockId,
+    /// A key or TTL attribute of the [`TableSchema`](crate::TableSchema) has the name of another
+    /// attribute of the lock item.
+    #[error("`{field}` {name:?} is already the name of another attribute of the lock item")]
+    NameTaken {
+        /// The schema setting.
+        field: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// The [`TableSchema`](crate::TableSchema)'s fence items could have the key of a lock item:
+    /// the same sort-key value, or, without a sort key, key formats whose prefixes are prefixes
+    /// of one another and whose suffixes are suffixes of one another.
+    #[error(
+        "`{field}` lets a fence item's key equal a lock item's key; make the two formats differ"
+    )]
+    KeysOverlap {
+        /// The schema setting.
+        field: &'static str,
+    },
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -191,7 +221,9 @@ impl InvalidInput {
             | InvalidInput::TooLarge { field, .. }
             | InvalidInput::DurationTooShort { field, .. }
             | InvalidInput::DurationTooLong { field, .. }
-            | InvalidInput::NegativeDuration { field, .. } => field,
+            | InvalidInput::NegativeDuration { field, .. }
+            | InvalidInput::NameTaken { field, .. }
+            | InvalidInput::KeysOverlap { field } => field,
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",
             InvalidInput::TableName { .. } => "table_name",
@@ -207,21 +239,67 @@ pub enum TableProblem {
     #[error("does not exist (create it with LockClient::create_table)")]
     Missing,
     /// The key schema is not `PK` (HASH, string) and `SK` (RANGE, string).
+    #[deprecated(note = "check_table reports every difference at once: TableProblem::Mismatch")]
     #[error("key schema is {found}, expected PK (HASH, S) + SK (RANGE, S)")]
     KeySchema {
         /// The schema found, e.g. `id (HASH, S)`.
         found: String,
     },
     /// Time to live is not enabled, so expired lock items are never cleaned up.
+    #[deprecated(note = "check_table reports every difference at once: TableProblem::Mismatch")]
     #[error("time to live is {status}, expected ENABLED on attribute `TTL`")]
     TtlDisabled {
         /// The TTL status DynamoDB reported.
         status: String,
     },
     /// Time to live is enabled on another attribute.
+    #[deprecated(note = "check_table reports every difference at once: TableProblem::Mismatch")]
     #[error("time to live is enabled on `{attribute}`, expected `TTL`")]
     TtlAttribute {
         /// The attribute TTL is enabled on.
         attribute: String,
     },
+    /// The table differs from the client's [`TableSchema`](crate::TableSchema): its key
+    /// schema, or its time to live. Every difference found is listed, so that one start-up names
+    /// them all.
+    #[error("differs from the lock schema: {}", list(differences))]
+    Mismatch {
+        /// Each difference, with what the schema expects and what the table has.
+        differences: Vec<TableDifference>,
+    },
+}
+
+/// One way a table differs from the client's [`TableSchema`](crate::TableSchema), found by
+/// [`check_table`](crate::LockClient::check_table).
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::TableDifference;
+///
+/// let difference = TableDifference {
+///     setting: "sort key",
+///     expected: "`SK` (S)".into(),
+///     found: "none".into(),
+/// };
+/// assert_eq!(difference.to_string(), "sort key: expected `SK` (S), found none");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: expected {expected}, found {found}")]
+pub struct TableDifference {
+    /// What differs: `partition key`, `sort key` or `time to live`.
+    pub setting: &'static str,
+    /// What the schema needs, e.g. `` `pk` (S) `` or `` enabled on `ttl` ``.
+    pub expected: String,
+    /// What the table has, e.g. `` `PK` (S) ``, `none` or `DISABLED`.
+    pub found: String,
+}
+
+/// The differences, one after another.
+fn list(differences: &[TableDifference]) -> String {
+    differences
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }

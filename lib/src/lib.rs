@@ -11,7 +11,8 @@
 //! - [`LockClient::release`], [`LockClient::extend`]: typed outcomes when the lock was lost.
 //! - [`LockClient::status`], [`LockClient::force_release`], [`LockClient::delete_expired`]:
 //!   inspection and administration.
-//! - [`LockClient::create_table`], [`LockClient::check_table`]: the table.
+//! - [`LockClient::create_table`], [`LockClient::check_table`]: the table, whose key and TTL
+//!   attributes a [`TableSchema`] chooses (lock items can share an application's table).
 //!
 //! # Examples
 //!
@@ -61,6 +62,7 @@ mod lock_table;
 mod options;
 mod outcome;
 mod record;
+mod schema;
 mod takeover;
 mod time;
 pub mod timestamp;
@@ -69,7 +71,7 @@ mod wait_queues;
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
-pub use error::{Error, InvalidInput, TableProblem};
+pub use error::{Error, InvalidInput, TableDifference, TableProblem};
 pub use fencing::{
     FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
 };
@@ -81,5 +83,6 @@ pub use options::AcquireOptions;
 pub use outcome::{
     AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
 };
+pub use schema::{TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX};
 pub use takeover::TakeoverRule;
 pub use wait::backoff::BackoffBounds;

@@ -9,6 +9,15 @@ use std::time::Duration;
 /// DynamoDB's maximum size of a partition key value, in bytes. The key prefix counts towards it.
 pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
 
+/// DynamoDB's maximum size of a sort key value, in bytes.
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
+/// DynamoDB's maximum length of a key attribute's name, in bytes.
+pub const MAX_KEY_ATTRIBUTE_NAME_BYTES: usize = 255;
+
+/// DynamoDB's maximum length of any other attribute's name, in bytes (64 KB).
+pub const MAX_ATTRIBUTE_NAME_BYTES: usize = 64 * 1024 - 1;
+
 /// Maximum size of an owner name, in bytes (a Step Functions execution ARN is well under this).
 pub const MAX_OWNER_BYTES: usize = 1024;
 
@@ -29,12 +38,12 @@ pub const MIN_TABLE_NAME_LEN: usize = 3;
 /// Longest table name DynamoDB accepts.
 pub const MAX_TABLE_NAME_LEN: usize = 255;
 
-/// Checks a resource name: not empty, and `prefix + resource` within [`MAX_PARTITION_KEY_BYTES`].
-pub(crate) fn resource(resource: &str, key_prefix: &str) -> Result<(), InvalidInput> {
+/// Checks a resource name: not empty, and at most `limit` bytes (what the key format leaves of
+/// [`MAX_PARTITION_KEY_BYTES`]).
+pub(crate) fn resource(resource: &str, limit: usize) -> Result<(), InvalidInput> {
     if resource.is_empty() {
         return Err(InvalidInput::Empty { field: "resource" });
     }
-    let limit = MAX_PARTITION_KEY_BYTES - key_prefix.len();
     if resource.len() > limit {
         return Err(InvalidInput::TooLarge {
             field: "resource",
@@ -112,18 +121,6 @@ pub(crate) fn table_name(name: &str) -> Result<(), InvalidInput> {
     Ok(())
 }
 
-/// Checks a key prefix: it must leave room for at least one byte of resource name.
-pub(crate) fn key_prefix(prefix: &str) -> Result<(), InvalidInput> {
-    if prefix.len() >= MAX_PARTITION_KEY_BYTES {
-        return Err(InvalidInput::TooLarge {
-            field: "key_prefix",
-            bytes: prefix.len(),
-            limit: MAX_PARTITION_KEY_BYTES - 1,
-        });
-    }
-    Ok(())
-}
-
 /// Converts a signed millisecond count from an untyped source (a JSON event, a command line) into a
 /// [`Duration`], rejecting negative values with an error naming `field`.
 ///
@@ -154,10 +151,13 @@ mod tests {
     #[test]
     fn resource_limit_counts_the_prefix() {
         let fits = "r".repeat(MAX_PARTITION_KEY_BYTES - 5);
-        assert_eq!(resource(&fits, "LOCK#"), Ok(()));
+        assert_eq!(
+            resource(&fits, MAX_PARTITION_KEY_BYTES - "LOCK#".len()),
+            Ok(())
+        );
         let over = "r".repeat(MAX_PARTITION_KEY_BYTES - 4);
         assert_eq!(
-            resource(&over, "LOCK#"),
+            resource(&over, MAX_PARTITION_KEY_BYTES - "LOCK#".len()),
             Err(InvalidInput::TooLarge {
                 field: "resource",
                 bytes: MAX_PARTITION_KEY_BYTES - 4,
@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn resource_limit_is_in_bytes_not_characters() {
         let wide = "é".repeat(1022); // 2044 bytes
-        assert!(resource(&wide, "LOCK#").is_err());
+        assert!(resource(&wide, MAX_PARTITION_KEY_BYTES - "LOCK#".len()).is_err());
     }
 
     #[test]

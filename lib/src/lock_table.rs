@@ -1,5 +1,5 @@
-//! The lock table as the operations see it: the SDK client, the table's name, the key prefix, the
-//! clock, and the memory a client shares between its requests (its waiters' lines and the locks it
+//! The lock table as the operations see it: the SDK client, the table's name, its schema (key and
+//! TTL attributes, key formats), the clock, and the memory a client shares between its requests (its waiters' lines and the locks it
 //! holds, the versions it has seen, its background releases, its fencing-token offset).
 //!
 //! Operations take a `&LockTable` rather than the [`LockClient`](crate::LockClient), so that
@@ -11,10 +11,11 @@
 use crate::background::BackgroundReleases;
 use crate::clock::Clock;
 use crate::error::{Error, InvalidInput};
-use crate::item::{self, Item};
+use crate::item::{Item, LOCK_ID};
 use crate::limits;
 use crate::lock::LockHandle;
 use crate::record::{self, Record};
+use crate::schema::TableSchema;
 use crate::takeover::{Observations, TakeoverRule};
 use crate::time;
 use crate::wait_queues::WaitQueues;
@@ -29,7 +30,7 @@ use std::time::Duration;
 pub(crate) struct LockTable {
     pub(crate) dynamodb: aws_sdk_dynamodb::Client,
     pub(crate) name: String,
-    pub(crate) key_prefix: String,
+    pub(crate) schema: TableSchema,
     pub(crate) ttl_grace: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) takeover: TakeoverRule,
@@ -53,25 +54,56 @@ impl LockTable {
 
     /// The primary key of `resource`'s lock item.
     pub(crate) fn key(&self, resource: &str) -> Item {
-        item::key(&self.key_prefix, resource)
+        self.schema.lock_key(resource)
     }
 
-    /// Decodes the lock item of `resource` an answer carried, if any.
-    pub(crate) fn record(resource: &str, item: Option<&Item>) -> Result<Option<Record>, Error> {
-        item.map(|item| record::decode(resource, item)).transpose()
+    /// The expression attribute names for exactly the placeholders `expressions` use.
+    pub(crate) fn names_for(
+        &self,
+        expressions: &[&str],
+    ) -> std::collections::HashMap<String, String> {
+        self.schema.names_for(expressions)
     }
 
-    /// The `TTL` value (epoch seconds) for a lease ending at `expires_at`: rounded up, so that
-    /// even with no grace DynamoDB never deletes an item before its lease has ended.
-    pub(crate) fn ttl_epoch_seconds(&self, expires_at: DateTime<Utc>) -> Result<i64, Error> {
+    /// Decodes the lock item of `resource` an answer carried, if any. An item without a `LockID`
+    /// is not a lock item at all but an application's, sharing the table:
+    /// [`Error::NotALockItem`]. (Every lock write's condition requires a `LockID` on an item it
+    /// replaces, updates or deletes, so such an item is always one a request left alone.)
+    pub(crate) fn record(
+        &self,
+        resource: &str,
+        item: Option<&Item>,
+    ) -> Result<Option<Record>, Error> {
+        match item {
+            Some(item) if !item.contains_key(LOCK_ID) => Err(self.not_a_lock_item(item)),
+            item => item.map(|item| record::decode(resource, item)).transpose(),
+        }
+    }
+
+    /// The error for an item of the application's found where a lock or fence item belongs;
+    /// `item` carries its key attributes.
+    pub(crate) fn not_a_lock_item(&self, item: &Item) -> Error {
+        Error::NotALockItem {
+            table: self.name.clone(),
+            key: self.schema.describe_key(item),
+        }
+    }
+
+    /// The TTL attribute and its value (epoch seconds) for a lease ending at `expires_at`, if the
+    /// schema has a TTL attribute: rounded up, so that even with no grace DynamoDB never deletes
+    /// an item before its lease has ended.
+    pub(crate) fn ttl(&self, expires_at: DateTime<Utc>) -> Result<Option<(&str, i64)>, Error> {
+        let Some(attribute) = self.schema.ttl_attribute_name() else {
+            return Ok(None);
+        };
         let deletable = time::after(expires_at, self.ttl_grace, "ttl_grace")?;
         let rounded_up = i64::from(deletable.timestamp_subsec_nanos() > 0);
-        Ok(deletable.timestamp() + rounded_up)
+        Ok(Some((attribute, deletable.timestamp() + rounded_up)))
     }
 
-    /// Checks a resource name against the partition key's limit under this key prefix.
+    /// Checks a resource name against the partition key's limit under this schema's key formats.
     pub(crate) fn check_resource(&self, resource: &str) -> Result<(), InvalidInput> {
-        limits::resource(resource, &self.key_prefix)
+        limits::resource(resource, self.schema.max_resource_bytes())
     }
 
     /// Checks the resource and owner of a handle.

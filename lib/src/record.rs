@@ -8,8 +8,7 @@
 use crate::error::Error;
 use crate::fencing::FencingToken;
 use crate::item::{
-    self, s, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, LEASE_MS, LOCK_ID, OWNER, TTL,
-    VERSION,
+    self, s, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, LEASE_MS, LOCK_ID, OWNER, VERSION,
 };
 use crate::lock::{Holder, Lock, LockId};
 use crate::timestamp;
@@ -29,21 +28,18 @@ pub(crate) struct Record {
 /// What acquire writes besides the lock's own values.
 pub(crate) struct Written<'a> {
     pub(crate) version: &'a str,
-    pub(crate) ttl_epoch_seconds: i64,
+    /// The TTL attribute and its epoch seconds, if the schema has one.
+    pub(crate) ttl: Option<(&'a str, i64)>,
     pub(crate) data: Option<&'a [u8]>,
 }
 
-/// The full item written by acquire.
-pub(crate) fn encode(key_prefix: &str, lock: &Lock, written: &Written<'_>) -> Item {
-    let Written {
-        version,
-        ttl_epoch_seconds,
-        data,
-    } = *written;
+/// The full item written by acquire, under the lock item's primary `key`.
+pub(crate) fn encode(key: Item, lock: &Lock, written: &Written<'_>) -> Item {
+    let Written { version, ttl, data } = *written;
     let lease = (lock.expires_at() - lock.acquired_at())
         .to_std()
         .unwrap_or_default();
-    let mut item = item::key(key_prefix, lock.resource());
+    let mut item = key;
     item.extend([
         (LOCK_ID.to_owned(), s(lock.lock_id().to_string())),
         (OWNER.to_owned(), s(lock.owner())),
@@ -55,13 +51,15 @@ pub(crate) fn encode(key_prefix: &str, lock: &Lock, written: &Written<'_>) -> It
             EXPIRES_AT.to_owned(),
             s(timestamp::format(lock.expires_at())),
         ),
-        (
-            TTL.to_owned(),
-            AttributeValue::N(ttl_epoch_seconds.to_string()),
-        ),
         (VERSION.to_owned(), s(version)),
         (LEASE_MS.to_owned(), item::millis(lease)),
     ]);
+    if let Some((attribute, epoch_seconds)) = ttl {
+        item.insert(
+            attribute.to_owned(),
+            AttributeValue::N(epoch_seconds.to_string()),
+        );
+    }
     if let Some(fencing_token) = lock.fencing_token() {
         item.insert(FENCING_TOKEN.to_owned(), item::token(fencing_token));
     }
@@ -180,8 +178,9 @@ pub(crate) mod samples {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::{PK, SK};
+    use crate::item::{PK, SK, TTL};
     use crate::lock::LockHandle;
+    use crate::schema::TableSchema;
     use chrono::{TimeDelta, TimeZone, Utc};
 
     fn sample() -> Lock {
@@ -198,11 +197,11 @@ mod tests {
     fn encode_then_decode_round_trips() {
         let lock = sample();
         let item = encode(
-            "LOCK#",
+            TableSchema::new().lock_key(lock.resource()),
             &lock,
             &Written {
                 version: "v1",
-                ttl_epoch_seconds: 1_800_000_000,
+                ttl: Some((TTL, 1_800_000_000)),
                 data: Some(b"{}"),
             },
         );
@@ -222,11 +221,11 @@ mod tests {
     #[test]
     fn decode_names_the_malformed_attribute() {
         let mut item = encode(
-            "LOCK#",
+            TableSchema::new().lock_key("orders/42"),
             &sample(),
             &Written {
                 version: "v1",
-                ttl_epoch_seconds: 0,
+                ttl: None,
                 data: None,
             },
         );

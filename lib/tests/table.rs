@@ -2,9 +2,9 @@
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveStatus,
+    TimeToLiveSpecification, TimeToLiveStatus,
 };
-use ddb_lock::{AcquireOptions, Error, LockClient, TableProblem};
+use ddb_lock::{AcquireOptions, Error, LockClient, TableProblem, TableSchema};
 use ddb_lock_test_kit::{builder, dynamodb};
 
 fn client_for(table: &str) -> LockClient {
@@ -60,6 +60,33 @@ async fn ttl_of(table: &str) -> (Option<String>, bool) {
             .map(str::to_owned),
         on,
     )
+}
+
+/// Enables TTL on `attribute`.
+async fn enable_ttl(table: &str, attribute: &str) {
+    dynamodb()
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(attribute)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The differences a mismatch lists, as text.
+fn differences(problem: &TableProblem) -> Vec<String> {
+    match problem {
+        TableProblem::Mismatch { differences } => {
+            differences.iter().map(ToString::to_string).collect()
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
 }
 
 fn problem(result: Result<(), Error>) -> TableProblem {
@@ -126,17 +153,17 @@ async fn check_table_reports_a_wrong_key_schema_and_create_table_leaves_it_alone
     let client = client_for(&table);
     let found = problem(client.check_table().await);
     assert_eq!(
-        found,
-        TableProblem::KeySchema {
-            found: "id (HASH, S)".into()
-        }
+        differences(&found),
+        [
+            "partition key: expected `PK` (S), found `id` (S)",
+            "sort key: expected `SK` (S), found none",
+            "time to live: expected enabled on `TTL`, found DISABLED",
+        ],
+        "{found}"
     );
-    assert!(found
-        .to_string()
-        .contains("expected PK (HASH, S) + SK (RANGE, S)"));
     assert!(matches!(
         problem(client.create_table().await),
-        TableProblem::KeySchema { .. }
+        TableProblem::Mismatch { .. }
     ));
     assert!(
         !ttl_of(&table).await.1,
@@ -149,10 +176,103 @@ async fn check_table_reports_disabled_ttl_and_create_table_enables_it() {
     let table = fresh_table();
     create_raw_table(&table, &[("PK", KeyType::Hash), ("SK", KeyType::Range)]).await;
     let client = client_for(&table);
-    assert!(matches!(
-        problem(client.check_table().await),
-        TableProblem::TtlDisabled { .. }
-    ));
+    assert_eq!(
+        differences(&problem(client.check_table().await)),
+        ["time to live: expected enabled on `TTL`, found DISABLED"]
+    );
     client.create_table().await.unwrap();
     client.check_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn check_table_names_every_difference_from_a_custom_schema() {
+    let table = fresh_table();
+    create_raw_table(&table, &[("PK", KeyType::Hash), ("SK", KeyType::Range)]).await;
+    enable_ttl(&table, "TTL").await;
+    let schema = TableSchema::new()
+        .partition_key("pk")
+        .sort_key("sk", "LOCK")
+        .ttl_attribute("expires");
+    let client = builder(dynamodb())
+        .table_name(&table)
+        .schema(schema)
+        .build()
+        .unwrap();
+    assert_eq!(
+        differences(&problem(client.check_table().await)),
+        [
+            "partition key: expected `pk` (S), found `PK` (S)",
+            "sort key: expected `sk` (S), found `SK` (S)",
+            "time to live: expected enabled on `expires`, found enabled on `TTL`",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_table_with_a_sort_key_is_not_a_partition_key_only_table() {
+    let table = fresh_table();
+    create_raw_table(&table, &[("id", KeyType::Hash), ("sk", KeyType::Range)]).await;
+    let client = builder(dynamodb())
+        .table_name(&table)
+        .schema(
+            TableSchema::new()
+                .partition_key("id")
+                .without_sort_key()
+                .without_ttl(),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(
+        differences(&problem(client.check_table().await)),
+        ["sort key: expected none, found `sk` (S)"]
+    );
+}
+
+#[tokio::test]
+async fn create_table_makes_what_a_custom_schema_describes() {
+    let schemas = [
+        TableSchema::new()
+            .partition_key("pk")
+            .sort_key("sk", "LOCK")
+            .ttl_attribute("ttl"),
+        TableSchema::new()
+            .partition_key("id")
+            .without_sort_key()
+            .without_ttl(),
+    ];
+    for schema in schemas {
+        let table = fresh_table();
+        let client = builder(dynamodb())
+            .table_name(&table)
+            .schema(schema.clone())
+            .build()
+            .unwrap();
+        client.create_table().await.unwrap();
+        client.check_table().await.unwrap();
+        let described = dynamodb()
+            .describe_table()
+            .table_name(&table)
+            .send()
+            .await
+            .unwrap();
+        let keys: Vec<(String, KeyType)> = described
+            .table()
+            .unwrap()
+            .key_schema()
+            .iter()
+            .map(|k| (k.attribute_name().to_owned(), k.key_type().clone()))
+            .collect();
+        let mut expected = vec![(schema.partition_key_name().to_owned(), KeyType::Hash)];
+        expected.extend(
+            schema
+                .sort_key_name()
+                .map(|sk| (sk.to_owned(), KeyType::Range)),
+        );
+        assert_eq!(keys, expected);
+        let ttl = ttl_of(&table).await;
+        match schema.ttl_attribute_name() {
+            Some(name) => assert_eq!(ttl, (Some(name.to_owned()), true)),
+            None => assert!(!ttl.1, "no TTL asked for, none enabled: {ttl:?}"),
+        }
+    }
 }

@@ -8,6 +8,7 @@
 //! - [`clocks`]: clocks to hand the library (fixed, offset, adjustable) and the monotonic clock;
 //! - [`events`]: capture of the library's `tracing` events;
 //! - [`proxy`]: a fault-injecting TCP proxy between a client and the endpoint;
+//! - [`schemas`]: lock tables of non-default schemas, and every operation run on one;
 //! - [`runtime_api`]: a local Lambda Runtime API and the function processes behind it.
 //!
 //! The items of the first four modules are re-exported at the crate root.
@@ -18,6 +19,7 @@ pub mod events;
 pub mod locks;
 pub mod proxy;
 pub mod runtime_api;
+pub mod schemas;
 pub mod tables;
 
 pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock};

@@ -15,7 +15,7 @@ use super::extend::{self, DataChange};
 use super::in_flight::InFlightAcquisition;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
-use crate::item::{self, s, Item};
+use crate::item::{s, Item};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -34,12 +34,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-/// Acquire (PutItem) succeeds if no lock item exists or the existing one has expired.
-pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
+/// Acquire (PutItem) succeeds if no item exists or the existing one is a lock item (it has a
+/// `LockID`: an application's item sharing the table is never overwritten, whatever its
+/// `ExpiresAt` says) that has expired.
+pub(crate) const ACQUIRE_CONDITION: &str =
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #expires_at < :now)";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
 pub(crate) const ACQUIRE_FREE_CONDITION: &str = "attribute_not_exists(#pk)";
-/// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease.
-pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR #version = :version";
+/// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease, on a
+/// lock item only.
+pub(crate) const TAKEOVER_CONDITION: &str =
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #version = :version)";
 
 /// A validated acquisition request.
 pub(crate) struct Request<'a> {
@@ -93,7 +98,7 @@ pub(crate) enum Attempt {
 pub(crate) struct NewItem {
     pub(crate) lock: Lock,
     version: String,
-    ttl_epoch_seconds: i64,
+    ttl: Option<(String, i64)>,
     pub(crate) condition: &'static str,
     pub(crate) values: Option<HashMap<String, AttributeValue>>,
 }
@@ -103,10 +108,10 @@ impl NewItem {
     pub(crate) fn encode(&self, table: &LockTable, lock: &Lock, request: &Request<'_>) -> Item {
         let written = Written {
             version: &self.version,
-            ttl_epoch_seconds: self.ttl_epoch_seconds,
+            ttl: self.ttl.as_ref().map(|(name, at)| (name.as_str(), *at)),
             data: request.data,
         };
-        record::encode(&table.key_prefix, lock, &written)
+        record::encode(table.key(lock.resource()), lock, &written)
     }
 }
 
@@ -122,12 +127,14 @@ pub(crate) fn new_item(table: &LockTable, request: &Request<'_>) -> Result<NewIt
         sent + request.lease,
     );
     let version = uuid::Uuid::new_v4().to_string();
-    let ttl_epoch_seconds = table.ttl_epoch_seconds(lock.expires_at())?;
+    let ttl = table
+        .ttl(lock.expires_at())?
+        .map(|(name, at)| (name.to_owned(), at));
     let (condition, values) = condition(table, request.resource, now, sent);
     Ok(NewItem {
         lock,
         version,
-        ttl_epoch_seconds,
+        ttl,
         condition,
         values,
     })
@@ -164,7 +171,7 @@ pub(crate) async fn put(
         .table_name(&table.name)
         .set_item(Some(new.encode(table, &new.lock, request)))
         .condition_expression(new.condition)
-        .set_expression_attribute_names(Some(item::names_for(&[new.condition])))
+        .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
         .set_expression_attribute_values(new.values)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send();
@@ -211,7 +218,7 @@ pub(crate) async fn refused(
     item: Option<&Item>,
     operation: &'static str,
 ) -> Result<Attempt, Error> {
-    let record = LockTable::record(request.resource, item)?;
+    let record = table.record(request.resource, item)?;
     let received = Instant::now();
     let now = table.now();
     match read_refused(request, lock.lock_id(), record, now, received, operation)? {
@@ -343,8 +350,8 @@ async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attem
 mod tests {
     use super::*;
     use crate::fencing::FencingToken;
-    use crate::item::tests::assert_every_placeholder_named;
     use crate::record::samples::{self, now};
+    use crate::schema::tests::assert_every_placeholder_named;
     use chrono::TimeDelta;
 
     fn request(idempotent: bool, fencing: bool) -> Request<'static> {

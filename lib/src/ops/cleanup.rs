@@ -10,9 +10,10 @@
 
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
-use crate::item::{self, Item, LOCK_ID, PK, SK, SK_VALUE};
+use crate::item::{Item, LOCK_ID};
 use crate::limits;
 use crate::lock_table::LockTable;
+use crate::schema::TableSchema;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -21,10 +22,16 @@ use std::str::FromStr;
 use std::time::Duration;
 use tracing::info;
 
-/// Scan filter: lock items of this client's key prefix whose lease ended before `:cutoff`.
-const EXPIRED_FILTER: &str = "#sk = :sk AND begins_with(#pk, :prefix) AND #expires_at < :cutoff";
-/// What the scan reads of each item.
-const EXPIRED_PROJECTION: &str = "#pk, #sk, #lock_id, #expires_at";
+/// Scan filter: lock items (with a sort key: of the lock items' sort-key value)…
+const FILTER_SORT_KEY: &str = "#sk = :sk AND ";
+/// …of this client's key prefix (unless it is empty)…
+const FILTER_PREFIX: &str = "begins_with(#pk, :prefix) AND ";
+/// …whose lease ended before `:cutoff`.
+const FILTER_EXPIRED: &str = "#expires_at < :cutoff";
+/// What the scan reads of each item, without a sort key…
+const PROJECTION: &str = "#pk, #lock_id, #expires_at";
+/// …and with one.
+const PROJECTION_WITH_SORT_KEY: &str = "#pk, #sk, #lock_id, #expires_at";
 /// Delete only the acquisition that was seen expired, if it still is.
 const DELETE_EXPIRED_CONDITION: &str = "#lock_id = :lock_id AND #expires_at < :cutoff";
 /// Scan pages (of up to 1 MB each) read per call at most.
@@ -69,30 +76,39 @@ pub struct CleanupReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CleanupCursor {
     pk: String,
-    sk: String,
+    /// `None` in a table without a sort key.
+    sk: Option<String>,
 }
 
 impl CleanupCursor {
-    fn from_key(key: &Item) -> Option<Self> {
+    fn from_key(schema: &TableSchema, key: &Item) -> Option<Self> {
         let text = |name: &str| key.get(name)?.as_s().ok().cloned();
+        let sk = match schema.sort_key_name() {
+            Some(name) => Some(text(name)?),
+            None => None,
+        };
         Some(CleanupCursor {
-            pk: text(PK)?,
-            sk: text(SK)?,
+            pk: text(schema.partition_key_name())?,
+            sk,
         })
     }
 
-    fn key(&self) -> Item {
-        Item::from([
-            (PK.to_owned(), AttributeValue::S(self.pk.clone())),
-            (SK.to_owned(), AttributeValue::S(self.sk.clone())),
-        ])
+    fn key(&self, schema: &TableSchema) -> Item {
+        let sort = schema.sort_key_name().zip(self.sk.as_ref());
+        std::iter::once((schema.partition_key_name(), &self.pk))
+            .chain(sort)
+            .map(|(name, value)| (name.to_owned(), AttributeValue::S(value.clone())))
+            .collect()
     }
 }
 
-/// The string form: the sort key, a space, then the partition key (sort keys hold no spaces).
+/// The string form: the sort key, a space, then the partition key; in a table without a sort key,
+/// a space, then the partition key (a key value is never empty). Only the first space separates,
+/// so a sort key must hold none: true of the lock items' own, not of every item a scan can stop
+/// at in a shared table (see `SCHEMA-STATUS.md`).
 impl fmt::Display for CleanupCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.sk, self.pk)
+        write!(f, "{} {}", self.sk.as_deref().unwrap_or_default(), self.pk)
     }
 }
 
@@ -106,12 +122,12 @@ impl FromStr for CleanupCursor {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (sk, pk) = s.split_once(' ').ok_or(InvalidCleanupCursor)?;
-        if sk.is_empty() || pk.is_empty() {
+        if pk.is_empty() {
             return Err(InvalidCleanupCursor);
         }
         Ok(CleanupCursor {
             pk: pk.to_owned(),
-            sk: sk.to_owned(),
+            sk: (!sk.is_empty()).then(|| sk.to_owned()),
         })
     }
 }
@@ -129,7 +145,9 @@ pub(crate) async fn delete_expired(
     let cutoff = AttributeValue::S(timestamp::format(cutoff));
     let mut report = CleanupReport::default();
     // The key of the last item dealt with, or where the scan starts: the next call's start.
-    let mut position: Option<Item> = resume.map(CleanupCursor::key);
+    let schema = &table.schema;
+    let mut position: Option<Item> = resume.map(|cursor| cursor.key(schema));
+    let (filter, projection) = scan_expressions(schema);
     if max_deletes == 0 {
         report.next = resume.cloned();
         return Ok(log_cleanup(table, report));
@@ -139,15 +157,10 @@ pub(crate) async fn delete_expired(
             .dynamodb
             .scan()
             .table_name(&table.name)
-            .filter_expression(EXPIRED_FILTER)
-            .projection_expression(EXPIRED_PROJECTION)
-            .set_expression_attribute_names(Some(item::names_for(&[
-                EXPIRED_FILTER,
-                EXPIRED_PROJECTION,
-            ])))
-            .expression_attribute_values(":sk", AttributeValue::S(SK_VALUE.to_owned()))
-            .expression_attribute_values(":prefix", AttributeValue::S(table.key_prefix.clone()))
-            .expression_attribute_values(":cutoff", cutoff.clone())
+            .filter_expression(&filter)
+            .projection_expression(projection)
+            .set_expression_attribute_names(Some(table.names_for(&[&filter, projection])))
+            .set_expression_attribute_values(Some(scan_values(schema, &cutoff)))
             .consistent_read(true)
             .set_exclusive_start_key(position.clone())
             .send()
@@ -163,7 +176,9 @@ pub(crate) async fn delete_expired(
             if report.deleted >= max_deletes {
                 // Stopped inside the page: the next call resumes after this item (any
                 // item's key is a valid start key for a scan).
-                report.next = CleanupCursor::from_key(&key_of(found));
+                report.next = schema
+                    .key_attributes(found)
+                    .and_then(|key| CleanupCursor::from_key(schema, &key));
                 return Ok(log_cleanup(table, report));
             }
         }
@@ -173,7 +188,9 @@ pub(crate) async fn delete_expired(
             break;
         }
     }
-    report.next = position.as_ref().and_then(CleanupCursor::from_key);
+    report.next = position
+        .as_ref()
+        .and_then(|key| CleanupCursor::from_key(schema, key));
     Ok(log_cleanup(table, report))
 }
 
@@ -184,8 +201,15 @@ async fn delete_if_still_expired(
     found: &Item,
     cutoff: &AttributeValue,
 ) -> Result<bool, Error> {
-    let key = key_of(found);
-    let Some(lock_id) = found.get(LOCK_ID) else {
+    // The filter cannot test a key suffix; an item in the prefix's range that is not at a lock
+    // key is not ours, whatever its attributes.
+    let Some(key) = table.schema.key_attributes(found) else {
+        return Ok(false);
+    };
+    let Some(lock_id) = found
+        .get(LOCK_ID)
+        .filter(|_| table.schema.is_lock_key(&key))
+    else {
         return Ok(false);
     };
     let request = table
@@ -194,7 +218,7 @@ async fn delete_if_still_expired(
         .table_name(&table.name)
         .set_key(Some(key))
         .condition_expression(DELETE_EXPIRED_CONDITION)
-        .set_expression_attribute_names(Some(item::names_for(&[DELETE_EXPIRED_CONDITION])))
+        .set_expression_attribute_names(Some(table.names_for(&[DELETE_EXPIRED_CONDITION])))
         .expression_attribute_values(":lock_id", lock_id.clone())
         .expression_attribute_values(":cutoff", cutoff.clone())
         .send();
@@ -220,11 +244,32 @@ fn log_cleanup(table: &LockTable, report: CleanupReport) -> CleanupReport {
     report
 }
 
-/// The primary key of a scanned item.
-fn key_of(found: &Item) -> Item {
-    [PK, SK]
+/// The scan's filter and projection under `schema`.
+fn scan_expressions(schema: &TableSchema) -> (String, &'static str) {
+    let (sort_key, projection) = match schema.sort_key_name() {
+        Some(_) => (FILTER_SORT_KEY, PROJECTION_WITH_SORT_KEY),
+        None => ("", PROJECTION),
+    };
+    // `begins_with` with an empty prefix matches everything; DynamoDB need not see it.
+    let prefix = if schema.lock_key_prefix().is_empty() {
+        ""
+    } else {
+        FILTER_PREFIX
+    };
+    (format!("{sort_key}{prefix}{FILTER_EXPIRED}"), projection)
+}
+
+/// The scan filter's values: exactly those [`scan_expressions`] uses.
+fn scan_values(schema: &TableSchema, cutoff: &AttributeValue) -> Item {
+    let sort_key = schema.lock_sort_key_value().map(|v| (":sk", v));
+    let prefix = Some(schema.lock_key_prefix())
+        .filter(|p| !p.is_empty())
+        .map(|p| (":prefix", p));
+    sort_key
         .into_iter()
-        .filter_map(|k| Some((k.to_owned(), found.get(k)?.clone())))
+        .chain(prefix)
+        .map(|(name, value)| (name.to_owned(), AttributeValue::S(value.to_owned())))
+        .chain([(":cutoff".to_owned(), cutoff.clone())])
         .collect()
 }
 
@@ -232,25 +277,74 @@ fn key_of(found: &Item) -> Item {
 mod tests {
     use super::*;
 
+    use crate::item::EXPIRES_AT;
+    use crate::schema::tests::assert_every_placeholder_named;
+
     #[test]
     fn a_cursor_survives_its_string_form() {
-        let cursor = CleanupCursor {
-            pk: "LOCK#orders/42 with spaces".into(),
-            sk: "LOCK".into(),
-        };
-        assert_eq!(cursor.to_string().parse::<CleanupCursor>(), Ok(cursor));
+        for sk in [Some("LOCK".to_owned()), None] {
+            let cursor = CleanupCursor {
+                pk: "LOCK#orders/42 with spaces".into(),
+                sk,
+            };
+            assert_eq!(cursor.to_string().parse::<CleanupCursor>(), Ok(cursor));
+        }
         assert_eq!("LOCK".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
+        assert_eq!("LOCK ".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
+    }
+
+    #[test]
+    fn a_cursor_is_a_key_of_the_schema() {
+        let schema = TableSchema::new().partition_key("id").without_sort_key();
+        let key = schema.lock_key("a");
+        let cursor = CleanupCursor::from_key(&schema, &key).unwrap();
+        assert_eq!(cursor.to_string(), " LOCK#a");
+        assert_eq!(cursor.key(&schema), key);
+        let default = TableSchema::new();
+        let key = default.lock_key("a");
         assert_eq!(
-            " LOCK#a".parse::<CleanupCursor>(),
-            Err(InvalidCleanupCursor)
+            CleanupCursor::from_key(&default, &key)
+                .unwrap()
+                .key(&default),
+            key
         );
     }
 
     #[test]
-    fn expressions_name_only_known_attributes() {
-        let names = item::names_for(&[EXPIRED_FILTER, EXPIRED_PROJECTION]);
-        assert_eq!(names.len(), 4);
-        assert_eq!(names["#expires_at"], item::EXPIRES_AT);
-        assert_eq!(item::names_for(&[DELETE_EXPIRED_CONDITION]).len(), 2);
+    fn the_default_schemas_scan_is_unchanged() {
+        let (filter, projection) = scan_expressions(&TableSchema::new());
+        assert_eq!(
+            filter,
+            "#sk = :sk AND begins_with(#pk, :prefix) AND #expires_at < :cutoff"
+        );
+        assert_eq!(projection, "#pk, #sk, #lock_id, #expires_at");
+    }
+
+    #[test]
+    fn the_scan_uses_exactly_the_values_and_names_it_sends() {
+        let cutoff = AttributeValue::S("2026-11-21T22:00:00.000Z".into());
+        let schemas = [
+            TableSchema::new(),
+            TableSchema::new().partition_key("id").without_sort_key(),
+            TableSchema::new()
+                .partition_key("id")
+                .without_sort_key()
+                .key_prefix("")
+                .key_suffix("#LOCK")
+                .fence_key_format("", "#FENCE"),
+        ];
+        for schema in schemas {
+            let (filter, projection) = scan_expressions(&schema);
+            let values = scan_values(&schema, &cutoff);
+            for name in values.keys() {
+                assert!(filter.contains(name.as_str()), "{filter}: {name}");
+            }
+            assert_eq!(filter.matches(':').count(), values.len(), "{filter}");
+            let names = schema.names_for(&[&filter, projection]);
+            assert_eq!(names["#expires_at"], EXPIRES_AT);
+            assert_every_placeholder_named(&filter);
+        }
+        assert_every_placeholder_named(PROJECTION_WITH_SORT_KEY);
+        assert_every_placeholder_named(DELETE_EXPIRED_CONDITION);
     }
 }

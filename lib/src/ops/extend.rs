@@ -28,9 +28,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-/// Extend (UpdateItem) moves the lease end and the TTL and rotates the version…
-pub(crate) const EXTEND_UPDATE: &str =
-    "SET #expires_at = :expires_at, #ttl = :ttl, #version = :version, #lease_ms = :lease_ms";
+/// Extend (UpdateItem) moves the lease end…
+pub(crate) const EXTEND_SET_LEASE: &str = "SET #expires_at = :expires_at";
+/// …and the TTL, if the schema has a TTL attribute…
+pub(crate) const EXTEND_SET_TTL: &str = ", #ttl = :ttl";
+/// …and rotates the version…
+pub(crate) const EXTEND_SET_VERSION: &str = ", #version = :version, #lease_ms = :lease_ms";
 /// …and may replace the payload…
 pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
 /// …or remove it…
@@ -184,7 +187,10 @@ async fn update_item(
     version: &str,
 ) -> Result<Result<Record, Option<Record>>, Error> {
     let resource = extension.handle.resource();
-    let update = update_expression(extension.change);
+    let update = update_expression(
+        extension.change,
+        table.schema.ttl_attribute_name().is_some(),
+    );
     let request = table
         .dynamodb
         .update_item()
@@ -192,7 +198,7 @@ async fn update_item(
         .set_key(Some(table.key(resource)))
         .update_expression(&update)
         .condition_expression(EXTEND_CONDITION)
-        .set_expression_attribute_names(Some(item::names_for(&[&update, EXTEND_CONDITION])))
+        .set_expression_attribute_names(Some(table.names_for(&[&update, EXTEND_CONDITION])))
         .set_expression_attribute_values(Some(values(table, extension, expires_at, version)?))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -202,23 +208,25 @@ async fn update_item(
         _ => None,
     })?;
     match answer {
-        Answer::Applied(out) => Ok(Ok(LockTable::record(resource, out.attributes())?.ok_or(
+        Answer::Applied(out) => Ok(Ok(table.record(resource, out.attributes())?.ok_or(
             Error::UnexpectedResponse {
                 operation: "UpdateItem",
                 detail: "no attributes despite ReturnValues = ALL_NEW",
             },
         )?)),
-        Answer::Refused(item) => Ok(Err(LockTable::record(resource, item.as_ref())?)),
+        Answer::Refused(item) => Ok(Err(table.record(resource, item.as_ref())?)),
     }
 }
 
-/// The update expression for a data change.
-fn update_expression(change: DataChange<'_>) -> String {
-    match change {
-        DataChange::Keep => EXTEND_UPDATE.to_owned(),
-        DataChange::Replace(_) => format!("{EXTEND_UPDATE}{EXTEND_REPLACE_DATA}"),
-        DataChange::Remove => format!("{EXTEND_UPDATE}{EXTEND_REMOVE_DATA}"),
-    }
+/// The update expression for a data change, with or without a TTL attribute to move.
+fn update_expression(change: DataChange<'_>, ttl: bool) -> String {
+    let ttl = if ttl { EXTEND_SET_TTL } else { "" };
+    let data = match change {
+        DataChange::Keep => "",
+        DataChange::Replace(_) => EXTEND_REPLACE_DATA,
+        DataChange::Remove => EXTEND_REMOVE_DATA,
+    };
+    format!("{EXTEND_SET_LEASE}{ttl}{EXTEND_SET_VERSION}{data}")
 }
 
 /// The values of the update and the condition.
@@ -231,16 +239,15 @@ fn values(
     let handle = extension.handle;
     let mut values = HashMap::from([
         (":expires_at", s(timestamp::format(expires_at))),
-        (
-            ":ttl",
-            AttributeValue::N(table.ttl_epoch_seconds(expires_at)?.to_string()),
-        ),
         (":version", s(version)),
         (":lease_ms", item::millis(extension.lease)),
         (":lock_id", s(handle.lock_id().to_string())),
         (":owner", s(handle.owner())),
         (":now", s(timestamp::format(extension.now))),
     ]);
+    if let Some((_, epoch_seconds)) = table.ttl(expires_at)? {
+        values.insert(":ttl", AttributeValue::N(epoch_seconds.to_string()));
+    }
     if let DataChange::Replace(data) = extension.change {
         values.insert(":data", AttributeValue::B(Blob::new(data)));
     }
@@ -296,9 +303,9 @@ fn lost_outcome(handle: &LockHandle, record: Option<Record>, now: DateTime<Utc>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::tests::assert_every_placeholder_named;
     use crate::lock::LockId;
     use crate::record::samples::{self, now};
+    use crate::schema::tests::assert_every_placeholder_named;
     use chrono::TimeDelta;
 
     fn handle() -> LockHandle {
@@ -378,9 +385,23 @@ mod tests {
     }
 
     #[test]
+    fn the_default_schemas_update_is_unchanged() {
+        assert_eq!(
+            update_expression(DataChange::Keep, true),
+            "SET #expires_at = :expires_at, #ttl = :ttl, #version = :version, #lease_ms = :lease_ms"
+        );
+        assert_eq!(
+            update_expression(DataChange::Remove, false),
+            "SET #expires_at = :expires_at, #version = :version, #lease_ms = :lease_ms REMOVE #data"
+        );
+    }
+
+    #[test]
     fn every_placeholder_is_named() {
         for expr in [
-            EXTEND_UPDATE,
+            EXTEND_SET_LEASE,
+            EXTEND_SET_TTL,
+            EXTEND_SET_VERSION,
             EXTEND_REPLACE_DATA,
             EXTEND_REMOVE_DATA,
             EXTEND_CONDITION,

@@ -30,9 +30,10 @@ use tracing::debug;
 
 /// A fenced acquisition also raises the fence item's token (in the same transaction)…
 pub(crate) const FENCE_UPDATE: &str = "SET #fencing_token = :fencing_token";
-/// …which must only grow.
+/// …which must only grow. The item is new, or a fence item (which always has a token): an
+/// application's item at the fence key has none, fails the comparison, and is left alone.
 pub(crate) const FENCE_CONDITION: &str =
-    "attribute_not_exists(#fencing_token) OR #fencing_token < :fencing_token";
+    "attribute_not_exists(#pk) OR #fencing_token < :fencing_token";
 
 /// How many times a fenced acquisition re-reads a fence token that moved under it, or retries a
 /// transaction cancelled by a conflict, within one attempt.
@@ -97,7 +98,10 @@ pub(crate) async fn put(
             // clean-up in the background must not delete.
             Cancellation::FenceRefused(item) => {
                 in_flight.answered();
-                let current = current_token(request.resource, item.as_ref())?;
+                let current = match current_token(request.resource, item.as_ref())? {
+                    Some(current) => current,
+                    None => return Err(table.not_a_lock_item(&item.unwrap_or_default())),
+                };
                 debug!(resource = request.resource, %current, guessed = %token, "fencing token guess was stale");
                 token = FencingToken::new(current.value() + 1);
                 offset.fetch_max(
@@ -123,17 +127,17 @@ fn transaction(
         .table_name(&table.name)
         .set_item(Some(new.encode(table, lock, request)))
         .condition_expression(new.condition)
-        .set_expression_attribute_names(Some(item::names_for(&[new.condition])))
+        .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
         .set_expression_attribute_values(new.values.clone())
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
     let fence = Update::builder()
         .table_name(&table.name)
-        .set_key(Some(item::fence_key(&table.key_prefix, request.resource)))
+        .set_key(Some(table.schema.fence_key(request.resource)))
         .update_expression(FENCE_UPDATE)
         .condition_expression(FENCE_CONDITION)
-        .set_expression_attribute_names(Some(item::names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
+        .set_expression_attribute_names(Some(table.names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
         .expression_attribute_values(":fencing_token", item::token(token))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
@@ -158,15 +162,14 @@ pub(crate) fn read_cancellation(reasons: &[CancellationReason]) -> Option<Cancel
     None
 }
 
-/// The token in the fence item that refused a guess.
-fn current_token(resource: &str, item: Option<&Item>) -> Result<FencingToken, Error> {
-    item.map(|item| record::decode_fence(resource, item))
-        .transpose()?
-        .flatten()
-        .ok_or(Error::UnexpectedResponse {
-            operation: "TransactWriteItems",
-            detail: "the fence condition failed but no token came back for ALL_OLD",
-        })
+/// The token in the fence item that refused a guess; `None` if the item there has no token, which
+/// makes it no fence item but an application's.
+fn current_token(resource: &str, item: Option<&Item>) -> Result<Option<FencingToken>, Error> {
+    let item = item.ok_or(Error::UnexpectedResponse {
+        operation: "TransactWriteItems",
+        detail: "the fence condition failed but no item came back for ALL_OLD",
+    })?;
+    record::decode_fence(resource, item)
 }
 
 /// Every try of a fenced acquisition was cancelled by concurrent writes to the same items.
@@ -188,7 +191,7 @@ impl std::error::Error for TransactionConflicts {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::tests::assert_every_placeholder_named;
+    use crate::schema::tests::assert_every_placeholder_named;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     fn reason(code: &str, item: Option<Item>) -> CancellationReason {
@@ -229,8 +232,10 @@ mod tests {
         };
         assert_eq!(
             current_token("r", item.as_ref()).unwrap(),
-            FencingToken::new(42)
+            Some(FencingToken::new(42))
         );
+        let app_item = Item::from([("PK".to_owned(), AttributeValue::S("LOCK#r".into()))]);
+        assert_eq!(current_token("r", Some(&app_item)).unwrap(), None);
         assert!(matches!(
             current_token("r", None),
             Err(Error::UnexpectedResponse { .. })

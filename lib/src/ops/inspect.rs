@@ -1,21 +1,28 @@
 //! Looking at a lock without holding it: status (a strongly consistent GetItem) and force release
-//! (an unconditional DeleteItem that returns what it removed).
+//! (a DeleteItem of whatever lock item is there, which returns what it removed).
 //!
 //! Both judge the item by its `ExpiresAt` and this client's clock: status is information, not a
-//! takeover decision, and force release is an administrative override that deletes whatever is
-//! there (an expired or malformed item too) and only reports whose live lock it removed. If the
-//! SDK retried the DeleteItem after a lost answer, the retry finds nothing, and the removed holder
-//! is unknown: force release then says `None`.
+//! takeover decision, and force release is an administrative override that deletes any lock item
+//! (an expired or malformed one too) and only reports whose live lock it removed. It is
+//! conditional on one thing, that the item is a lock item (it has a `LockID`), so that an
+//! application's item sharing the table is reported, never deleted. If the SDK retried the
+//! DeleteItem after a lost answer, the retry finds nothing, and the removed holder is unknown:
+//! force release then says `None`.
 
+use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
 use crate::outcome::LockStatus;
 use crate::record::Record;
 use crate::time::span;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use tracing::warn;
+
+/// Force release deletes any lock item, and only a lock item.
+pub(crate) const FORCE_RELEASE_CONDITION: &str = "attribute_exists(#lock_id)";
 
 /// The lock on `resource`, read without taking it.
 pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStatus, Error> {
@@ -29,7 +36,7 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .send()
         .await
         .map_err(|e| Error::backend("GetItem", e))?;
-    let record = LockTable::record(resource, out.item())?;
+    let record = table.record(resource, out.item())?;
     Ok(status_of(record, table.now()))
 }
 
@@ -39,18 +46,29 @@ pub(crate) async fn force_release(
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
-    let out = table
+    let sent = table
         .dynamodb
         .delete_item()
         .table_name(&table.name)
         .set_key(Some(table.key(resource)))
+        .condition_expression(FORCE_RELEASE_CONDITION)
+        .set_expression_attribute_names(Some(table.names_for(&[FORCE_RELEASE_CONDITION])))
         .return_values(ReturnValue::AllOld)
-        .send()
-        .await
-        .map_err(|e| Error::backend("DeleteItem", e))?;
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send();
+    let answer = answer("DeleteItem", sent.await, |err| match err {
+        DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    let deleted = match answer {
+        Answer::Applied(out) => out.attributes,
+        // No item at all: nothing to release.
+        Answer::Refused(None) => None,
+        Answer::Refused(Some(item)) => return Err(table.not_a_lock_item(&item)),
+    };
     table.queues.freed(resource, None);
     let now = table.now();
-    let removed = match LockTable::record(resource, out.attributes()) {
+    let removed = match table.record(resource, deleted.as_ref()) {
         Ok(record) => removed_holder(record, now),
         Err(malformed) => {
             warn!(resource, %malformed, "force release deleted a malformed lock item");

@@ -12,7 +12,7 @@
 
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
-use crate::item::{self, s, Item};
+use crate::item::{s, Item};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::outcome::ReleaseOutcome;
@@ -25,12 +25,13 @@ use tracing::info;
 
 /// Release (DeleteItem) succeeds only for the same acquisition and owner.
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
-/// Release by owner alone (DeleteItem), for owners that lost their lock id.
-pub(crate) const RELEASE_OWNED_CONDITION: &str = "#owner = :owner";
+/// Release by owner alone (DeleteItem), for owners that lost their lock id; of a lock item only,
+/// never an application's item that happens to have an `Owner` of the same name.
+pub(crate) const RELEASE_OWNED_CONDITION: &str = "attribute_exists(#lock_id) AND #owner = :owner";
 /// Release by owner alone of a lock acquired no later than a moment (an execution's stop), so
 /// that a later acquisition by the same owner (a redriven execution) is spared.
 pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
-    "#owner = :owner AND #acquired_at <= :acquired_by";
+    "attribute_exists(#lock_id) AND #owner = :owner AND #acquired_at <= :acquired_by";
 
 /// The release DeleteItem: by acquisition (`lock_id`), else by owner, perhaps only for a lock
 /// acquired no later than `acquired_by`.
@@ -53,7 +54,7 @@ pub(crate) async fn delete(
         .table_name(&table.name)
         .set_key(Some(table.key(resource)))
         .condition_expression(condition)
-        .set_expression_attribute_names(Some(item::names_for(&[condition])))
+        .set_expression_attribute_names(Some(table.names_for(&[condition])))
         .set_expression_attribute_values(Some(values(owner, lock_id, acquired_by)))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .customize()
@@ -76,7 +77,7 @@ pub(crate) async fn delete(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
-            let record = LockTable::record(resource, item.as_ref())?;
+            let record = table.record(resource, item.as_ref())?;
             let retried = transmissions.retried();
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
@@ -143,8 +144,8 @@ pub(crate) fn read_refused(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::tests::assert_every_placeholder_named;
     use crate::record::samples::{self, now};
+    use crate::schema::tests::assert_every_placeholder_named;
 
     use chrono::TimeDelta;
 

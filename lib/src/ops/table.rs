@@ -1,14 +1,16 @@
 //! Creating and checking the lock table.
 //!
-//! The table needs a string partition key `PK`, a string sort key `SK` and time to live on `TTL`.
-//! [`create`] makes one (on-demand billing) or accepts a matching one, never touching the TTL of a
-//! table whose key schema is not ours; [`check`] verifies an existing table at start-up so that a
-//! misconfigured table fails loudly before the first lock. Both serve the methods of the same
-//! names on [`LockClient`](crate::LockClient).
+//! The table needs the key schema the client's [`TableSchema`] describes (string partition key,
+//! and string sort key unless it has none), and time to live on its TTL attribute unless it has
+//! none. [`create`] makes one (on-demand billing) or accepts a matching one, never touching the
+//! TTL of a table whose key schema is not the schema's; [`check`] verifies an existing table at
+//! start-up so that a misconfigured table fails loudly before the first lock, naming every
+//! difference at once rather than one per restart. Both serve the methods of the same names on
+//! [`LockClient`](crate::LockClient); the comparisons are pure functions, tested case by case.
 
-use crate::error::{Error, TableProblem};
-use crate::item::{PK, SK, TTL};
+use crate::error::{Error, TableDifference, TableProblem};
 use crate::lock_table::LockTable;
+use crate::schema::TableSchema;
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
@@ -21,6 +23,30 @@ use std::time::Duration;
 /// How long [`LockClient::create_table`](crate::LockClient::create_table) waits for a new table to become active.
 const CREATE_WAIT: Duration = Duration::from_secs(300);
 
+/// A key attribute as DescribeTable reports it: name, key type (`HASH`, `RANGE`), attribute type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundKey {
+    name: String,
+    key_type: KeyType,
+    attribute_type: String,
+}
+
+/// A table's time to live as DescribeTimeToLive reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundTtl {
+    status: Option<TimeToLiveStatus>,
+    attribute: Option<String>,
+}
+
+impl FoundTtl {
+    fn is_on(&self) -> bool {
+        matches!(
+            self.status,
+            Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+        )
+    }
+}
+
 /// Creates the lock table unless it exists, enables TTL if it is off, and checks the result; see
 /// [`LockClient::create_table`](crate::LockClient::create_table).
 pub(crate) async fn create(table: &LockTable) -> Result<(), Error> {
@@ -32,12 +58,18 @@ pub(crate) async fn create(table: &LockTable) -> Result<(), Error> {
         .wait(CREATE_WAIT)
         .await
         .map_err(|e| Error::backend_other("DescribeTable", e))?;
-    // Never touch the TTL setting of a table that is not a lock table.
-    if let Some(problem) = key_schema_problem(table).await? {
-        return Err(table_error(table, problem));
+    // Never touch the TTL setting of a table whose keys are not the schema's.
+    let keys = describe_keys(table)
+        .await?
+        .ok_or_else(|| table_error(table, TableProblem::Missing))?;
+    let differences = key_differences(&table.schema, &keys);
+    if !differences.is_empty() {
+        return Err(table_error(table, TableProblem::Mismatch { differences }));
     }
-    if let Some(TableProblem::TtlDisabled { .. }) = ttl_problem(table).await? {
-        enable_ttl(table).await?;
+    if let Some(attribute) = table.schema.ttl_attribute_name() {
+        if !describe_ttl(table).await?.is_on() {
+            enable_ttl(table, attribute).await?;
+        }
     }
     check(table).await
 }
@@ -58,18 +90,17 @@ async fn create_unless_exists(table: &LockTable) -> Result<(), Error> {
             .build()
             .map_err(|e| Error::backend_other("CreateTable", e))
     };
-    let created = table
+    let mut request = table
         .dynamodb
         .create_table()
         .table_name(&table.name)
-        .attribute_definitions(definition(PK)?)
-        .attribute_definitions(definition(SK)?)
-        .key_schema(key(PK, KeyType::Hash)?)
-        .key_schema(key(SK, KeyType::Range)?)
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await;
-    match created {
+        .billing_mode(BillingMode::PayPerRequest);
+    for (name, key_type) in expected_keys(&table.schema) {
+        request = request
+            .attribute_definitions(definition(name)?)
+            .key_schema(key(name, key_type)?);
+    }
+    match request.send().await {
         Ok(_) => {}
         Err(err)
             if matches!(
@@ -81,11 +112,11 @@ async fn create_unless_exists(table: &LockTable) -> Result<(), Error> {
     Ok(())
 }
 
-/// Enables TTL on `TTL`.
-async fn enable_ttl(table: &LockTable) -> Result<(), Error> {
+/// Enables TTL on `attribute`.
+async fn enable_ttl(table: &LockTable, attribute: &str) -> Result<(), Error> {
     let spec = TimeToLiveSpecification::builder()
         .enabled(true)
-        .attribute_name(TTL)
+        .attribute_name(attribute)
         .build()
         .map_err(|e| Error::backend_other("UpdateTimeToLive", e))?;
     let enabled = table
@@ -98,7 +129,7 @@ async fn enable_ttl(table: &LockTable) -> Result<(), Error> {
     // Another process may have enabled it between our check and our update; DynamoDB
     // then refuses ours, and the check below decides.
     if let Err(err) = enabled {
-        if ttl_problem(table).await?.is_some() {
+        if !describe_ttl(table).await?.is_on() {
             return Err(Error::backend("UpdateTimeToLive", err));
         }
     }
@@ -107,11 +138,17 @@ async fn enable_ttl(table: &LockTable) -> Result<(), Error> {
 
 /// Verifies key schema and TTL; see [`LockClient::check_table`](crate::LockClient::check_table).
 pub(crate) async fn check(table: &LockTable) -> Result<(), Error> {
-    let problem = match key_schema_problem(table).await? {
-        Some(problem) => Some(problem),
-        None => ttl_problem(table).await?,
+    let Some(keys) = describe_keys(table).await? else {
+        return Err(table_error(table, TableProblem::Missing));
     };
-    problem.map_or(Ok(()), |problem| Err(table_error(table, problem)))
+    let mut differences = key_differences(&table.schema, &keys);
+    if table.schema.ttl_attribute_name().is_some() {
+        differences.extend(ttl_difference(&table.schema, &describe_ttl(table).await?));
+    }
+    if differences.is_empty() {
+        return Ok(());
+    }
+    Err(table_error(table, TableProblem::Mismatch { differences }))
 }
 
 /// The error for a table with `problem`.
@@ -122,15 +159,21 @@ fn table_error(table: &LockTable, problem: TableProblem) -> Error {
     }
 }
 
-/// What is wrong with the table's key schema, if anything (a missing table included).
-async fn key_schema_problem(table: &LockTable) -> Result<Option<TableProblem>, Error> {
+/// The key attributes the schema needs, partition key first.
+fn expected_keys(schema: &TableSchema) -> impl Iterator<Item = (&str, KeyType)> {
+    std::iter::once((schema.partition_key_name(), KeyType::Hash))
+        .chain(schema.sort_key_name().map(|name| (name, KeyType::Range)))
+}
+
+/// The table's key attributes (`None`: no such table).
+async fn describe_keys(table: &LockTable) -> Result<Option<Vec<FoundKey>>, Error> {
     let described = table
         .dynamodb
         .describe_table()
         .table_name(&table.name)
         .send()
         .await;
-    let table = match described {
+    let description = match described {
         Ok(out) => out.table,
         Err(err)
             if matches!(
@@ -138,46 +181,33 @@ async fn key_schema_problem(table: &LockTable) -> Result<Option<TableProblem>, E
                 Some(DescribeTableError::ResourceNotFoundException(_))
             ) =>
         {
-            return Ok(Some(TableProblem::Missing))
+            return Ok(None)
         }
         Err(err) => return Err(Error::backend("DescribeTable", err)),
     };
-    let Some(table) = table else {
-        return Ok(Some(TableProblem::Missing));
-    };
-    let type_of = |name: &str| {
-        table
-            .attribute_definitions()
+    Ok(description.map(|description| {
+        let type_of = |name: &str| {
+            description
+                .attribute_definitions()
+                .iter()
+                .find(|d| d.attribute_name() == name)
+                .map_or("?", |d| d.attribute_type().as_str())
+                .to_owned()
+        };
+        description
+            .key_schema()
             .iter()
-            .find(|d| d.attribute_name() == name)
-            .map_or("?", |d| d.attribute_type().as_str())
-    };
-    let found: Vec<(String, String, String)> = table
-        .key_schema()
-        .iter()
-        .map(|k| {
-            let name = k.attribute_name().to_owned();
-            let kind = type_of(&name).to_owned();
-            (name, k.key_type().as_str().to_owned(), kind)
-        })
-        .collect();
-    let expected = [(PK, "HASH", "S"), (SK, "RANGE", "S")];
-    let matches = found.len() == expected.len()
-        && found
-            .iter()
-            .zip(expected)
-            .all(|((n, k, t), (en, ek, et))| n == en && k == ek && t == et);
-    Ok((!matches).then(|| TableProblem::KeySchema {
-        found: found
-            .iter()
-            .map(|(n, k, t)| format!("{n} ({k}, {t})"))
-            .collect::<Vec<_>>()
-            .join(" + "),
+            .map(|k| FoundKey {
+                name: k.attribute_name().to_owned(),
+                key_type: k.key_type().clone(),
+                attribute_type: type_of(k.attribute_name()),
+            })
+            .collect()
     }))
 }
 
-/// What is wrong with the table's time to live, if anything.
-async fn ttl_problem(table: &LockTable) -> Result<Option<TableProblem>, Error> {
+/// The table's time to live.
+async fn describe_ttl(table: &LockTable) -> Result<FoundTtl, Error> {
     let out = table
         .dynamodb
         .describe_time_to_live()
@@ -186,17 +216,159 @@ async fn ttl_problem(table: &LockTable) -> Result<Option<TableProblem>, Error> {
         .await
         .map_err(|e| Error::backend("DescribeTimeToLive", e))?;
     let description = out.time_to_live_description();
-    let status = description.and_then(|d| d.time_to_live_status());
-    let attribute = description.and_then(|d| d.attribute_name());
-    Ok(match status {
-        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling) => match attribute {
-            Some(TTL) => None,
-            other => Some(TableProblem::TtlAttribute {
-                attribute: other.unwrap_or_default().to_owned(),
-            }),
-        },
-        other => Some(TableProblem::TtlDisabled {
-            status: other.map_or("unknown", |s| s.as_str()).to_owned(),
-        }),
+    Ok(FoundTtl {
+        status: description.and_then(|d| d.time_to_live_status()).cloned(),
+        attribute: description
+            .and_then(|d| d.attribute_name())
+            .map(str::to_owned),
     })
+}
+
+/// Each way the table's key attributes differ from the schema's: the partition key, then the
+/// sort key (expected or found `none`).
+pub(crate) fn key_differences(schema: &TableSchema, found: &[FoundKey]) -> Vec<TableDifference> {
+    let describe = |key: Option<(&str, &str)>| match key {
+        Some((name, attribute_type)) => format!("`{name}` ({attribute_type})"),
+        None => "none".to_owned(),
+    };
+    let found_of = |key_type: KeyType| {
+        found
+            .iter()
+            .find(|k| k.key_type == key_type)
+            .map(|k| (k.name.as_str(), k.attribute_type.as_str()))
+    };
+    [
+        (
+            "partition key",
+            Some((schema.partition_key_name(), "S")),
+            found_of(KeyType::Hash),
+        ),
+        (
+            "sort key",
+            schema.sort_key_name().map(|name| (name, "S")),
+            found_of(KeyType::Range),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, expected, found)| expected != found)
+    .map(|(setting, expected, found)| TableDifference {
+        setting,
+        expected: describe(expected),
+        found: describe(found),
+    })
+    .collect()
+}
+
+/// How the table's time to live differs from the schema's TTL attribute, if it does. A schema
+/// without one needs nothing of the table.
+pub(crate) fn ttl_difference(schema: &TableSchema, found: &FoundTtl) -> Option<TableDifference> {
+    let expected = schema.ttl_attribute_name()?;
+    let found = match (&found.attribute, found.is_on()) {
+        (Some(attribute), true) if attribute == expected => return None,
+        (Some(attribute), true) => format!("enabled on `{attribute}`"),
+        _ => found
+            .status
+            .as_ref()
+            .map_or("unknown", |s| s.as_str())
+            .to_owned(),
+    };
+    Some(TableDifference {
+        setting: "time to live",
+        expected: format!("enabled on `{expected}`"),
+        found,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str, key_type: KeyType, attribute_type: &str) -> FoundKey {
+        FoundKey {
+            name: name.into(),
+            key_type,
+            attribute_type: attribute_type.into(),
+        }
+    }
+
+    fn ttl(status: TimeToLiveStatus, attribute: Option<&str>) -> FoundTtl {
+        FoundTtl {
+            status: Some(status),
+            attribute: attribute.map(str::to_owned),
+        }
+    }
+
+    fn lines(differences: &[TableDifference]) -> Vec<String> {
+        differences.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_schemas_own_keys_have_no_difference() {
+        let found = [
+            key("PK", KeyType::Hash, "S"),
+            key("SK", KeyType::Range, "S"),
+        ];
+        assert!(key_differences(&TableSchema::new(), &found).is_empty());
+        let id_only = TableSchema::new().partition_key("id").without_sort_key();
+        assert!(key_differences(&id_only, &[key("id", KeyType::Hash, "S")]).is_empty());
+    }
+
+    #[test]
+    fn every_key_difference_names_expected_and_found() {
+        let found = [key("pk", KeyType::Hash, "N")];
+        assert_eq!(
+            lines(&key_differences(&TableSchema::new(), &found)),
+            [
+                "partition key: expected `PK` (S), found `pk` (N)",
+                "sort key: expected `SK` (S), found none",
+            ]
+        );
+        let id_only = TableSchema::new().partition_key("id").without_sort_key();
+        let found = [
+            key("id", KeyType::Hash, "S"),
+            key("sk", KeyType::Range, "S"),
+        ];
+        assert_eq!(
+            lines(&key_differences(&id_only, &found)),
+            ["sort key: expected none, found `sk` (S)"]
+        );
+    }
+
+    #[test]
+    fn ttl_must_be_on_the_schemas_attribute() {
+        let schema = TableSchema::new().ttl_attribute("ttl");
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Enabled, Some("ttl"))),
+            None
+        );
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Enabling, Some("ttl"))),
+            None
+        );
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Enabled, Some("TTL")))
+                .unwrap()
+                .to_string(),
+            "time to live: expected enabled on `ttl`, found enabled on `TTL`"
+        );
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Disabled, None))
+                .unwrap()
+                .to_string(),
+            "time to live: expected enabled on `ttl`, found DISABLED"
+        );
+    }
+
+    #[test]
+    fn a_schema_without_ttl_needs_none() {
+        let schema = TableSchema::new().without_ttl();
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Disabled, None)),
+            None
+        );
+        assert_eq!(
+            ttl_difference(&schema, &ttl(TimeToLiveStatus::Enabled, Some("x"))),
+            None
+        );
+    }
 }
