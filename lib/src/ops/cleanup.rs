@@ -104,8 +104,8 @@ impl CleanupCursor {
 
 /// The string form: the sort key, a space, then the partition key; in a table without a sort key,
 /// a space, then the partition key (a key value is never empty). Only the first space separates,
-/// so a sort key must hold none: true of the lock items' own, not of every item a scan can stop
-/// at in a shared table (see `SCHEMA-STATUS.md`).
+/// so a sort key must hold none: true of the lock items' own, not yet of every item a scan can
+/// stop at in a shared table (a known gap: such a cursor resumes at the wrong place).
 impl fmt::Display for CleanupCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.sk.as_deref().unwrap_or_default(), self.pk)
