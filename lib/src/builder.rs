@@ -43,6 +43,7 @@ pub struct LockClientBuilder {
     ttl_grace: Duration,
     clock: Arc<dyn Clock>,
     takeover: TakeoverRule,
+    delete_on_release: bool,
 }
 
 impl LockClientBuilder {
@@ -67,6 +68,7 @@ impl LockClientBuilder {
             ttl_grace: Self::DEFAULT_TTL_GRACE,
             clock: Arc::new(SystemClock),
             takeover: TakeoverRule::WallClock,
+            delete_on_release: true,
         }
     }
 
@@ -151,6 +153,39 @@ impl LockClientBuilder {
         self
     }
 
+    /// Whether a release deletes the lock item (`true`, the default) or keeps it (`false`).
+    ///
+    /// A kept item loses its holder and lease but keeps its key, its `LockID` and its payload
+    /// (`Data`), so the next holder reads what the last one left: every acquisition through this
+    /// client then keeps the payload it finds unless it sets one
+    /// ([`AcquireOptions::data`](crate::AcquireOptions::data)), and returns it in
+    /// [`Lock::data`](crate::Lock::data). A release still costs one request (an UpdateItem instead of
+    /// a DeleteItem), an acquisition too (an UpdateItem instead of a PutItem), and so does
+    /// everything that ends a hold: a guard's release or drop, the clean-up of a dropped
+    /// acquisition, [`release_all`](LockClient::release_all), a force release. Kept items stay until
+    /// deleted (no `TTL`); [`AcquireOptions::only_if_exists`](crate::AcquireOptions::only_if_exists)
+    /// takes locks only on such items. Clients of both kinds can share a table.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireOptions, LockClient};
+    ///
+    /// let client = LockClient::builder(dynamodb)
+    ///     .table_name("locks")
+    ///     .delete_on_release(false)
+    ///     .build()?;
+    /// let lock = client.acquire("ledger/7", &AcquireOptions::new()).await?;
+    /// let cursor = lock.data().map(<[u8]>::to_vec); // what the last holder left
+    /// client.release_and_replace_data(&lock, Some(b"row 9812".to_vec())).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_on_release(mut self, delete: bool) -> Self {
+        self.delete_on_release = delete;
+        self
+    }
+
     /// Validates the settings and builds the client. Sends no request: call
     /// [`LockClient::check_table`] or [`LockClient::create_table`] to verify the table.
     pub fn build(self) -> Result<LockClient, Error> {
@@ -182,8 +217,10 @@ impl LockClientBuilder {
             ttl_grace: self.ttl_grace,
             clock: self.clock,
             takeover: self.takeover,
+            delete_on_release: self.delete_on_release,
             observations: Default::default(),
             queues: Default::default(),
+            holds: Default::default(),
             background: Default::default(),
             token_offset: Default::default(),
         };

@@ -9,14 +9,16 @@
 //! method and its request.
 
 use crate::builder::LockClientBuilder;
-use crate::error::Error;
+use crate::error::{Error, InvalidInput};
+use crate::holds::Held;
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::Request;
 use crate::ops::cleanup::{self, CleanupCursor, CleanupReport};
 use crate::ops::extend::{self, DataChange};
-use crate::ops::{inspect, release, table};
+use crate::ops::release::{self, Release};
+use crate::ops::{inspect, kept, table};
 use crate::options::AcquireOptions;
 use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
 use crate::wait::backoff::BackoffBounds;
@@ -110,6 +112,91 @@ impl LockClient {
     /// ```
     pub async fn flush(&self) {
         self.settings.table.background.finished().await;
+    }
+
+    /// Releases every lock this client (and its clones) holds, for shutdown: a container's
+    /// SIGTERM, the end of a Lambda invocation. One release request per lock, sent concurrently;
+    /// then waits for the client's background releases ([`flush`](Self::flush)).
+    ///
+    /// It covers every lock acquired through the client and not yet released through it, found
+    /// lost or run out of lease, whichever call took it: [`acquire`](Self::acquire),
+    /// [`try_acquire`](Self::try_acquire), [`lock`](Self::lock) and the rest. A
+    /// [`LockGuard`](crate::LockGuard) among them stops extending and says released
+    /// ([`LockLost::Released`](crate::LockLost::Released)) before its release is sent, so no guard
+    /// reports a lock held that is being released; a guard whose acquisition completes while
+    /// `release_all` runs starts released. An acquisition still in flight when it is called may
+    /// complete after it and stay held: stop acquiring first. A lock whose release fails (the
+    /// error is in its entry) is still remembered, for another `release_all`.
+    ///
+    /// Returns each lock with its release's outcome: [`ReleaseOutcome::Released`], or
+    /// [`NotFound`](ReleaseOutcome::NotFound) / [`NotOwner`](ReleaseOutcome::NotOwner) for a lock
+    /// that was lost meanwhile (left untouched).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use tokio::signal::unix::{signal, SignalKind};
+    ///
+    /// let mut terminate = signal(SignalKind::terminate()).expect("a signal handler");
+    /// terminate.recv().await;
+    /// for (lock, outcome) in client.release_all().await {
+    ///     eprintln!("{}: {:?}", lock.resource(), outcome);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_all(&self) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
+        let table = &self.settings.table;
+        let held = table.holds.take_all();
+        for lock in &held {
+            if let Some(stop_guard) = &lock.stop_guard {
+                stop_guard();
+            }
+        }
+        // Each release runs in a task of its own, so that dropping this future (a shutdown
+        // deadline, a `select!`) neither cancels a release nor forgets a lock: `flush` still
+        // waits for them, and a failed one is remembered again.
+        let releases: Vec<_> = held
+            .into_iter()
+            .map(|lock| {
+                let (answer, answered) = tokio::sync::oneshot::channel();
+                let client = self.clone();
+                let spawned_lock = lock.clone();
+                let spawned = self.release_in_background(async move {
+                    let _ = answer.send(client.release_remembering(&spawned_lock).await);
+                });
+                (lock, spawned.then_some(answered))
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(releases.len());
+        for (lock, answered) in releases {
+            let outcome = match answered {
+                Some(answered) => answered.await.unwrap_or_else(|_| {
+                    Err(Error::ReleaseAbandoned {
+                        resource: lock.handle.resource().to_owned(),
+                    })
+                }),
+                // No runtime to spawn on (another executor polls this): released here.
+                None => self.release_remembering(&lock).await,
+            };
+            outcomes.push((lock.handle, outcome));
+        }
+        self.flush().await;
+        outcomes
+    }
+
+    /// Releases `lock`, remembering it again if the release failed.
+    async fn release_remembering(&self, lock: &Held) -> Result<ReleaseOutcome, Error> {
+        let outcome = self.release(&lock.handle).await;
+        if outcome.is_err() {
+            self.settings.table.holds.acquired(&lock.handle, lock.until);
+        }
+        outcome
+    }
+
+    /// The table and memory the client's operations share.
+    pub(crate) fn table(&self) -> &Arc<LockTable> {
+        &self.settings.table
     }
 
     /// Sends `release` from a spawned task that [`flush`](Self::flush) waits for; false if
@@ -284,17 +371,82 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
-        let handle = lock.as_ref();
+        self.release_changing_data(lock.as_ref(), DataChange::Keep)
+            .await
+    }
+
+    /// Releases a held lock as [`release`](Self::release) does, keeping the item (one
+    /// UpdateItem) with `data` as its payload for the next holder (`None` removes it). Only on a
+    /// client that keeps items ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release));
+    /// on one that deletes them it is [`InvalidInput::DataNotKept`](crate::InvalidInput::DataNotKept)
+    /// and nothing is sent. If the release finds the lock lost, the payload is not written.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// client
+    ///     .release_and_replace_data(&lock, Some(br#"{"last_row":9812}"#.to_vec()))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_and_replace_data(
+        &self,
+        lock: impl AsRef<LockHandle>,
+        data: Option<Vec<u8>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        if self.settings.table.delete_on_release {
+            return Err(InvalidInput::DataNotKept.into());
+        }
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let change = data
+            .as_deref()
+            .map_or(DataChange::Remove, DataChange::Replace);
+        self.release_changing_data(lock.as_ref(), change).await
+    }
+
+    async fn release_changing_data(
+        &self,
+        handle: &LockHandle,
+        change: DataChange<'_>,
+    ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        let lock_id = Some(handle.lock_id());
-        release::delete(
-            &self.settings.table,
-            handle.resource(),
-            handle.owner(),
-            lock_id,
-            None,
-        )
-        .await
+        let release = Release {
+            resource: handle.resource(),
+            owner: handle.owner(),
+            lock_id: Some(handle.lock_id()),
+            acquired_by: None,
+        };
+        release::send(&self.settings.table, &release, change).await
+    }
+
+    /// Creates the item of a free lock on `resource` with `data` as its payload, unless an item is
+    /// there already (then nothing changes): whether it created one. One conditional PutItem.
+    ///
+    /// For operators who decide which locks exist, with
+    /// [`AcquireOptions::only_if_exists`](crate::AcquireOptions::only_if_exists) on the acquiring
+    /// side; a client that keeps items ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release))
+    /// keeps the payload for each holder to read, one that deletes them deletes the item (and
+    /// payload) on its first release. An application's item at the key is
+    /// [`Error::NotALockItem`], left as it is.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// let created = client
+    ///     .create_lock_item("tenant/acme", Some(br#"{"shard":3}"#))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_lock_item(
+        &self,
+        resource: &str,
+        data: Option<&[u8]>,
+    ) -> Result<bool, Error> {
+        kept::create(&self.settings.table, resource, data).await
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
@@ -317,7 +469,13 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        release::delete(&self.settings.table, resource, owner, None, None).await
+        let release = Release {
+            resource,
+            owner,
+            lock_id: None,
+            acquired_by: None,
+        };
+        release::send(&self.settings.table, &release, DataChange::Keep).await
     }
 
     /// [`release_owned`](Self::release_owned), sparing a lock of `owner` acquired after
@@ -351,8 +509,13 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        let table = &self.settings.table;
-        release::delete(table, resource, owner, None, Some(acquired_by)).await
+        let release = Release {
+            resource,
+            owner,
+            lock_id: None,
+            acquired_by: Some(acquired_by),
+        };
+        release::send(&self.settings.table, &release, DataChange::Keep).await
     }
 
     /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`

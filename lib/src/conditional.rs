@@ -60,6 +60,16 @@ pub(crate) enum Answer<O, R> {
     Refused(R),
 }
 
+impl<O, R> Answer<O, R> {
+    /// The same answer with `f` applied to an applied request's output.
+    pub(crate) fn map<P>(self, f: impl FnOnce(O) -> P) -> Answer<P, R> {
+        match self {
+            Answer::Applied(output) => Answer::Applied(f(output)),
+            Answer::Refused(refusal) => Answer::Refused(refusal),
+        }
+    }
+}
+
 /// Splits the answer to a conditional request: applied, refused (when `refusal` finds a refusal
 /// in the operation's error, and returns what it carried), or any other failure as
 /// [`Error::Backend`] naming `operation`. It takes the awaited result rather than the send future

@@ -74,6 +74,29 @@ pub enum Error {
         key: String,
     },
 
+    /// An acquisition with [`AcquireOptions::only_if_exists`](crate::AcquireOptions::only_if_exists)
+    /// found no lock item to take: nobody created one (with
+    /// [`create_lock_item`](crate::LockClient::create_lock_item), or by a release that keeps the
+    /// item), or it was deleted.
+    #[error(
+        "table `{table}`: no lock item at {key}, and the acquisition takes only an existing one"
+    )]
+    NoLockItem {
+        /// The table name.
+        table: String,
+        /// The key it looked at, as the table's schema names it, e.g. `pk=ORDER#1, sk=LOCK`.
+        key: String,
+    },
+
+    /// A release that [`release_all`](crate::LockClient::release_all) sent from a task of its own
+    /// ended without an answer: the runtime shut down under it. It may or may not have been
+    /// applied; if not, the lock expires with its lease.
+    #[error("the release of `{resource}` ended without an answer (its runtime shut down); if it was not applied, the lock expires with its lease")]
+    ReleaseAbandoned {
+        /// The resource whose release was abandoned.
+        resource: String,
+    },
+
     /// The endpoint answered in a way the DynamoDB API does not allow (for example a failed
     /// condition without the item that `ReturnValuesOnConditionCheckFailure = ALL_OLD` asks for).
     #[error("DynamoDB {operation} answered unexpectedly: {detail}")]
@@ -174,6 +197,10 @@ pub enum InvalidInput {
         /// The maximum delay.
         max: Duration,
     },
+    /// A payload was given to a release on a client that deletes the item on release, where it
+    /// would be lost with the item.
+    #[error("`data` on release needs a client that keeps the item (`delete_on_release(false)`); a release that deletes the item keeps no data")]
+    DataNotKept,
     /// A lock id is not a UUID.
     #[error("`lock_id` is not a lock id (a UUID such as 67e55044-10b1-426f-9247-bb680e5fe0c8)")]
     MalformedLockId,
@@ -226,6 +253,7 @@ impl InvalidInput {
             | InvalidInput::KeysOverlap { field } => field,
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",
+            InvalidInput::DataNotKept => "data",
             InvalidInput::TableName { .. } => "table_name",
         }
     }

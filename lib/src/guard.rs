@@ -148,6 +148,7 @@ pub struct LockGuard {
 
 impl LockGuard {
     fn start(client: &LockClient, lock: Lock, lease: Duration, heartbeat: Duration) -> Self {
+        let lock_id = lock.lock_id();
         let (sender, receiver) = watch::channel(State::Held(lock));
         let state = Arc::new(sender);
         let extending = Arc::new(Mutex::new(()));
@@ -158,6 +159,20 @@ impl LockGuard {
             lease,
             heartbeat,
         ));
+        // From here `release_all` can stop the guard; if it already released the lock (between
+        // the acquisition and now), the guard starts released.
+        let abort = task.abort_handle();
+        let stopped = Arc::downgrade(&state);
+        let stop = Arc::new(move || {
+            abort.abort();
+            if let Some(state) = stopped.upgrade() {
+                lose(&state, LockLost::Released);
+            }
+        });
+        if !client.table().holds.guarded(lock_id, stop) {
+            task.abort();
+            lose(&state, LockLost::Released);
+        }
         LockGuard {
             client: client.clone(),
             lease,
@@ -273,6 +288,39 @@ impl LockGuard {
         outcome
     }
 
+    /// [`release`](Self::release), keeping the item with `data` as its payload for the next
+    /// holder (`None` removes it): see [`LockClient::release_and_replace_data`], which it calls,
+    /// and which needs a client built with
+    /// [`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release). On a client
+    /// that deletes items it fails with [`InvalidInput::DataNotKept`](crate::InvalidInput::DataNotKept),
+    /// and the guard, consumed, is dropped: its lock is released as a dropped guard's.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(guard: ddb_lock::LockGuard) -> Result<(), ddb_lock::Error> {
+    /// guard.release_and_replace_data(Some(b"resume at page 12".to_vec())).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_and_replace_data(
+        mut self,
+        data: Option<Vec<u8>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        if self.client.table().delete_on_release {
+            return Err(InvalidInput::DataNotKept.into());
+        }
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        self.heartbeat.abort();
+        lose(&self.state, LockLost::Released);
+        let lock = self.last_lock();
+        let outcome = self.client.release_and_replace_data(&lock, data).await;
+        // As for `release`: a release cancelled at its await is covered by Drop (without data).
+        self.released = true;
+        outcome
+    }
+
     /// The lock as last known, lost or not (its credential never changes).
     fn last_lock(&self) -> Lock {
         match &*self.state.borrow() {
@@ -336,7 +384,8 @@ fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) -> Result<(), L
                         expires_at,
                         extended.valid_until_instant(),
                     )
-                    .with_fencing_token(extended.fencing_token());
+                    .with_fencing_token(extended.fencing_token())
+                    .with_data(extended.data().map(<[u8]>::to_vec));
                     true
                 }
                 _ => false,

@@ -55,6 +55,7 @@ mod clock;
 mod conditional;
 mod error;
 mod fencing;
+mod holds;
 pub mod item;
 pub mod limits;
 mod lock;

@@ -175,6 +175,8 @@ pub struct Lock {
     acquired_at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
     fencing_token: Option<FencingToken>,
+    /// The payload stored with the lock, as far as the write that set this state tells.
+    data: Option<Vec<u8>>,
     /// The monotonic instant the lease ends, timed from before the write that set it was sent.
     valid_until: Instant,
 }
@@ -191,12 +193,18 @@ impl Lock {
             acquired_at,
             expires_at,
             fencing_token: None,
+            data: None,
             valid_until,
         }
     }
 
     pub(crate) fn with_fencing_token(mut self, fencing_token: Option<FencingToken>) -> Self {
         self.fencing_token = fencing_token;
+        self
+    }
+
+    pub(crate) fn with_data(mut self, data: Option<Vec<u8>>) -> Self {
+        self.data = data;
         self
     }
 
@@ -247,6 +255,27 @@ impl Lock {
     /// the lock protects, through [`FencedWrite`](crate::FencedWrite) or your store's own check.
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.fencing_token
+    }
+
+    /// The payload stored with the lock (`Data`) when it was acquired or last extended: what the
+    /// acquisition or extension wrote, or, on a client that keeps items
+    /// ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)), the payload
+    /// the previous holder left, if the acquisition set none. A fenced acquisition's transaction
+    /// returns nothing, so after one that set no payload this is `None` even where a kept payload
+    /// stays in the item: read it with [`status`](crate::LockClient::status).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// let lock = client.acquire("report/daily", &AcquireOptions::new().data("started")).await?;
+    /// assert_eq!(lock.data(), Some(&b"started"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn data(&self) -> Option<&[u8]> {
+        self.data.as_deref()
     }
 }
 

@@ -11,6 +11,7 @@
 use crate::background::BackgroundReleases;
 use crate::clock::Clock;
 use crate::error::{Error, InvalidInput};
+use crate::holds::Holds;
 use crate::item::{Item, LOCK_ID};
 use crate::limits;
 use crate::lock::LockHandle;
@@ -34,9 +35,13 @@ pub(crate) struct LockTable {
     pub(crate) ttl_grace: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) takeover: TakeoverRule,
+    /// Whether a release deletes the lock item or keeps it, cleared of its holder.
+    pub(crate) delete_on_release: bool,
     pub(crate) observations: Observations,
     /// This client's waiters, in line per resource, and the locks it holds.
     pub(crate) queues: WaitQueues,
+    /// Every lock this client holds, for `release_all`.
+    pub(crate) holds: Holds,
     /// Releases sent from spawned tasks (dropped guards, dropped acquisitions).
     pub(crate) background: BackgroundReleases,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
@@ -68,7 +73,11 @@ impl LockTable {
     /// Decodes the lock item of `resource` an answer carried, if any. An item without a `LockID`
     /// is not a lock item at all but an application's, sharing the table:
     /// [`Error::NotALockItem`]. (Every lock write's condition requires a `LockID` on an item it
-    /// replaces, updates or deletes, so such an item is always one a request left alone.)
+    /// replaces, updates or deletes, so such an item is always one a request left alone.) A kept
+    /// item, released without being deleted ([`delete_on_release`]), has no holder: `None`, as
+    /// for no item.
+    ///
+    /// [`delete_on_release`]: crate::LockClientBuilder::delete_on_release
     pub(crate) fn record(
         &self,
         resource: &str,
@@ -76,6 +85,7 @@ impl LockTable {
     ) -> Result<Option<Record>, Error> {
         match item {
             Some(item) if !item.contains_key(LOCK_ID) => Err(self.not_a_lock_item(item)),
+            Some(item) if record::is_released(item) => Ok(None),
             item => item.map(|item| record::decode(resource, item)).transpose(),
         }
     }

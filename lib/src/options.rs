@@ -25,6 +25,7 @@ pub struct AcquireOptions {
     fencing: bool,
     heartbeat: Option<Duration>,
     data: Option<Vec<u8>>,
+    only_if_exists: bool,
 }
 
 impl AcquireOptions {
@@ -89,10 +90,42 @@ impl AcquireOptions {
 
     /// A small payload stored with the lock as `Data` (at most
     /// [`MAX_DATA_BYTES`](crate::limits::MAX_DATA_BYTES)) and returned by
-    /// [`status`](crate::LockClient::status): what the holder is doing, a progress marker.
+    /// [`status`](crate::LockClient::status): what the holder is doing, a progress marker. It
+    /// replaces the payload an item kept by a release carries
+    /// ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)); without it such
+    /// a payload stays and comes back in [`Lock::data`](crate::Lock::data).
     pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.data = Some(data.into());
         self
+    }
+
+    /// When `true`, the lock is taken only on a lock item that exists already: one an operator
+    /// made with [`create_lock_item`](crate::LockClient::create_lock_item), or one kept by a
+    /// release ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)). With no
+    /// item the acquisition fails at once with [`Error::NoLockItem`](crate::Error::NoLockItem),
+    /// waiting for nothing. Same request, a stricter condition. Default `false`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireOptions, Error};
+    ///
+    /// match client.acquire("tenant/acme", &AcquireOptions::new().only_if_exists(true)).await {
+    ///     Ok(lock) => client.release(&lock).await.map(drop)?,
+    ///     Err(Error::NoLockItem { .. }) => eprintln!("tenant not provisioned"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn only_if_exists(mut self, only_if_exists: bool) -> Self {
+        self.only_if_exists = only_if_exists;
+        self
+    }
+
+    /// Whether [`only_if_exists`](Self::only_if_exists) is set.
+    pub fn is_only_if_exists(&self) -> bool {
+        self.only_if_exists
     }
 
     /// Whether [`idempotent`](Self::idempotent) is set.

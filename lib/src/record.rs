@@ -69,6 +69,21 @@ pub(crate) fn encode(key: Item, lock: &Lock, written: &Written<'_>) -> Item {
     item
 }
 
+/// Whether `item`, a lock item (it has a `LockID`), was released and kept rather than deleted
+/// ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)): it has no
+/// `Owner`, which every held lock item has.
+pub(crate) fn is_released(item: &Item) -> bool {
+    !item.contains_key(OWNER)
+}
+
+/// The payload of any lock item, held or kept, if it has one that is binary.
+pub(crate) fn data(item: &Item) -> Option<Vec<u8>> {
+    match item.get(DATA) {
+        Some(AttributeValue::B(blob)) => Some(blob.clone().into_inner()),
+        _ => None,
+    }
+}
+
 /// Decodes a lock item read back from DynamoDB.
 pub(crate) fn decode(resource: &str, item: &Item) -> Result<Record, Error> {
     let malformed = |attribute, problem| Error::MalformedItem {

@@ -13,6 +13,7 @@
 
 use super::extend::{self, DataChange};
 use super::in_flight::InFlightAcquisition;
+use super::kept;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::item::{s, Item};
@@ -26,7 +27,8 @@ use crate::takeover::TakeoverRule;
 use crate::time::{after, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,15 +38,24 @@ use tracing::debug;
 
 /// Acquire (PutItem) succeeds if no item exists or the existing one is a lock item (it has a
 /// `LockID`: an application's item sharing the table is never overwritten, whatever its
-/// `ExpiresAt` says) that has expired.
-pub(crate) const ACQUIRE_CONDITION: &str =
-    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #expires_at < :now)";
+/// `ExpiresAt` says) that is kept without a holder (no `Owner`, see [`kept`](super::kept)) or has
+/// expired.
+pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now))";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
-pub(crate) const ACQUIRE_FREE_CONDITION: &str = "attribute_not_exists(#pk)";
+pub(crate) const ACQUIRE_FREE_CONDITION: &str =
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner))";
 /// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease, on a
 /// lock item only.
-pub(crate) const TAKEOVER_CONDITION: &str =
-    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #version = :version)";
+pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version))";
+/// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_CONDITION`] without "no item".
+pub(crate) const ACQUIRE_EXISTING_CONDITION: &str =
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now)";
+/// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_FREE_CONDITION`] without "no item".
+pub(crate) const ACQUIRE_FREE_EXISTING_CONDITION: &str =
+    "attribute_exists(#lock_id) AND attribute_not_exists(#owner)";
+/// [`AcquireOptions::only_if_exists`]: [`TAKEOVER_CONDITION`] without "no item".
+pub(crate) const TAKEOVER_EXISTING_CONDITION: &str =
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version)";
 
 /// A validated acquisition request.
 pub(crate) struct Request<'a> {
@@ -53,6 +64,7 @@ pub(crate) struct Request<'a> {
     pub(crate) lease: Duration,
     pub(crate) idempotent: bool,
     pub(crate) fencing: bool,
+    pub(crate) only_if_exists: bool,
     pub(crate) data: Option<&'a [u8]>,
 }
 
@@ -76,6 +88,7 @@ impl<'a> Request<'a> {
             lease,
             idempotent: opts.is_idempotent(),
             fencing: opts.is_fencing(),
+            only_if_exists: opts.is_only_if_exists(),
             data,
         })
     }
@@ -104,14 +117,26 @@ pub(crate) struct NewItem {
 }
 
 impl NewItem {
-    /// The lock item of `lock` (a variant of this item's lock, such as with a fencing token).
-    pub(crate) fn encode(&self, table: &LockTable, lock: &Lock, request: &Request<'_>) -> Item {
-        let written = Written {
+    /// What is written besides `lock`'s own values.
+    fn written<'a>(&'a self, request: &Request<'a>) -> Written<'a> {
+        Written {
             version: &self.version,
             ttl: self.ttl.as_ref().map(|(name, at)| (name.as_str(), *at)),
             data: request.data,
-        };
-        record::encode(table.key(lock.resource()), lock, &written)
+        }
+    }
+
+    /// The lock item of `lock` (a variant of this item's lock, such as with a fencing token).
+    pub(crate) fn encode(&self, table: &LockTable, lock: &Lock, request: &Request<'_>) -> Item {
+        record::encode(table.key(lock.resource()), lock, &self.written(request))
+    }
+
+    /// The update that writes `lock` over a kept item, keeping its payload unless `request` sets
+    /// one, and the values of both the update and the condition.
+    pub(crate) fn kept_update(&self, lock: &Lock, request: &Request<'_>) -> (String, Item) {
+        let (update, mut values) = kept::acquire_update(lock, &self.written(request));
+        values.extend(self.values.clone().unwrap_or_default());
+        (update, values)
     }
 }
 
@@ -130,7 +155,7 @@ pub(crate) fn new_item(table: &LockTable, request: &Request<'_>) -> Result<NewIt
     let ttl = table
         .ttl(lock.expires_at())?
         .map(|(name, at)| (name.to_owned(), at));
-    let (condition, values) = condition(table, request.resource, now, sent);
+    let (condition, values) = condition(table, request, now, sent);
     Ok(NewItem {
         lock,
         version,
@@ -143,27 +168,47 @@ pub(crate) fn new_item(table: &LockTable, request: &Request<'_>) -> Result<NewIt
 /// The acquire condition under this client's takeover rule, and its values.
 fn condition(
     table: &LockTable,
-    resource: &str,
+    request: &Request<'_>,
     now: DateTime<Utc>,
     sent: Instant,
 ) -> (&'static str, Option<HashMap<String, AttributeValue>>) {
+    let pick = |any, existing| {
+        if request.only_if_exists {
+            existing
+        } else {
+            any
+        }
+    };
     let (condition, value) = match table.takeover {
-        TakeoverRule::WallClock => (ACQUIRE_CONDITION, Some((":now", s(timestamp::format(now))))),
-        TakeoverRule::ObservedLease => match table.observations.ripe(resource, sent) {
-            Some(version) => (TAKEOVER_CONDITION, Some((":version", s(version)))),
-            None => (ACQUIRE_FREE_CONDITION, None),
+        TakeoverRule::WallClock => (
+            pick(ACQUIRE_CONDITION, ACQUIRE_EXISTING_CONDITION),
+            Some((":now", s(timestamp::format(now)))),
+        ),
+        TakeoverRule::ObservedLease => match table.observations.ripe(request.resource, sent) {
+            Some(version) => (
+                pick(TAKEOVER_CONDITION, TAKEOVER_EXISTING_CONDITION),
+                Some((":version", s(version))),
+            ),
+            None => (
+                pick(ACQUIRE_FREE_CONDITION, ACQUIRE_FREE_EXISTING_CONDITION),
+                None,
+            ),
         },
     };
     let values = value.map(|(name, value)| HashMap::from([(name.to_owned(), value)]));
     (condition, values)
 }
 
-/// The unfenced attempt: one conditional PutItem of `new`.
+/// The unfenced attempt: one conditional PutItem of `new`, or, on a client that keeps items,
+/// one conditional UpdateItem that keeps the payload it finds.
 pub(crate) async fn put(
     table: &Arc<LockTable>,
     request: &Request<'_>,
     new: NewItem,
 ) -> Result<Attempt, Error> {
+    if !table.delete_on_release {
+        return update(table, request, new).await;
+    }
     let in_flight = InFlightAcquisition::new(table, new.lock.handle());
     let sent = table
         .dynamodb
@@ -172,7 +217,7 @@ pub(crate) async fn put(
         .set_item(Some(new.encode(table, &new.lock, request)))
         .condition_expression(new.condition)
         .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
-        .set_expression_attribute_values(new.values)
+        .set_expression_attribute_values(new.values.clone())
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send();
     // An answer that does not say whether the write was applied (a timeout, a lost connection
@@ -184,8 +229,49 @@ pub(crate) async fn put(
     })?;
     in_flight.answered();
     match answer {
-        Answer::Applied(_) => Ok(acquired(table, new.lock)),
+        Answer::Applied(_) => {
+            let lock = new.lock.with_data(request.data.map(<[u8]>::to_vec));
+            Ok(acquired(table, lock))
+        }
         Answer::Refused(item) => refused(table, request, new.lock, item.as_ref(), "PutItem").await,
+    }
+}
+
+/// The unfenced attempt of a client that keeps items: one conditional UpdateItem, which returns
+/// the item as written (`ALL_NEW`) for the payload it kept.
+async fn update(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    new: NewItem,
+) -> Result<Attempt, Error> {
+    let (update, values) = new.kept_update(&new.lock, request);
+    let in_flight = InFlightAcquisition::new(table, new.lock.handle());
+    let sent = table
+        .dynamodb
+        .update_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(request.resource)))
+        .update_expression(&update)
+        .condition_expression(new.condition)
+        .set_expression_attribute_names(Some(table.names_for(&[&update, new.condition])))
+        .set_expression_attribute_values(Some(values))
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send();
+    // As for the PutItem: an unsettled answer leaves `in_flight` armed.
+    let answer = answer("UpdateItem", sent.await, |err| match err {
+        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    in_flight.answered();
+    match answer {
+        Answer::Applied(out) => {
+            let data = out.attributes().and_then(record::data);
+            Ok(acquired(table, new.lock.with_data(data)))
+        }
+        Answer::Refused(item) => {
+            refused(table, request, new.lock, item.as_ref(), "UpdateItem").await
+        }
     }
 }
 
@@ -201,6 +287,9 @@ fn took(table: &LockTable, lock: Lock) -> Lock {
     if table.takeover == TakeoverRule::ObservedLease {
         table.observations.forget(lock.resource());
     }
+    table
+        .holds
+        .acquired(lock.handle(), lock.valid_until_instant());
     table.queues.acquired(
         lock.resource(),
         lock.lock_id(),
@@ -221,13 +310,19 @@ pub(crate) async fn refused(
     let record = table.record(request.resource, item)?;
     let received = Instant::now();
     let now = table.now();
+    if record.is_none() && request.only_if_exists {
+        return Err(Error::NoLockItem {
+            table: table.name.clone(),
+            key: table.schema.describe_key(&table.key(request.resource)),
+        });
+    }
     match read_refused(request, lock.lock_id(), record, now, received, operation)? {
-        Refusal::OwnWrite => {
+        Refusal::OwnWrite(record) => {
             debug!(
                 resource = request.resource,
                 "condition failed on our own LockID: a retried write had already succeeded"
             );
-            Ok(acquired(table, lock))
+            Ok(acquired(table, lock.with_data(record.holder.data)))
         }
         Refusal::OwnersLock(held) => {
             debug!(
@@ -265,7 +360,7 @@ pub(crate) async fn refused(
 pub(crate) enum Refusal {
     /// The item carries this attempt's `LockID`: an earlier try of this very request (an SDK retry
     /// after a lost answer) wrote it.
-    OwnWrite,
+    OwnWrite(Record),
     /// An idempotent request's owner holds this live lock already: it is handed back.
     OwnersLock(Lock),
     /// Someone else holds the lock (or the owner does, for a request that may not take it back).
@@ -287,7 +382,7 @@ pub(crate) fn read_refused(
         detail: "condition failed but no item came back for ALL_OLD",
     })?;
     if record.lock_id == ours {
-        return Ok(Refusal::OwnWrite);
+        return Ok(Refusal::OwnWrite(record));
     }
     // A fenced request is not given back an unfenced lock: it has no token to offer.
     if request.idempotent
@@ -302,7 +397,8 @@ pub(crate) fn read_refused(
             record.holder.expires_at,
             received + span(now, record.holder.expires_at),
         )
-        .with_fencing_token(record.holder.fencing_token);
+        .with_fencing_token(record.holder.fencing_token)
+        .with_data(record.holder.data);
         return Ok(Refusal::OwnersLock(held));
     }
     Ok(Refusal::Held(record))
@@ -361,6 +457,7 @@ mod tests {
             lease: Duration::from_secs(30),
             idempotent,
             fencing,
+            only_if_exists: false,
             data: None,
         }
     }
@@ -379,12 +476,13 @@ mod tests {
     fn our_own_lock_id_is_an_acquisition() {
         let ours = LockId::generate();
         for (idempotent, fencing) in [(false, false), (true, true)] {
+            let ours_written = record(ours, "me", 30);
             let refusal = read(
                 &request(idempotent, fencing),
                 ours,
-                Some(record(ours, "me", 30)),
+                Some(ours_written.clone()),
             );
-            assert_eq!(refusal.unwrap(), Refusal::OwnWrite);
+            assert_eq!(refusal.unwrap(), Refusal::OwnWrite(ours_written));
         }
     }
 

@@ -98,6 +98,7 @@ pub(crate) async fn extend(
             table
                 .queues
                 .freed(handle.resource(), Some(handle.lock_id()));
+            table.holds.freed(handle.lock_id());
             warn!(
                 resource = handle.resource(),
                 owner = handle.owner(),
@@ -161,7 +162,11 @@ fn extended(
         record.holder.expires_at,
         sent + extension.lease,
     )
-    .with_fencing_token(record.holder.fencing_token);
+    .with_fencing_token(record.holder.fencing_token)
+    .with_data(record.holder.data);
+    table
+        .holds
+        .extended(handle.lock_id(), lock.valid_until_instant());
     table.queues.extended(
         handle.resource(),
         handle.lock_id(),

@@ -63,12 +63,12 @@ pub(crate) async fn put(
     let mut token = FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)));
     for _ in 0..MAX_FENCE_TRIES {
         let lock = new.lock.clone().with_fencing_token(Some(token));
-        let (put, fence) = transaction(table, request, &new, &lock, token)?;
+        let (write, fence) = transaction(table, request, &new, &lock, token)?;
         let in_flight = InFlightAcquisition::new(table, lock.handle());
         let sent = table
             .dynamodb
             .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(write)
             .transact_items(TransactWriteItem::builder().update(fence).build())
             .send();
         // Any other error leaves `in_flight` armed: the transaction may have been applied by an
@@ -82,6 +82,8 @@ pub(crate) async fn put(
         let cancellation = match answer {
             Answer::Applied(_) => {
                 in_flight.answered();
+                // A transaction returns nothing: the payload is known only if this one wrote it.
+                let lock = lock.with_data(request.data.map(<[u8]>::to_vec));
                 return Ok(acquire::acquired(table, lock));
             }
             Answer::Refused(cancellation) => cancellation,
@@ -115,23 +117,41 @@ pub(crate) async fn put(
     Ok(Attempt::Conflict)
 }
 
-/// The transaction's two writes: the lock item's Put and the fence item's token raise.
+/// The transaction's two writes: the lock item's Put (an Update keeping the payload, on a client
+/// that keeps items) and the fence item's token raise.
 fn transaction(
     table: &LockTable,
     request: &Request<'_>,
     new: &NewItem,
     lock: &Lock,
     token: FencingToken,
-) -> Result<(Put, Update), Error> {
-    let put = Put::builder()
-        .table_name(&table.name)
-        .set_item(Some(new.encode(table, lock, request)))
-        .condition_expression(new.condition)
-        .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
-        .set_expression_attribute_values(new.values.clone())
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+) -> Result<(TransactWriteItem, Update), Error> {
+    let built = |e| Error::backend_other("TransactWriteItems", e);
+    let write = if table.delete_on_release {
+        let put = Put::builder()
+            .table_name(&table.name)
+            .set_item(Some(new.encode(table, lock, request)))
+            .condition_expression(new.condition)
+            .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
+            .set_expression_attribute_values(new.values.clone())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(built)?;
+        TransactWriteItem::builder().put(put).build()
+    } else {
+        let (update, values) = new.kept_update(lock, request);
+        let update = Update::builder()
+            .table_name(&table.name)
+            .set_key(Some(table.key(request.resource)))
+            .update_expression(&update)
+            .condition_expression(new.condition)
+            .set_expression_attribute_names(Some(table.names_for(&[&update, new.condition])))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(built)?;
+        TransactWriteItem::builder().update(update).build()
+    };
     let fence = Update::builder()
         .table_name(&table.name)
         .set_key(Some(table.schema.fence_key(request.resource)))
@@ -141,8 +161,8 @@ fn transaction(
         .expression_attribute_values(":fencing_token", item::token(token))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
-        .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
-    Ok((put, fence))
+        .map_err(built)?;
+    Ok((write, fence))
 }
 
 /// Reads a cancelled transaction's reasons (the lock item's Put first, the fence's Update

@@ -5,7 +5,7 @@
 //! way, DynamoDB may apply it after nobody is left to hold the lock, which would then block every
 //! other acquirer for a whole lease. The write's `LockID` is known before it is sent, so a dropped
 //! attempt releases it: one DeleteItem conditioned on that `LockID` and `Owner` (the release's
-//! request, [`release::delete`]), from a background task
+//! request, [`release::send`]), from a background task
 //! ([`LockClient::flush`](crate::LockClient::flush) waits for it). The same goes for an attempt
 //! answered with an error that does not say whether the write was applied: a timeout, or a
 //! connection lost after the SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
@@ -15,7 +15,8 @@
 
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
-use crate::ops::release;
+use crate::ops::extend::DataChange;
+use crate::ops::release::{self, Release};
 use std::sync::Arc;
 use tracing::{debug, warn};
 
@@ -50,7 +51,13 @@ impl Drop for InFlightAcquisition<'_> {
         let table = Arc::clone(self.table);
         let spawned = self.table.release_in_background(async move {
             let (resource, owner) = (handle.resource(), handle.owner());
-            match release::delete(&table, resource, owner, Some(handle.lock_id()), None).await {
+            let release = Release {
+                resource,
+                owner,
+                lock_id: Some(handle.lock_id()),
+                acquired_by: None,
+            };
+            match release::send(&table, &release, DataChange::Keep).await {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")
                 }

@@ -1,6 +1,9 @@
 //! Looking at a lock without holding it: status (a strongly consistent GetItem) and force release
 //! (a DeleteItem of whatever lock item is there, which returns what it removed).
 //!
+//! On a client that keeps items, force release clears the holder with an UpdateItem instead of
+//! deleting the item ([`kept`](super::kept)); a kept item reads as free.
+//!
 //! Both judge the item by its `ExpiresAt` and this client's clock: status is information, not a
 //! takeover decision, and force release is an administrative override that deletes any lock item
 //! (an expired or malformed one too) and only reports whose live lock it removed. It is
@@ -9,6 +12,8 @@
 //! DeleteItem after a lost answer, the retry finds nothing, and the removed holder is unknown:
 //! force release then says `None`.
 
+use super::extend::DataChange;
+use super::kept;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::lock::Holder;
@@ -17,6 +22,7 @@ use crate::outcome::LockStatus;
 use crate::record::Record;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use tracing::warn;
@@ -46,27 +52,58 @@ pub(crate) async fn force_release(
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
-    let sent = table
-        .dynamodb
-        .delete_item()
-        .table_name(&table.name)
-        .set_key(Some(table.key(resource)))
-        .condition_expression(FORCE_RELEASE_CONDITION)
-        .set_expression_attribute_names(Some(table.names_for(&[FORCE_RELEASE_CONDITION])))
-        .return_values(ReturnValue::AllOld)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send();
-    let answer = answer("DeleteItem", sent.await, |err| match err {
-        DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let answer = if table.delete_on_release {
+        let sent = table
+            .dynamodb
+            .delete_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .condition_expression(FORCE_RELEASE_CONDITION)
+            .set_expression_attribute_names(Some(table.names_for(&[FORCE_RELEASE_CONDITION])))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        answer("DeleteItem", sent.await, |err| match err {
+            DeleteItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(|out| out.attributes)
+    } else {
+        // The item is kept, cleared of its holder (a kept item already is: cleared again).
+        let ttl = table.schema.ttl_attribute_name().is_some();
+        let (update, values) = kept::release_update(ttl, DataChange::Keep);
+        let sent = table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .update_expression(&update)
+            .condition_expression(FORCE_RELEASE_CONDITION)
+            .set_expression_attribute_names(Some(
+                table.names_for(&[&update, FORCE_RELEASE_CONDITION]),
+            ))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        answer("UpdateItem", sent.await, |err| match err {
+            UpdateItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(|out| out.attributes)
+    };
     let deleted = match answer {
-        Answer::Applied(out) => out.attributes,
+        Answer::Applied(attributes) => attributes,
         // No item at all: nothing to release.
         Answer::Refused(None) => None,
         Answer::Refused(Some(item)) => return Err(table.not_a_lock_item(&item)),
     };
     table.queues.freed(resource, None);
+    table.holds.freed_on(resource, None);
     let now = table.now();
     let removed = match table.record(resource, deleted.as_ref()) {
         Ok(record) => removed_holder(record, now),

@@ -13,6 +13,7 @@ pub(crate) mod extend;
 pub(crate) mod fenced_acquire;
 mod in_flight;
 pub(crate) mod inspect;
+pub(crate) mod kept;
 pub(crate) mod release;
 pub(crate) mod table;
 

@@ -1,5 +1,7 @@
 //! Release: one conditional DeleteItem of the lock item, by acquisition (`LockID` and `Owner`), by
-//! owner alone, or by owner for a lock acquired no later than a moment.
+//! owner alone, or by owner for a lock acquired no later than a moment. On a client that keeps
+//! items, the same condition guards one UpdateItem that clears the holder instead
+//! ([`kept`](super::kept)), and may replace the payload for the next holder.
 //!
 //! The request asks for the refused item (`ALL_OLD`) so that a failure says why at no extra
 //! request, and it counts its transmissions: a successful DeleteItem leaves nothing to recognise,
@@ -10,6 +12,8 @@
 //! Every release through a client wakes that client's first waiter for the resource, whether or not
 //! the item was deleted: either way this client no longer holds it.
 
+use super::extend::DataChange;
+use super::kept;
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
 use crate::item::{s, Item};
@@ -19,6 +23,7 @@ use crate::outcome::ReleaseOutcome;
 use crate::record::Record;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
@@ -33,39 +38,87 @@ pub(crate) const RELEASE_OWNED_CONDITION: &str = "attribute_exists(#lock_id) AND
 pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
     "attribute_exists(#lock_id) AND #owner = :owner AND #acquired_at <= :acquired_by";
 
-/// The release DeleteItem: by acquisition (`lock_id`), else by owner, perhaps only for a lock
-/// acquired no later than `acquired_by`.
-pub(crate) async fn delete(
+/// Which hold a release ends: one acquisition (`lock_id`), else any lock of `owner`, perhaps only
+/// one acquired no later than `acquired_by`.
+pub(crate) struct Release<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) lock_id: Option<LockId>,
+    pub(crate) acquired_by: Option<DateTime<Utc>>,
+}
+
+/// The release: a DeleteItem, or on a client that keeps items an UpdateItem that clears the
+/// holder and makes `change` to the payload (only [`DataChange::Keep`] on a client that deletes:
+/// checked by the caller).
+pub(crate) async fn send(
     table: &LockTable,
-    resource: &str,
-    owner: &str,
-    lock_id: Option<LockId>,
-    acquired_by: Option<DateTime<Utc>>,
+    release: &Release<'_>,
+    change: DataChange<'_>,
 ) -> Result<ReleaseOutcome, Error> {
+    let Release {
+        resource,
+        owner,
+        lock_id,
+        acquired_by,
+    } = *release;
     let condition = match (lock_id, acquired_by) {
         (Some(_), _) => RELEASE_CONDITION,
         (None, Some(_)) => RELEASE_OWNED_BY_CONDITION,
         (None, None) => RELEASE_OWNED_CONDITION,
     };
     let transmissions = Transmissions::default();
-    let request = table
-        .dynamodb
-        .delete_item()
-        .table_name(&table.name)
-        .set_key(Some(table.key(resource)))
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(table.names_for(&[condition])))
-        .set_expression_attribute_values(Some(values(owner, lock_id, acquired_by)))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .customize()
-        .interceptor(transmissions.clone())
-        .send();
-    let answer = answer("DeleteItem", request.await, |err| match err {
-        DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let mut values = values(owner, lock_id, acquired_by);
+    let answer = if table.delete_on_release {
+        let request = table
+            .dynamodb
+            .delete_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(table.names_for(&[condition])))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send();
+        answer("DeleteItem", request.await, |err| match err {
+            DeleteItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(drop)
+    } else {
+        let ttl = table.schema.ttl_attribute_name().is_some();
+        let (update, update_values) = kept::release_update(ttl, change);
+        values.extend(update_values);
+        let request = table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .update_expression(&update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(table.names_for(&[&update, condition])))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .interceptor(transmissions.clone())
+            .send();
+        answer("UpdateItem", request.await, |err| match err {
+            UpdateItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(drop)
+    };
     // Released or not ours (any more): either way not held by this client.
     table.queues.freed(resource, lock_id);
+    match lock_id {
+        Some(lock_id) => table.holds.freed(lock_id),
+        None => table.holds.freed_on(resource, Some(owner)),
+    }
     match answer {
         Answer::Applied(_) => {
             info!(

@@ -1,0 +1,220 @@
+//! Kept lock items ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)): the
+//! update that acquires while keeping the payload found, and the update that releases by clearing
+//! the holder instead of deleting the item.
+//!
+//! A kept item is a lock item (it has a `LockID`) without an `Owner`: the release removes the
+//! holder's attributes (`Owner`, `AcquiredAt`, `ExpiresAt`, `LeaseMs`, `FencingToken`, `TTL`),
+//! writes a new `Version` and keeps or replaces `Data`. Every acquire condition takes such an item
+//! as free (`attribute_not_exists(#owner)`), and every release, extend and takeover condition
+//! names an `Owner` or an `ExpiresAt`, which it lacks: nothing but an acquisition changes it.
+//! Each is still one request: an UpdateItem in place of the PutItem or DeleteItem.
+
+use super::extend::DataChange;
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{self, s, Item, DATA, LOCK_ID, VERSION};
+use crate::limits;
+use crate::lock::{Lock, LockId};
+use crate::lock_table::LockTable;
+use crate::record::Written;
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+
+/// A kept item is created only where there is no item at all.
+pub(crate) const CREATE_CONDITION: &str = "attribute_not_exists(#pk)";
+
+/// An acquisition that keeps the item sets the holder…
+pub(crate) const ACQUIRE_SET_HOLDER: &str = "SET #lock_id = :lock_id, #owner = :owner, #acquired_at = :acquired_at, #expires_at = :expires_at, #version = :new_version, #lease_ms = :lease_ms";
+/// …and the TTL, if the schema has a TTL attribute…
+pub(crate) const ACQUIRE_SET_TTL: &str = ", #ttl = :ttl";
+/// …and its fencing token, if fenced…
+pub(crate) const ACQUIRE_SET_TOKEN: &str = ", #fencing_token = :fencing_token";
+/// …and the payload, if the acquisition sets one (otherwise the payload found stays)…
+pub(crate) const ACQUIRE_SET_DATA: &str = ", #data = :data";
+/// …and removes an earlier holder's token, if unfenced.
+pub(crate) const ACQUIRE_REMOVE_TOKEN: &str = " REMOVE #fencing_token";
+
+/// A release that keeps the item writes a new version (and perhaps a new payload)…
+pub(crate) const RELEASE_SET_VERSION: &str = "SET #version = :new_version";
+/// …removes the holder…
+pub(crate) const RELEASE_REMOVE_HOLDER: &str =
+    " REMOVE #owner, #acquired_at, #expires_at, #lease_ms, #fencing_token";
+/// …and the TTL, so that DynamoDB does not delete the kept item.
+pub(crate) const RELEASE_REMOVE_TTL: &str = ", #ttl";
+
+/// The update expression of an acquisition that keeps the item, and its values (besides the
+/// condition's): `lock` as written with `written`.
+pub(crate) fn acquire_update(lock: &Lock, written: &Written<'_>) -> (String, Item) {
+    let lease = (lock.expires_at() - lock.acquired_at())
+        .to_std()
+        .unwrap_or_default();
+    let mut expression = ACQUIRE_SET_HOLDER.to_owned();
+    let mut values = Item::from([
+        (":lock_id".to_owned(), s(lock.lock_id().to_string())),
+        (":owner".to_owned(), s(lock.owner())),
+        (
+            ":acquired_at".to_owned(),
+            s(timestamp::format(lock.acquired_at())),
+        ),
+        (
+            ":expires_at".to_owned(),
+            s(timestamp::format(lock.expires_at())),
+        ),
+        (":new_version".to_owned(), s(written.version)),
+        (":lease_ms".to_owned(), item::millis(lease)),
+    ]);
+    if let Some((_, epoch_seconds)) = written.ttl {
+        expression.push_str(ACQUIRE_SET_TTL);
+        values.insert(":ttl".into(), AttributeValue::N(epoch_seconds.to_string()));
+    }
+    if let Some(token) = lock.fencing_token() {
+        expression.push_str(ACQUIRE_SET_TOKEN);
+        values.insert(":fencing_token".into(), item::token(token));
+    }
+    if let Some(data) = written.data {
+        expression.push_str(ACQUIRE_SET_DATA);
+        values.insert(":data".into(), AttributeValue::B(Blob::new(data)));
+    }
+    if lock.fencing_token().is_none() {
+        expression.push_str(ACQUIRE_REMOVE_TOKEN);
+    }
+    (expression, values)
+}
+
+/// The update expression of a release that keeps the item (`ttl`: whether the schema has a TTL
+/// attribute), and its values (besides the condition's).
+pub(crate) fn release_update(ttl: bool, change: DataChange<'_>) -> (String, Item) {
+    let mut expression = RELEASE_SET_VERSION.to_owned();
+    let mut values = Item::from([(
+        ":new_version".to_owned(),
+        s(uuid::Uuid::new_v4().to_string()),
+    )]);
+    if let DataChange::Replace(data) = change {
+        expression.push_str(", #data = :data");
+        values.insert(":data".into(), AttributeValue::B(Blob::new(data)));
+    }
+    expression.push_str(RELEASE_REMOVE_HOLDER);
+    if ttl {
+        expression.push_str(RELEASE_REMOVE_TTL);
+    }
+    if let DataChange::Remove = change {
+        expression.push_str(", #data");
+    }
+    (expression, values)
+}
+
+/// Creates the kept item of a free lock on `resource`, with `data`, unless an item is there:
+/// whether it created one. An application's item there is [`Error::NotALockItem`].
+pub(crate) async fn create(
+    table: &LockTable,
+    resource: &str,
+    data: Option<&[u8]>,
+) -> Result<bool, Error> {
+    table.check_resource(resource)?;
+    data.map(limits::data).transpose()?;
+    let mut item = table.key(resource);
+    item.insert(LOCK_ID.into(), s(LockId::generate().to_string()));
+    item.insert(VERSION.into(), s(uuid::Uuid::new_v4().to_string()));
+    if let Some(data) = data {
+        item.insert(DATA.into(), AttributeValue::B(Blob::new(data)));
+    }
+    let sent = table
+        .dynamodb
+        .put_item()
+        .table_name(&table.name)
+        .set_item(Some(item))
+        .condition_expression(CREATE_CONDITION)
+        .set_expression_attribute_names(Some(table.names_for(&[CREATE_CONDITION])))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send();
+    let answer = answer("PutItem", sent.await, |err| match err {
+        PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    match answer {
+        Answer::Applied(_) => Ok(true),
+        // A lock item, held or kept (a retry after a lost answer finds its own): left as it is.
+        Answer::Refused(Some(found)) if found.contains_key(LOCK_ID) => Ok(false),
+        Answer::Refused(Some(found)) => Err(table.not_a_lock_item(&found)),
+        Answer::Refused(None) => Err(Error::UnexpectedResponse {
+            operation: "PutItem",
+            detail: "condition failed but no item came back for ALL_OLD",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::LockHandle;
+    use crate::record::samples::now;
+    use crate::schema::tests::assert_every_placeholder_named;
+    use chrono::TimeDelta;
+
+    fn lock() -> Lock {
+        let handle = LockHandle::new("orders/42", "me", LockId::generate());
+        let expires_at = now() + TimeDelta::seconds(30);
+        Lock::new(handle, now(), expires_at, tokio::time::Instant::now())
+    }
+
+    fn written<'a>(data: Option<&'a [u8]>, ttl: Option<(&'a str, i64)>) -> Written<'a> {
+        Written {
+            version: "v1",
+            ttl,
+            data,
+        }
+    }
+
+    #[test]
+    fn an_acquisition_keeps_the_payload_unless_it_sets_one() {
+        let (kept, values) = acquire_update(&lock(), &written(None, None));
+        assert!(!kept.contains("#data"), "{kept}");
+        assert!(!values.contains_key(":data"));
+        let (replaced, values) = acquire_update(&lock(), &written(Some(b"x"), None));
+        assert!(replaced.contains("#data = :data"), "{replaced}");
+        assert_eq!(
+            values.get(":data"),
+            Some(&AttributeValue::B(Blob::new("x")))
+        );
+    }
+
+    #[test]
+    fn an_unfenced_acquisition_removes_an_earlier_token_and_a_fenced_one_sets_its_own() {
+        let (unfenced, _) = acquire_update(&lock(), &written(None, Some(("TTL", 9))));
+        assert!(unfenced.ends_with(" REMOVE #fencing_token"), "{unfenced}");
+        assert!(unfenced.contains("#ttl = :ttl"), "{unfenced}");
+        let fenced = lock().with_fencing_token(Some(crate::FencingToken::new(7)));
+        let (expression, values) = acquire_update(&fenced, &written(None, None));
+        assert!(!expression.contains("REMOVE"), "{expression}");
+        assert_eq!(
+            values.get(":fencing_token"),
+            Some(&item::token(crate::FencingToken::new(7)))
+        );
+    }
+
+    #[test]
+    fn a_release_removes_the_holder_and_the_ttl_and_changes_the_payload_as_asked() {
+        let (keep, _) = release_update(true, DataChange::Keep);
+        assert_eq!(
+            keep,
+            "SET #version = :new_version REMOVE #owner, #acquired_at, #expires_at, #lease_ms, #fencing_token, #ttl"
+        );
+        let (replace, values) = release_update(false, DataChange::Replace(b"next"));
+        assert!(replace.starts_with("SET #version = :new_version, #data = :data REMOVE"));
+        assert!(!replace.contains("#ttl"), "{replace}");
+        assert!(values.contains_key(":data"));
+        let (remove, _) = release_update(false, DataChange::Remove);
+        assert!(remove.ends_with(", #fencing_token, #data"), "{remove}");
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        let (acquire, _) = acquire_update(&lock(), &written(Some(b"x"), Some(("TTL", 9))));
+        let (release, _) = release_update(true, DataChange::Remove);
+        for expression in [acquire, release] {
+            assert_every_placeholder_named(&expression);
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! Keeping the lock item on release (`delete_on_release(false)`), replacing its payload on acquire,
+//! extend and release, `acquire_only_if_exists` with `create_lock_item`: each against the local
+//! endpoint, with the requests counted by a proxy where the cost is part of the promise.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use ddb_lock::{
+    AcquireOptions, Error, ExtendOutcome, InvalidInput, LockClient, LockStatus, ReleaseOutcome,
+    TakeoverRule,
+};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{
+    builder, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, unique,
+};
+use std::time::Duration;
+
+/// A client that keeps items, talking to `endpoint`.
+fn keeping(endpoint: &str) -> LockClient {
+    builder(dynamodb_at(endpoint))
+        .delete_on_release(false)
+        .build()
+        .expect("valid settings")
+}
+
+fn data(item: &std::collections::HashMap<String, AttributeValue>) -> Option<Vec<u8>> {
+    match item.get("Data") {
+        Some(AttributeValue::B(blob)) => Some(blob.clone().into_inner()),
+        None => None,
+        other => panic!("Data is {other:?}"),
+    }
+}
+
+fn attributes(item: &std::collections::HashMap<String, AttributeValue>) -> Vec<&str> {
+    let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    names
+}
+
+#[tokio::test]
+async fn a_kept_release_clears_the_holder_keeps_the_payload_and_each_costs_one_request() {
+    lock_client().await; // the table
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = keeping(&proxy.endpoint());
+    let resource = unique("kept/one-request");
+
+    let lock = client
+        .acquire(
+            &resource,
+            &AcquireOptions::new().owner("first").data("row 10"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(lock.data(), Some(&b"row 10"[..]));
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(proxy.counts("UpdateItem").requests, 2, "acquire + release");
+    assert_eq!(proxy.total_requests(), 2);
+
+    let kept = raw_item(&resource).await.expect("the item is kept");
+    assert_eq!(
+        attributes(&kept),
+        ["Data", "LockID", "PK", "SK", "Version"],
+        "holder, lease and TTL removed: {kept:?}"
+    );
+    assert_eq!(data(&kept).as_deref(), Some(&b"row 10"[..]));
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+
+    // The next holder takes the kept item in one request and reads what the last one left.
+    let next = client
+        .acquire(&resource, &AcquireOptions::new().owner("second"))
+        .await
+        .unwrap();
+    assert_eq!(next.data(), Some(&b"row 10"[..]));
+    assert_eq!(proxy.counts("UpdateItem").requests, 3);
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => {
+            assert_eq!(holder.owner, "second");
+            assert_eq!(holder.data.as_deref(), Some(&b"row 10"[..]));
+        }
+        LockStatus::Free => panic!("held by second"),
+    }
+    // The first holder's credential is spent: its release touches nothing.
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotOwner {
+            holder: match client.status(&resource).await.unwrap() {
+                LockStatus::Held { holder, .. } => holder,
+                LockStatus::Free => panic!("held by second"),
+            }
+        }
+    );
+    client.release(&next).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_payload_is_replaced_on_acquire_on_extend_and_on_release() {
+    lock_client().await;
+    let client = keeping(&endpoint());
+    let resource = unique("kept/replace");
+    let opts = AcquireOptions::new();
+
+    let lock = client
+        .acquire(&resource, &opts.clone().data("a"))
+        .await
+        .unwrap();
+    let released = client.release_and_replace_data(&lock, Some(b"b".to_vec()));
+    assert_eq!(released.await.unwrap(), ReleaseOutcome::Released);
+
+    let lock = client.acquire(&resource, &opts).await.unwrap();
+    assert_eq!(lock.data(), Some(&b"b"[..]), "kept through the release");
+    let extended = client
+        .extend_and_replace_data(&lock, Duration::from_secs(30), Some(b"c".to_vec()))
+        .await
+        .unwrap();
+    let ExtendOutcome::Extended(extended) = extended else {
+        panic!("{extended:?}")
+    };
+    assert_eq!(extended.data(), Some(&b"c"[..]));
+    let released = client.release_and_replace_data(&lock, None).await.unwrap();
+    assert_eq!(released, ReleaseOutcome::Released);
+    assert_eq!(data(&raw_item(&resource).await.unwrap()), None, "removed");
+
+    let lock = client.acquire(&resource, &opts).await.unwrap();
+    assert_eq!(lock.data(), None);
+    client
+        .release_and_replace_data(&lock, Some(b"d".to_vec()))
+        .await
+        .unwrap();
+    let lock = client
+        .acquire(&resource, &opts.clone().data("e"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lock.data(),
+        Some(&b"e"[..]),
+        "an acquisition's payload replaces the kept one"
+    );
+    client.release(&lock).await.unwrap();
+    assert_eq!(
+        data(&raw_item(&resource).await.unwrap()).as_deref(),
+        Some(&b"e"[..])
+    );
+}
+
+#[tokio::test]
+async fn a_deleting_client_refuses_data_on_release_and_the_lock_stays_held() {
+    let client = lock_client().await;
+    let resource = unique("kept/refused");
+    let lock = client
+        .acquire(&resource, &AcquireOptions::new())
+        .await
+        .unwrap();
+    let refused = client
+        .release_and_replace_data(&lock, Some(b"x".to_vec()))
+        .await;
+    assert!(
+        matches!(refused, Err(Error::InvalidInput(InvalidInput::DataNotKept))),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        client.status(&resource).await.unwrap(),
+        LockStatus::Held { .. }
+    ));
+    client.release(&lock).await.unwrap();
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "a deleting release deletes"
+    );
+}
+
+#[tokio::test]
+async fn keeping_and_deleting_clients_share_a_table() {
+    let deleting = lock_client().await;
+    let keeping = keeping(&endpoint());
+    let resource = unique("kept/shared");
+    let opts = AcquireOptions::new();
+
+    let lock = keeping
+        .acquire(&resource, &opts.clone().data("kept"))
+        .await
+        .unwrap();
+    keeping.release(&lock).await.unwrap();
+    // A deleting client takes a kept item in its one PutItem (which replaces the payload)…
+    let lock = deleting
+        .try_acquire(&resource, &opts)
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(lock.data(), None);
+    assert!(
+        keeping
+            .try_acquire(&resource, &opts)
+            .await
+            .unwrap()
+            .is_none(),
+        "held"
+    );
+    // …and deletes it on release.
+    deleting.release(&lock).await.unwrap();
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn only_if_exists_takes_a_lock_only_on_an_item_that_exists() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = keeping(&proxy.endpoint());
+    let resource = unique("kept/only-if-exists");
+    let only = AcquireOptions::new()
+        .only_if_exists(true)
+        .timeout(Duration::from_secs(30));
+
+    // No item: refused at once, one request, nothing written.
+    let missing = client.acquire(&resource, &only).await;
+    match missing {
+        Err(Error::NoLockItem { key, .. }) => assert!(key.contains(&resource), "{key}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(proxy.total_requests(), 1);
+    assert!(raw_item(&resource).await.is_none());
+
+    // An operator creates it, once.
+    assert!(client
+        .create_lock_item(&resource, Some(b"cfg"))
+        .await
+        .unwrap());
+    assert!(!client
+        .create_lock_item(&resource, Some(b"other"))
+        .await
+        .unwrap());
+    let lock = client.acquire(&resource, &only).await.unwrap();
+    assert_eq!(lock.data(), Some(&b"cfg"[..]));
+    assert!(
+        !client.create_lock_item(&resource, None).await.unwrap(),
+        "a held lock is left alone"
+    );
+    let other = client
+        .try_acquire(&resource, &only.clone().owner("other"))
+        .await
+        .unwrap();
+    assert!(other.is_none(), "held, not missing");
+    client.release(&lock).await.unwrap();
+    let again = client.acquire(&resource, &only).await.unwrap();
+    assert_eq!(again.data(), Some(&b"cfg"[..]));
+    client.release(&again).await.unwrap();
+
+    // A deleting client's release deletes the item: the next such acquisition finds none.
+    let deleting = lock_client().await;
+    let lock = deleting.acquire(&resource, &only).await.unwrap();
+    deleting.release(&lock).await.unwrap();
+    let gone = deleting.acquire(&resource, &only).await;
+    assert!(matches!(gone, Err(Error::NoLockItem { .. })), "{gone:?}");
+}
+
+#[tokio::test]
+async fn a_kept_item_is_free_at_once_under_the_observed_lease_rule() {
+    lock_client().await;
+    let client = builder(dynamodb_at(&endpoint()))
+        .delete_on_release(false)
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique("kept/observed");
+    let opts = AcquireOptions::new().lease(Duration::from_secs(60));
+    for round in 0..3 {
+        let (lock, stats) = client.acquire_with_stats(&resource, &opts).await;
+        let lock = lock.unwrap();
+        assert_eq!(stats.attempts, 1, "round {round}: no lease to wait out");
+        client.release(&lock).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn fenced_acquisitions_of_a_kept_item_raise_the_token_and_keep_the_payload() {
+    lock_client().await;
+    let client = keeping(&endpoint());
+    let resource = unique("kept/fenced");
+    let fenced = AcquireOptions::new().fencing(true);
+
+    let first = client
+        .acquire(&resource, &fenced.clone().data("p"))
+        .await
+        .unwrap();
+    client.release(&first).await.unwrap();
+    let second = client.acquire(&resource, &fenced).await.unwrap();
+    assert!(second.fencing_token() > first.fencing_token());
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => {
+            assert_eq!(holder.data.as_deref(), Some(&b"p"[..]));
+            assert_eq!(holder.fencing_token, second.fencing_token());
+        }
+        LockStatus::Free => panic!("held"),
+    }
+    client.release(&second).await.unwrap();
+    // An unfenced acquisition removes the earlier holder's token from the lock item.
+    let plain = client
+        .acquire(&resource, &AcquireOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(plain.fencing_token(), None);
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.fencing_token, None),
+        LockStatus::Free => panic!("held"),
+    }
+    client.release(&plain).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_kept_force_release_keeps_the_payload_and_spends_the_holders_credential() {
+    lock_client().await;
+    let client = keeping(&endpoint());
+    let resource = unique("kept/force");
+    let lock = client
+        .acquire(
+            &resource,
+            &AcquireOptions::new().owner("stuck").data("state"),
+        )
+        .await
+        .unwrap();
+    let removed = client.force_release(&resource).await.unwrap();
+    assert_eq!(removed.map(|holder| holder.owner).as_deref(), Some("stuck"));
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert_eq!(
+        data(&raw_item(&resource).await.unwrap()).as_deref(),
+        Some(&b"state"[..])
+    );
+    assert_eq!(
+        client.extend(&lock, Duration::from_secs(30)).await.unwrap(),
+        ExtendOutcome::NotFound
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    assert_eq!(
+        client.force_release(&resource).await.unwrap(),
+        None,
+        "nothing held"
+    );
+}
+
+/// A kept release whose answer is lost is retried by the SDK; the retry finds the item already
+/// cleared (by itself) and says `NotFound`, never `NotOwner`, and the payload stays.
+#[tokio::test]
+async fn a_kept_release_retried_after_a_lost_answer_is_not_found_and_keeps_the_payload() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(quickly_retrying_dynamodb(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("kept/lost-answer");
+    let lock = client
+        .acquire(&resource, &AcquireOptions::new().data("keep me"))
+        .await
+        .unwrap();
+    proxy.drop_next_answer("UpdateItem");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    assert_eq!(proxy.counts("UpdateItem").dropped, 1);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert_eq!(
+        data(&raw_item(&resource).await.unwrap()).as_deref(),
+        Some(&b"keep me"[..])
+    );
+}
+
+/// An acquisition dropped while its UpdateItem is in flight: the clean-up clears what it may have
+/// written, keeping the item and its payload (a deleting clean-up would lose the payload).
+#[tokio::test]
+async fn a_dropped_acquisition_of_a_kept_item_is_cleared_not_deleted() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = keeping(&proxy.endpoint());
+    let resource = unique("kept/dropped");
+    assert!(client
+        .create_lock_item(&resource, Some(b"ledger"))
+        .await
+        .unwrap());
+
+    let mut withheld = proxy.withhold_next_answer("UpdateItem");
+    let opts = AcquireOptions::new();
+    let acquire = client.acquire(&resource, &opts);
+    tokio::select! {
+        outcome = acquire => panic!("answered despite the withheld answer: {outcome:?}"),
+        () = withheld.applied() => {} // applied by the endpoint; the caller gives up here
+    }
+    withheld.drop_it();
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("kept");
+    assert!(!item.contains_key("Owner"), "cleared: {item:?}");
+    assert_eq!(data(&item).as_deref(), Some(&b"ledger"[..]));
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}

@@ -1,0 +1,186 @@
+//! `LockClient::release_all`: every lock the client holds, whichever call took it, released for
+//! shutdown; guards say released before their release is sent; the call survives being dropped;
+//! and, raced against acquisitions of the client's own tasks, no guard ever says held for a lock
+//! it does not hold.
+
+use ddb_lock::{AcquireOptions, LockClient, LockStatus, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{builder, dynamodb_at, endpoint, lock_client, unique};
+use std::time::Duration;
+
+async fn is_free(client: &LockClient, resource: &str) -> bool {
+    client.status(resource).await.unwrap() == LockStatus::Free
+}
+
+#[tokio::test]
+async fn release_all_releases_every_lock_the_client_holds_and_its_guards_say_released() {
+    let client = lock_client().await;
+    let clone = client.clone();
+    let [a, b, c, d, done] =
+        ["a", "b", "c", "d", "done"].map(|name| unique(&format!("all/{name}")));
+    let opts = AcquireOptions::new().lease(Duration::from_secs(60));
+
+    let _a = client.acquire(&a, &opts).await.unwrap();
+    let _b = client.try_acquire(&b, &opts).await.unwrap().expect("free");
+    let guard = client.lock(&c, &opts).await.unwrap();
+    let _d = clone.acquire(&d, &opts).await.unwrap(); // a clone shares the client's holds
+    let released = client.acquire(&done, &opts).await.unwrap();
+    client.release(&released).await.unwrap();
+
+    let mut outcomes: Vec<(String, ReleaseOutcome)> = client
+        .release_all()
+        .await
+        .into_iter()
+        .map(|(lock, outcome)| (lock.resource().to_owned(), outcome.unwrap()))
+        .collect();
+    outcomes.sort_by(|x, y| x.0.cmp(&y.0));
+    let mut expected: Vec<(String, ReleaseOutcome)> = [&a, &b, &c, &d]
+        .into_iter()
+        .map(|resource| (resource.clone(), ReleaseOutcome::Released))
+        .collect();
+    expected.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(outcomes, expected, "every held lock, and only those");
+    assert!(!guard.is_held());
+    assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
+    for resource in [&a, &b, &c, &d] {
+        assert!(is_free(&client, resource).await, "{resource}");
+    }
+    assert!(client.release_all().await.is_empty(), "nothing left");
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotFound);
+}
+
+#[tokio::test]
+async fn a_lock_lost_meanwhile_is_reported_and_left_to_its_new_holder() {
+    let client = lock_client().await;
+    let other = lock_client().await;
+    let resource = unique("all/lost");
+    let lock = client
+        .acquire(&resource, &AcquireOptions::new())
+        .await
+        .unwrap();
+    other.force_release(&resource).await.unwrap();
+    let theirs = other
+        .acquire(&resource, &AcquireOptions::new())
+        .await
+        .unwrap();
+
+    let outcomes = client.release_all().await;
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].0, *lock.handle());
+    assert!(matches!(outcomes[0].1, Ok(ReleaseOutcome::NotOwner { .. })));
+    assert!(
+        !is_free(&client, &resource).await,
+        "the new holder keeps it"
+    );
+    other.release(&theirs).await.unwrap();
+}
+
+/// A shutdown deadline that drops `release_all` mid-flight cancels none of its releases: they run
+/// in tasks of their own, which `flush` waits for.
+#[tokio::test]
+async fn a_dropped_release_all_still_releases_every_lock() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let resources: Vec<String> = (0..3)
+        .map(|i| unique(&format!("all/dropped-{i}")))
+        .collect();
+    let opts = AcquireOptions::new().lease(Duration::from_secs(60));
+    for resource in &resources {
+        client.acquire(resource, &opts).await.unwrap();
+    }
+    let mut withheld = proxy.withhold_next_answer("DeleteItem");
+    tokio::select! {
+        outcomes = client.release_all() => panic!("answered despite a withheld answer: {outcomes:?}"),
+        () = withheld.applied() => {} // the deadline strikes here
+    }
+    withheld.drop_it(); // the SDK retries that one release
+    client.flush().await;
+    for resource in &resources {
+        assert!(is_free(&client, resource).await, "{resource}");
+    }
+    assert!(client.release_all().await.is_empty());
+}
+
+/// An extension of a guard in flight when `release_all` runs: it is applied before the release
+/// (the release then removes it) or refused after it; either way the lock ends free and the guard
+/// released.
+#[tokio::test]
+async fn an_extension_in_flight_does_not_outlive_release_all() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let resource = unique("all/extension");
+    let opts = AcquireOptions::new()
+        .lease(Duration::from_secs(3))
+        .heartbeat(Duration::from_millis(50));
+    let mut withheld = proxy.withhold_next_answer("UpdateItem");
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    withheld.applied().await; // the heartbeat's extension is applied, its answer held back
+    let outcomes = client.release_all().await;
+    assert!(
+        matches!(outcomes[..], [(_, Ok(ReleaseOutcome::Released))]),
+        "{outcomes:?}"
+    );
+    assert!(!guard.is_held());
+    withheld.drop_it();
+    client.flush().await;
+    assert!(is_free(&client, &resource).await);
+    assert!(!guard.is_held());
+}
+
+/// Tasks of one client take and release guards on a few resources while `release_all` runs
+/// again and again. At every quiet point, a guard that says held holds the lock in the table
+/// (status names its lock id), and after a last `release_all` every resource is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_guard_says_held_for_a_lock_release_all_took() {
+    let client = lock_client().await;
+    let resources: Vec<String> = (0..4).map(|i| unique(&format!("all/race-{i}"))).collect();
+    let opts = AcquireOptions::new()
+        .lease(Duration::from_secs(30))
+        .timeout(Duration::from_secs(20));
+    for round in 0..15 {
+        let tasks: Vec<_> = resources
+            .iter()
+            .cycle()
+            .take(8)
+            .cloned()
+            .map(|resource| {
+                let (client, opts) = (client.clone(), opts.clone());
+                tokio::spawn(async move { client.try_lock(&resource, &opts).await.unwrap() })
+            })
+            .collect();
+        let releaser = {
+            let client = client.clone();
+            tokio::spawn(async move { client.release_all().await })
+        };
+        let mut guards = Vec::new();
+        for task in tasks {
+            guards.extend(task.await.unwrap());
+        }
+        for (lock, outcome) in releaser.await.unwrap() {
+            outcome.unwrap_or_else(|err| panic!("round {round}: {}: {err}", lock.resource()));
+        }
+        for guard in &guards {
+            let Some(lock) = guard.lock() else { continue };
+            match client.status(lock.resource()).await.unwrap() {
+                LockStatus::Held { holder, .. } => assert_eq!(
+                    holder.acquired_at,
+                    lock.acquired_at(),
+                    "round {round}: a guard says held for another acquisition"
+                ),
+                LockStatus::Free => panic!("round {round}: a guard says held for a free lock"),
+            }
+        }
+        client.release_all().await;
+        assert!(guards.iter().all(|guard| !guard.is_held()), "round {round}");
+        drop(guards);
+        client.flush().await;
+        for resource in &resources {
+            assert!(
+                is_free(&client, resource).await,
+                "round {round}: {resource}"
+            );
+        }
+    }
+}
