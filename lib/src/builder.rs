@@ -3,6 +3,7 @@
 use crate::client::{LockClient, Settings};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, InvalidInput};
+use crate::global_tables::GlobalTables;
 use crate::limits::{self, MIN_LEASE};
 use crate::lock_table::LockTable;
 use crate::schema::{self, TableSchema};
@@ -44,6 +45,7 @@ pub struct LockClientBuilder {
     clock: Arc<dyn Clock>,
     takeover: TakeoverRule,
     delete_on_release: bool,
+    global_tables: GlobalTables,
 }
 
 impl LockClientBuilder {
@@ -69,6 +71,7 @@ impl LockClientBuilder {
             clock: Arc::new(SystemClock),
             takeover: TakeoverRule::WallClock,
             delete_on_release: true,
+            global_tables: GlobalTables::Refuse,
         }
     }
 
@@ -186,6 +189,28 @@ impl LockClientBuilder {
         self
     }
 
+    /// Whether [`check_table`](LockClient::check_table) and
+    /// [`create_table`](LockClient::create_table) accept a global table (one with replicas):
+    /// refused by default, because two Regions can each grant the same lock; see
+    /// [`GlobalTables`] for the only safe use.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn run(dynamodb: aws_sdk_dynamodb::Client) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{GlobalTables, LockClient};
+    ///
+    /// let client = LockClient::builder(dynamodb)
+    ///     .table_name("locks")
+    ///     .global_tables(GlobalTables::WritesThroughOneRegion)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn global_tables(mut self, policy: GlobalTables) -> Self {
+        self.global_tables = policy;
+        self
+    }
+
     /// Validates the settings and builds the client. Sends no request: call
     /// [`LockClient::check_table`] or [`LockClient::create_table`] to verify the table.
     pub fn build(self) -> Result<LockClient, Error> {
@@ -218,6 +243,7 @@ impl LockClientBuilder {
             clock: self.clock,
             takeover: self.takeover,
             delete_on_release: self.delete_on_release,
+            global_tables: self.global_tables,
             observations: Default::default(),
             queues: Default::default(),
             holds: Default::default(),

@@ -287,6 +287,15 @@ pub enum TableProblem {
         /// The attribute TTL is enabled on.
         attribute: String,
     },
+    /// The table is a global table, with replicas in these Regions, and the client was not told
+    /// that every client writes through one Region
+    /// ([`GlobalTables`](crate::GlobalTables)): conditional writes are not serialized across
+    /// Regions, so two Regions could each grant the same lock.
+    #[error("is a global table (replicas in {}): conditional writes are not serialized across Regions, so two Regions can each grant the same lock and the last writer wins; use a table without replicas, or, if every client writes through one Region, say so with LockClientBuilder::global_tables(GlobalTables::WritesThroughOneRegion)", regions.join(", "))]
+    GlobalTable {
+        /// The Regions of the table's replicas.
+        regions: Vec<String>,
+    },
     /// The table differs from the client's [`TableSchema`](crate::TableSchema): its key
     /// schema, or its time to live. Every difference found is listed, so that one start-up names
     /// them all.

@@ -55,6 +55,7 @@ mod clock;
 mod conditional;
 mod error;
 mod fencing;
+mod global_tables;
 mod holds;
 pub mod item;
 pub mod limits;
@@ -76,6 +77,7 @@ pub use error::{Error, InvalidInput, TableDifference, TableProblem};
 pub use fencing::{
     FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
 };
+pub use global_tables::GlobalTables;
 pub use guard::{LockGuard, LockWatch};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};

@@ -11,6 +11,7 @@
 use crate::background::BackgroundReleases;
 use crate::clock::Clock;
 use crate::error::{Error, InvalidInput};
+use crate::global_tables::GlobalTables;
 use crate::holds::Holds;
 use crate::item::{Item, LOCK_ID};
 use crate::limits;
@@ -37,6 +38,8 @@ pub(crate) struct LockTable {
     pub(crate) takeover: TakeoverRule,
     /// Whether a release deletes the lock item or keeps it, cleared of its holder.
     pub(crate) delete_on_release: bool,
+    /// Whether the table may have replicas in other Regions.
+    pub(crate) global_tables: GlobalTables,
     pub(crate) observations: Observations,
     /// This client's waiters, in line per resource, and the locks it holds.
     pub(crate) queues: WaitQueues,

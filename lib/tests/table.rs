@@ -276,3 +276,53 @@ async fn create_table_makes_what_a_custom_schema_describes() {
         }
     }
 }
+
+/// The local engine cannot make a global table: `UpdateTable` with `ReplicaUpdates` is refused as
+/// "Nothing to update" and DescribeTable reports no replicas. So the refusal of a table with
+/// replicas is tested on DescribeTable's answer (unit tests of `ops/table.rs`), and here only that
+/// a table without replicas passes under either policy. If this test fails, the engine has learnt
+/// replicas: test the refusal against it.
+#[tokio::test]
+async fn the_local_engine_makes_no_replicas_and_a_plain_table_passes_under_either_policy() {
+    use aws_sdk_dynamodb::types::{CreateReplicationGroupMemberAction, ReplicationGroupUpdate};
+    use ddb_lock::GlobalTables;
+
+    let table = fresh_table();
+    client_for(&table).create_table().await.unwrap();
+    let replica = ReplicationGroupUpdate::builder()
+        .create(
+            CreateReplicationGroupMemberAction::builder()
+                .region_name("eu-west-1")
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let update = dynamodb()
+        .update_table()
+        .table_name(&table)
+        .replica_updates(replica)
+        .send()
+        .await;
+    let refused = update.expect_err("the local engine adds no replica");
+    assert_eq!(
+        refused.as_service_error().and_then(|e| e.meta().message()),
+        Some("Nothing to update"),
+        "{refused:?}"
+    );
+    let described = dynamodb()
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
+    assert!(described.table().unwrap().replicas().is_empty());
+
+    for policy in [GlobalTables::Refuse, GlobalTables::WritesThroughOneRegion] {
+        let client = builder(dynamodb())
+            .table_name(&table)
+            .global_tables(policy)
+            .build()
+            .unwrap();
+        client.check_table().await.unwrap();
+    }
+}

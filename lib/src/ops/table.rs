@@ -5,10 +5,12 @@
 //! none. [`create`] makes one (on-demand billing) or accepts a matching one, never touching the
 //! TTL of a table whose key schema is not the schema's; [`check`] verifies an existing table at
 //! start-up so that a misconfigured table fails loudly before the first lock, naming every
-//! difference at once rather than one per restart. Both serve the methods of the same names on
+//! difference at once rather than one per restart. Both refuse a global table unless told that
+//! every client writes through one Region ([`GlobalTables`]). Both serve the methods of the same names on
 //! [`LockClient`](crate::LockClient); the comparisons are pure functions, tested case by case.
 
 use crate::error::{Error, TableDifference, TableProblem};
+use crate::global_tables::{self, GlobalTables};
 use crate::lock_table::LockTable;
 use crate::schema::TableSchema;
 use aws_sdk_dynamodb::client::Waiters;
@@ -16,7 +18,7 @@ use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification, TimeToLiveStatus,
+    TableDescription, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use std::time::Duration;
 
@@ -59,10 +61,14 @@ pub(crate) async fn create(table: &LockTable) -> Result<(), Error> {
         .await
         .map_err(|e| Error::backend_other("DescribeTable", e))?;
     // Never touch the TTL setting of a table whose keys are not the schema's.
-    let keys = describe_keys(table)
+    let description = describe(table)
         .await?
         .ok_or_else(|| table_error(table, TableProblem::Missing))?;
-    let differences = key_differences(&table.schema, &keys);
+    // Nor of a global table the client refuses.
+    if let Some(problem) = global_table_problem(table.global_tables, &description) {
+        return Err(table_error(table, problem));
+    }
+    let differences = key_differences(&table.schema, &found_keys(&description));
     if !differences.is_empty() {
         return Err(table_error(table, TableProblem::Mismatch { differences }));
     }
@@ -136,12 +142,16 @@ async fn enable_ttl(table: &LockTable, attribute: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Verifies key schema and TTL; see [`LockClient::check_table`](crate::LockClient::check_table).
+/// Verifies replicas, key schema and TTL; see
+/// [`LockClient::check_table`](crate::LockClient::check_table).
 pub(crate) async fn check(table: &LockTable) -> Result<(), Error> {
-    let Some(keys) = describe_keys(table).await? else {
+    let Some(description) = describe(table).await? else {
         return Err(table_error(table, TableProblem::Missing));
     };
-    let mut differences = key_differences(&table.schema, &keys);
+    if let Some(problem) = global_table_problem(table.global_tables, &description) {
+        return Err(table_error(table, problem));
+    }
+    let mut differences = key_differences(&table.schema, &found_keys(&description));
     if table.schema.ttl_attribute_name().is_some() {
         differences.extend(ttl_difference(&table.schema, &describe_ttl(table).await?));
     }
@@ -149,6 +159,18 @@ pub(crate) async fn check(table: &LockTable) -> Result<(), Error> {
         return Ok(());
     }
     Err(table_error(table, TableProblem::Mismatch { differences }))
+}
+
+/// The problem with a table that has replicas, under `policy`.
+pub(crate) fn global_table_problem(
+    policy: GlobalTables,
+    description: &TableDescription,
+) -> Option<TableProblem> {
+    let regions = global_tables::replica_regions(description);
+    match policy {
+        GlobalTables::Refuse if !regions.is_empty() => Some(TableProblem::GlobalTable { regions }),
+        GlobalTables::Refuse | GlobalTables::WritesThroughOneRegion => None,
+    }
 }
 
 /// The error for a table with `problem`.
@@ -165,45 +187,47 @@ fn expected_keys(schema: &TableSchema) -> impl Iterator<Item = (&str, KeyType)> 
         .chain(schema.sort_key_name().map(|name| (name, KeyType::Range)))
 }
 
-/// The table's key attributes (`None`: no such table).
-async fn describe_keys(table: &LockTable) -> Result<Option<Vec<FoundKey>>, Error> {
+/// The table as DescribeTable reports it (`None`: no such table).
+async fn describe(table: &LockTable) -> Result<Option<TableDescription>, Error> {
     let described = table
         .dynamodb
         .describe_table()
         .table_name(&table.name)
         .send()
         .await;
-    let description = match described {
-        Ok(out) => out.table,
+    match described {
+        Ok(out) => Ok(out.table),
         Err(err)
             if matches!(
                 err.as_service_error(),
                 Some(DescribeTableError::ResourceNotFoundException(_))
             ) =>
         {
-            return Ok(None)
+            Ok(None)
         }
-        Err(err) => return Err(Error::backend("DescribeTable", err)),
-    };
-    Ok(description.map(|description| {
-        let type_of = |name: &str| {
-            description
-                .attribute_definitions()
-                .iter()
-                .find(|d| d.attribute_name() == name)
-                .map_or("?", |d| d.attribute_type().as_str())
-                .to_owned()
-        };
+        Err(err) => Err(Error::backend("DescribeTable", err)),
+    }
+}
+
+/// The table's key attributes.
+fn found_keys(description: &TableDescription) -> Vec<FoundKey> {
+    let type_of = |name: &str| {
         description
-            .key_schema()
+            .attribute_definitions()
             .iter()
-            .map(|k| FoundKey {
-                name: k.attribute_name().to_owned(),
-                key_type: k.key_type().clone(),
-                attribute_type: type_of(k.attribute_name()),
-            })
-            .collect()
-    }))
+            .find(|d| d.attribute_name() == name)
+            .map_or("?", |d| d.attribute_type().as_str())
+            .to_owned()
+    };
+    description
+        .key_schema()
+        .iter()
+        .map(|k| FoundKey {
+            name: k.attribute_name().to_owned(),
+            key_type: k.key_type().clone(),
+            attribute_type: type_of(k.attribute_name()),
+        })
+        .collect()
 }
 
 /// The table's time to live.
@@ -282,6 +306,46 @@ pub(crate) fn ttl_difference(schema: &TableSchema, found: &FoundTtl) -> Option<T
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::types::ReplicaDescription;
+
+    #[test]
+    fn a_global_table_is_refused_unless_every_client_writes_through_one_region() {
+        let global = TableDescription::builder()
+            .replicas(
+                ReplicaDescription::builder()
+                    .region_name("eu-west-1")
+                    .build(),
+            )
+            .replicas(
+                ReplicaDescription::builder()
+                    .region_name("us-east-2")
+                    .build(),
+            )
+            .build();
+        let problem = global_table_problem(GlobalTables::Refuse, &global);
+        assert_eq!(
+            problem,
+            Some(TableProblem::GlobalTable {
+                regions: vec!["eu-west-1".into(), "us-east-2".into()]
+            })
+        );
+        let message = problem.map(|p| p.to_string()).unwrap_or_default();
+        assert!(message.contains("eu-west-1, us-east-2"), "{message}");
+        assert!(
+            message.contains("not serialized across Regions"),
+            "{message}"
+        );
+        assert!(
+            message.contains("GlobalTables::WritesThroughOneRegion"),
+            "{message}"
+        );
+        assert_eq!(
+            global_table_problem(GlobalTables::WritesThroughOneRegion, &global),
+            None
+        );
+        let plain = TableDescription::builder().build();
+        assert_eq!(global_table_problem(GlobalTables::Refuse, &plain), None);
+    }
 
     fn key(name: &str, key_type: KeyType, attribute_type: &str) -> FoundKey {
         FoundKey {
