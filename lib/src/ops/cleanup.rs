@@ -102,34 +102,61 @@ impl CleanupCursor {
     }
 }
 
-/// The string form: the sort key, a space, then the partition key; in a table without a sort key,
-/// a space, then the partition key (a key value is never empty). Only the first space separates,
-/// so a sort key must hold none: true of the lock items' own, not yet of every item a scan can
-/// stop at in a shared table (a known gap: such a cursor resumes at the wrong place).
+/// The string form: the sort key's length in bytes, a colon, the sort key, a space, then the
+/// partition key (`4:LOCK LOCK#orders/42`); in a table without a sort key, a space, then the
+/// partition key (` LOCK#orders/42`). The length makes any sort key safe, spaces included: a scan
+/// of a shared table can stop at an application's item whose sort key has some.
 impl fmt::Display for CleanupCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.sk.as_deref().unwrap_or_default(), self.pk)
+        match &self.sk {
+            Some(sk) => write!(f, "{}:{sk} {}", sk.len(), self.pk),
+            None => write!(f, " {}", self.pk),
+        }
     }
 }
 
 /// A string that is not a [`CleanupCursor`]'s string form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a cleanup cursor: expected `<sort key> <partition key>`")]
+#[error(
+    "not a cleanup cursor: expected `<length>:<sort key> <partition key>` or ` <partition key>`"
+)]
 pub struct InvalidCleanupCursor;
 
 impl FromStr for CleanupCursor {
     type Err = InvalidCleanupCursor;
 
+    /// Also reads the form of earlier versions, `<sort key> <partition key>` (a sort key without
+    /// spaces, such as `LOCK`), so that a saved cursor still resumes.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (sk, pk) = s.split_once(' ').ok_or(InvalidCleanupCursor)?;
-        if pk.is_empty() {
+        let (sk, pk) = match s.strip_prefix(' ') {
+            Some(pk) => (None, pk),
+            None => {
+                let (sk, rest) = length_prefixed(s)
+                    .or_else(|| s.split_once(' '))
+                    .ok_or(InvalidCleanupCursor)?;
+                (Some(sk), rest)
+            }
+        };
+        if pk.is_empty() || sk.is_some_and(str::is_empty) {
             return Err(InvalidCleanupCursor);
         }
         Ok(CleanupCursor {
             pk: pk.to_owned(),
-            sk: (!sk.is_empty()).then(|| sk.to_owned()),
+            sk: sk.map(str::to_owned),
         })
     }
+}
+
+/// Splits `<length>:<value> <rest>` into value and rest, if `s` has that form.
+fn length_prefixed(s: &str) -> Option<(&str, &str)> {
+    let (length, tail) = s.split_once(':')?;
+    if length.is_empty() || !length.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let length: usize = length.parse().ok()?;
+    let value = tail.get(..length)?;
+    let rest = tail.get(length..)?.strip_prefix(' ')?;
+    Some((value, rest))
 }
 
 /// Deletes up to `max_deletes` lock items whose lease ended more than `expired_for` ago, scanning
@@ -291,6 +318,35 @@ mod tests {
         }
         assert_eq!("LOCK".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
         assert_eq!("LOCK ".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
+        assert_eq!(" ".parse::<CleanupCursor>(), Err(InvalidCleanupCursor));
+    }
+
+    #[test]
+    fn a_sort_key_with_spaces_and_colons_survives_the_string_form() {
+        for sk in ["ORDER 7 LINE 2", "3:a b", " ", "é ü", "LOCK"] {
+            let cursor = CleanupCursor {
+                pk: "CUSTOMER#1 two".into(),
+                sk: Some(sk.into()),
+            };
+            let text = cursor.to_string();
+            assert_eq!(text.parse::<CleanupCursor>(), Ok(cursor), "{text}");
+        }
+        let cursor = CleanupCursor {
+            pk: "LOCK#a".into(),
+            sk: Some("LOCK".into()),
+        };
+        assert_eq!(cursor.to_string(), "4:LOCK LOCK#a");
+    }
+
+    #[test]
+    fn an_earlier_versions_cursor_still_resumes() {
+        assert_eq!(
+            "LOCK LOCK#orders/42".parse::<CleanupCursor>(),
+            Ok(CleanupCursor {
+                pk: "LOCK#orders/42".into(),
+                sk: Some("LOCK".into()),
+            })
+        );
     }
 
     #[test]
