@@ -1,6 +1,6 @@
 //! The function's configuration, from environment variables.
 
-use ddb_lock::{duration_from_millis, LockClient};
+use ddb_lock::{duration_from_millis, GlobalTables, LockClient, TableSchema};
 use std::time::Duration;
 
 /// Environment variable names, documented in the README.
@@ -9,6 +9,26 @@ pub mod var {
     pub const TABLE: &str = "DDB_LOCK_TABLE";
     /// Key prefix of lock items (default `LOCK#`).
     pub const KEY_PREFIX: &str = "DDB_LOCK_KEY_PREFIX";
+    /// Key suffix of lock items (default none).
+    pub const KEY_SUFFIX: &str = "DDB_LOCK_KEY_SUFFIX";
+    /// The table's partition key attribute (default `PK`).
+    pub const PARTITION_KEY: &str = "DDB_LOCK_PARTITION_KEY";
+    /// The table's sort key attribute (default `SK`); empty for a table without a sort key.
+    pub const SORT_KEY: &str = "DDB_LOCK_SORT_KEY";
+    /// The sort key value of lock items (default `LOCK`).
+    pub const SORT_KEY_VALUE: &str = "DDB_LOCK_SORT_KEY_VALUE";
+    /// The sort key value of fence items (default `FENCE`).
+    pub const FENCE_SORT_KEY_VALUE: &str = "DDB_LOCK_FENCE_SORT_KEY_VALUE";
+    /// Key prefix of fence items in a table without a sort key (default `FENCE#`).
+    pub const FENCE_KEY_PREFIX: &str = "DDB_LOCK_FENCE_KEY_PREFIX";
+    /// Key suffix of fence items in a table without a sort key (default none).
+    pub const FENCE_KEY_SUFFIX: &str = "DDB_LOCK_FENCE_KEY_SUFFIX";
+    /// The TTL attribute (default `TTL`); empty for none.
+    pub const TTL_ATTRIBUTE: &str = "DDB_LOCK_TTL_ATTRIBUTE";
+    /// `false` to keep lock items on release (default `true`).
+    pub const DELETE_ON_RELEASE: &str = "DDB_LOCK_DELETE_ON_RELEASE";
+    /// `writes-through-one-region` to accept a global table (default `refuse`).
+    pub const GLOBAL_TABLES: &str = "DDB_LOCK_GLOBAL_TABLES";
     /// Lease when an event gives no `lease_ms` (default 30000).
     pub const DEFAULT_LEASE_MS: &str = "DDB_LOCK_DEFAULT_LEASE_MS";
     /// Wait of `acquire` when an event gives no `wait_ms` (default 10000).
@@ -51,8 +71,12 @@ pub struct ConfigError {
 pub struct Config {
     /// The lock table.
     pub table: String,
-    /// Key prefix of lock items.
-    pub key_prefix: String,
+    /// The table's key and TTL attributes and key formats.
+    pub schema: TableSchema,
+    /// Whether a release deletes the lock item (else it keeps it, cleared of its holder).
+    pub delete_on_release: bool,
+    /// Whether the table may be a global table.
+    pub global_tables: GlobalTables,
     /// Lease when an event gives none.
     pub default_lease: Duration,
     /// Wait of `acquire` when an event gives none.
@@ -94,13 +118,24 @@ impl Config {
                 var: var::TABLE,
                 problem: "must name the lock table".into(),
             })?;
-        let allow_force_release = match lookup(var::ALLOW_FORCE_RELEASE).as_deref() {
-            None | Some("false") | Some("0") | Some("") => false,
-            Some("true") | Some("1") => true,
+        let flag = |var: &'static str, default: bool| match lookup(var).as_deref() {
+            None | Some("") => Ok(default),
+            Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") => Ok(true),
+            Some(other) => Err(ConfigError {
+                var,
+                problem: format!("{other:?} is not true or false"),
+            }),
+        };
+        let allow_force_release = flag(var::ALLOW_FORCE_RELEASE, false)?;
+        let delete_on_release = flag(var::DELETE_ON_RELEASE, true)?;
+        let global_tables = match lookup(var::GLOBAL_TABLES).as_deref() {
+            None | Some("") | Some("refuse") => GlobalTables::Refuse,
+            Some("writes-through-one-region") => GlobalTables::WritesThroughOneRegion,
             Some(other) => {
                 return Err(ConfigError {
-                    var: var::ALLOW_FORCE_RELEASE,
-                    problem: format!("{other:?} is not true or false"),
+                    var: var::GLOBAL_TABLES,
+                    problem: format!("{other:?} is not refuse or writes-through-one-region"),
                 })
             }
         };
@@ -113,7 +148,9 @@ impl Config {
         };
         Ok(Config {
             table,
-            key_prefix: lookup(var::KEY_PREFIX).unwrap_or_else(|| "LOCK#".into()),
+            schema: schema(&lookup)?,
+            delete_on_release,
+            global_tables,
             default_lease: millis(var::DEFAULT_LEASE_MS, 30_000)?,
             default_wait: millis(var::DEFAULT_WAIT_MS, 10_000)?,
             deadline_margin: millis(var::DEADLINE_MARGIN_MS, 500)?,
@@ -131,10 +168,71 @@ impl Config {
     ) -> Result<LockClient, ddb_lock::Error> {
         LockClient::builder(dynamodb)
             .table_name(&self.table)
-            .key_prefix(&self.key_prefix)
+            .schema(self.schema.clone())
+            .delete_on_release(self.delete_on_release)
+            .global_tables(self.global_tables)
             .lease(self.default_lease)
             .acquire_timeout(self.default_wait)
             .build()
+    }
+}
+
+/// The table schema the variables describe (each unset one keeps the library's default), checked
+/// by the library, its error naming the variable of the setting at fault.
+fn schema(lookup: &impl Fn(&str) -> Option<String>) -> Result<TableSchema, ConfigError> {
+    let defaults = TableSchema::new();
+    let mut schema = defaults.clone();
+    if let Some(name) = lookup(var::PARTITION_KEY) {
+        schema = schema.partition_key(name);
+    }
+    schema = match lookup(var::SORT_KEY).as_deref() {
+        Some("") => schema.without_sort_key(),
+        sort_key => {
+            let name = sort_key.unwrap_or(defaults.sort_key_name().unwrap_or("SK"));
+            let value = lookup(var::SORT_KEY_VALUE).unwrap_or_else(|| "LOCK".into());
+            let mut schema = schema.sort_key(name, value);
+            if let Some(fence) = lookup(var::FENCE_SORT_KEY_VALUE) {
+                schema = schema.fence_sort_key_value(fence);
+            }
+            schema
+        }
+    };
+    if let Some(prefix) = lookup(var::KEY_PREFIX) {
+        schema = schema.key_prefix(prefix);
+    }
+    if let Some(suffix) = lookup(var::KEY_SUFFIX) {
+        schema = schema.key_suffix(suffix);
+    }
+    let fence_prefix = lookup(var::FENCE_KEY_PREFIX);
+    let fence_suffix = lookup(var::FENCE_KEY_SUFFIX);
+    if fence_prefix.is_some() || fence_suffix.is_some() {
+        schema = schema.fence_key_format(
+            fence_prefix.unwrap_or_else(|| ddb_lock::DEFAULT_FENCE_KEY_PREFIX.into()),
+            fence_suffix.unwrap_or_default(),
+        );
+    }
+    schema = match lookup(var::TTL_ATTRIBUTE).as_deref() {
+        Some("") => schema.without_ttl(),
+        Some(name) => schema.ttl_attribute(name),
+        None => schema,
+    };
+    schema.validate().map_err(|err| ConfigError {
+        var: schema_var(err.field()),
+        problem: err.to_string(),
+    })?;
+    Ok(schema)
+}
+
+/// The variable of a schema setting, as [`TableSchema::validate`] names it.
+fn schema_var(field: &str) -> &'static str {
+    match field {
+        "partition_key" => var::PARTITION_KEY,
+        "sort_key" => var::SORT_KEY,
+        "sort_key_value" => var::SORT_KEY_VALUE,
+        "fence_sort_key_value" => var::FENCE_SORT_KEY_VALUE,
+        "fence_key" => var::FENCE_KEY_PREFIX,
+        "ttl_attribute" => var::TTL_ATTRIBUTE,
+        _ => var::KEY_PREFIX,
     }
 }
 
@@ -162,6 +260,113 @@ mod tests {
         assert_eq!(err.var, var::DEFAULT_LEASE_MS);
         let err = config(&[(var::TABLE, "t"), (var::ALLOW_FORCE_RELEASE, "yes")]).unwrap_err();
         assert_eq!(err.var, var::ALLOW_FORCE_RELEASE);
+    }
+
+    #[test]
+    fn the_schema_defaults_to_the_librarys() {
+        let c = config(&[(var::TABLE, "t")]).unwrap();
+        assert_eq!(c.schema, TableSchema::new());
+        assert!(c.delete_on_release);
+        assert_eq!(c.global_tables, GlobalTables::Refuse);
+    }
+
+    #[test]
+    fn every_schema_setting_comes_from_its_variable() {
+        let c = config(&[
+            (var::TABLE, "t"),
+            (var::PARTITION_KEY, "pk"),
+            (var::SORT_KEY, "sk"),
+            (var::SORT_KEY_VALUE, "MUTEX"),
+            (var::FENCE_SORT_KEY_VALUE, "TOKEN"),
+            (var::KEY_PREFIX, "L#"),
+            (var::KEY_SUFFIX, "#1"),
+            (var::TTL_ATTRIBUTE, "expires"),
+            (var::DELETE_ON_RELEASE, "false"),
+            (var::GLOBAL_TABLES, "writes-through-one-region"),
+        ])
+        .unwrap();
+        let expected = TableSchema::new()
+            .partition_key("pk")
+            .sort_key("sk", "MUTEX")
+            .fence_sort_key_value("TOKEN")
+            .key_prefix("L#")
+            .key_suffix("#1")
+            .ttl_attribute("expires");
+        assert_eq!(c.schema, expected);
+        assert!(!c.delete_on_release);
+        assert_eq!(c.global_tables, GlobalTables::WritesThroughOneRegion);
+
+        let id_only = config(&[
+            (var::TABLE, "t"),
+            (var::PARTITION_KEY, "id"),
+            (var::SORT_KEY, ""),
+            (var::KEY_PREFIX, ""),
+            (var::KEY_SUFFIX, "#LOCK"),
+            (var::FENCE_KEY_PREFIX, ""),
+            (var::FENCE_KEY_SUFFIX, "#FENCE"),
+            (var::TTL_ATTRIBUTE, ""),
+        ])
+        .unwrap();
+        let expected = TableSchema::new()
+            .partition_key("id")
+            .without_sort_key()
+            .key_prefix("")
+            .key_suffix("#LOCK")
+            .fence_key_format("", "#FENCE")
+            .without_ttl();
+        assert_eq!(id_only.schema, expected);
+    }
+
+    #[test]
+    fn a_bad_schema_names_the_variable_and_the_limit() {
+        let table = (var::TABLE, "t");
+        let cases = [
+            (
+                vec![table, (var::PARTITION_KEY, "Owner")],
+                var::PARTITION_KEY,
+                "Owner",
+            ),
+            (
+                vec![table, (var::PARTITION_KEY, "")],
+                var::PARTITION_KEY,
+                "empty",
+            ),
+            (vec![table, (var::SORT_KEY, "PK")], var::SORT_KEY, "PK"),
+            (
+                vec![table, (var::SORT_KEY_VALUE, "FENCE")],
+                var::FENCE_SORT_KEY_VALUE,
+                "",
+            ),
+            (
+                vec![table, (var::SORT_KEY, ""), (var::KEY_PREFIX, "")],
+                var::FENCE_KEY_PREFIX,
+                "",
+            ),
+            (
+                vec![table, (var::TTL_ATTRIBUTE, "LockID")],
+                var::TTL_ATTRIBUTE,
+                "LockID",
+            ),
+            (
+                vec![table, (var::DELETE_ON_RELEASE, "no")],
+                var::DELETE_ON_RELEASE,
+                "no",
+            ),
+            (
+                vec![table, (var::GLOBAL_TABLES, "allow")],
+                var::GLOBAL_TABLES,
+                "allow",
+            ),
+        ];
+        for (vars, var, mentioned) in cases {
+            let err = config(&vars).unwrap_err();
+            assert_eq!(err.var, var, "{vars:?}: {err}");
+            assert!(err.to_string().contains(mentioned), "{err}");
+        }
+        let long = "k".repeat(256);
+        let err = config(&[table, (var::PARTITION_KEY, &long)]).unwrap_err();
+        assert_eq!(err.var, var::PARTITION_KEY);
+        assert!(err.to_string().contains("255"), "{err}");
     }
 
     #[test]

@@ -23,8 +23,13 @@ pub mod name {
     pub const INVALID_REQUEST: &str = "InvalidRequest";
     /// `force_release` is not enabled in this deployment.
     pub const FORCE_RELEASE_DISABLED: &str = "ForceReleaseDisabled";
-    /// The item under the lock's key is not a lock item this library can read.
+    /// The item under the lock's key is a lock item this library cannot read.
     pub const MALFORMED_LOCK_ITEM: &str = "MalformedLockItem";
+    /// The item under the lock's key is the application's own (a table shared with application
+    /// items), not a lock item: it was left untouched.
+    pub const NOT_A_LOCK_ITEM: &str = "NotALockItem";
+    /// `acquire` or `try_acquire` with `only_if_exists` found no lock item to take.
+    pub const LOCK_ITEM_MISSING: &str = "LockItemMissing";
     /// DynamoDB failed (throttling, network, permissions, missing table) after the SDK's retries.
     pub const BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
 }
@@ -80,6 +85,12 @@ pub enum HandlerError {
     /// See [`name::MALFORMED_LOCK_ITEM`].
     #[error("{0}")]
     MalformedItem(ddb_lock::Error),
+    /// See [`name::NOT_A_LOCK_ITEM`].
+    #[error("{0}")]
+    NotALockItem(ddb_lock::Error),
+    /// See [`name::LOCK_ITEM_MISSING`].
+    #[error("{0}")]
+    LockItemMissing(ddb_lock::Error),
     /// See [`name::BACKEND_UNAVAILABLE`].
     #[error("{0}")]
     Backend(ddb_lock::Error),
@@ -97,6 +108,8 @@ impl HandlerError {
             HandlerError::InvalidRequest(_) => name::INVALID_REQUEST,
             HandlerError::ForceReleaseDisabled => name::FORCE_RELEASE_DISABLED,
             HandlerError::MalformedItem(_) => name::MALFORMED_LOCK_ITEM,
+            HandlerError::NotALockItem(_) => name::NOT_A_LOCK_ITEM,
+            HandlerError::LockItemMissing(_) => name::LOCK_ITEM_MISSING,
             HandlerError::Backend(_) => name::BACKEND_UNAVAILABLE,
         }
     }
@@ -171,11 +184,11 @@ impl From<ddb_lock::Error> for HandlerError {
                 HandlerError::InvalidRequest(RequestError::new(field, invalid.to_string()))
             }
             timeout @ ddb_lock::Error::Timeout { .. } => HandlerError::Timeout(timeout),
-            // An item at the lock's key that is not a lock item (an application's, sharing the
-            // table) is, to a caller of the Lambda, an item it cannot use, as before the library
-            // told the two apart: not a backend failure.
-            malformed @ (ddb_lock::Error::MalformedItem { .. }
-            | ddb_lock::Error::NotALockItem { .. }) => HandlerError::MalformedItem(malformed),
+            malformed @ ddb_lock::Error::MalformedItem { .. } => {
+                HandlerError::MalformedItem(malformed)
+            }
+            foreign @ ddb_lock::Error::NotALockItem { .. } => HandlerError::NotALockItem(foreign),
+            missing @ ddb_lock::Error::NoLockItem { .. } => HandlerError::LockItemMissing(missing),
             other => HandlerError::Backend(other),
         }
     }

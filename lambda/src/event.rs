@@ -86,6 +86,8 @@ pub struct NewLock {
     pub data: Option<String>,
     /// Whether the acquisition gets a fencing token.
     pub fencing: bool,
+    /// Whether the lock is taken only on a lock item that exists already.
+    pub only_if_exists: bool,
 }
 
 /// Fields identifying a held lock.
@@ -207,6 +209,8 @@ enum Event {
         data: Option<String>,
         #[serde(default, deserialize_with = "flag")]
         fencing: bool,
+        #[serde(default, deserialize_with = "flag")]
+        only_if_exists: bool,
     },
     TryAcquire {
         resource: String,
@@ -217,6 +221,8 @@ enum Event {
         data: Option<String>,
         #[serde(default, deserialize_with = "flag")]
         fencing: bool,
+        #[serde(default, deserialize_with = "flag")]
+        only_if_exists: bool,
     },
     Release {
         resource: String,
@@ -264,6 +270,7 @@ impl Event {
                 wait_ms,
                 data,
                 fencing,
+                only_if_exists,
             } => Request::Acquire {
                 lock: NewLock {
                     resource,
@@ -271,6 +278,7 @@ impl Event {
                     lease: lease_ms,
                     data,
                     fencing,
+                    only_if_exists,
                 },
                 wait: wait_ms,
             },
@@ -280,6 +288,7 @@ impl Event {
                 lease_ms,
                 data,
                 fencing,
+                only_if_exists,
             } => Request::TryAcquire {
                 lock: NewLock {
                     resource,
@@ -287,6 +296,7 @@ impl Event {
                     lease: lease_ms,
                     data,
                     fencing,
+                    only_if_exists,
                 },
             },
             Event::Release {
@@ -468,7 +478,8 @@ mod tests {
     fn parses_every_op() {
         let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
         let acquire = parse(&json!({"op": "acquire", "resource": "r", "owner": "o",
-            "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}, "fencing": true}))
+            "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}, "fencing": true,
+            "only_if_exists": true}))
         .unwrap();
         assert_eq!(
             acquire,
@@ -479,6 +490,7 @@ mod tests {
                     lease: Some(Duration::from_millis(1500)),
                     data: Some(r#"{"step":1}"#.into()),
                     fencing: true,
+                    only_if_exists: true,
                 },
                 wait: Some(Duration::ZERO),
             }

@@ -321,7 +321,8 @@ fn acquire_options(lock: &NewLock) -> AcquireOptions {
     let mut opts = AcquireOptions::new()
         .owner(&lock.owner)
         .idempotent(true)
-        .fencing(lock.fencing);
+        .fencing(lock.fencing)
+        .only_if_exists(lock.only_if_exists);
     if let Some(lease) = lock.lease {
         opts = opts.lease(lease);
     }

@@ -27,6 +27,10 @@ pub struct LockResponse {
     /// Conditional writes made (acquire only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// The payload stored with the lock: what the event set, or, with items kept on release
+    /// (`DDB_LOCK_DELETE_ON_RELEASE=false`), what the previous holder left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
 }
 
 impl LockResponse {
@@ -40,6 +44,7 @@ impl LockResponse {
             fencing_token: lock.fencing_token().map(|t| t.value()),
             waited_ms: None,
             attempts: None,
+            data: lock.data().map(payload),
         }
     }
 }
@@ -111,15 +116,17 @@ impl StatusResponse {
             expires_at: Some(timestamp::format(holder.expires_at)),
             remaining_ms: Some(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
             fencing_token: holder.fencing_token.map(|t| t.value()),
-            // Data written through this function is JSON; bytes a library user stored are shown
-            // as text.
-            data: holder.data.map(|bytes| {
-                serde_json::from_slice(&bytes)
-                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-            }),
+            data: holder.data.as_deref().map(payload),
             owner: Some(holder.owner),
         }
     }
+}
+
+/// A stored payload as the answers show it: data written through this function is JSON; bytes a
+/// library user stored are shown as text.
+fn payload(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }
 
 /// The answer to `force_release`.

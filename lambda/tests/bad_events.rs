@@ -127,6 +127,8 @@ fn no_event_changes_a_lock_it_has_no_credential_for() {
         "InvalidRequest",
         "ForceReleaseDisabled",
         "MalformedLockItem",
+        "NotALockItem",
+        "LockItemMissing",
     ];
     let mut runner = proptest::test_runner::TestRunner::new(config(96));
     runner

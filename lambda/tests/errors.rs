@@ -1,5 +1,5 @@
 //! The error names not tied to one operation: `InvalidRequest` for a malformed event or a body
-//! that is not JSON (naming the field, changing nothing), `MalformedLockItem`,
+//! that is not JSON (naming the field, changing nothing), `MalformedLockItem`, `NotALockItem`,
 //! `BackendUnavailable`.
 
 mod common;
@@ -22,12 +22,39 @@ async fn a_lock_item_this_library_cannot_read_is_malformed_lock_item() {
         .table_name(TABLE)
         .item("PK", string(format!("LOCK#{resource}")))
         .item("SK", string("LOCK".into()))
+        .item("LockID", string(uuid::Uuid::new_v4().to_string()))
         .item("Owner", string("legacy".into()))
         .send()
         .await
         .unwrap();
     let status = invoke(&handler, json!({"op": "status", "resource": resource})).await;
     assert_eq!(error_name(status), name::MALFORMED_LOCK_ITEM);
+}
+
+#[tokio::test]
+async fn an_application_item_at_the_key_is_not_a_lock_item_and_stays_as_it_was() {
+    let handler = handler().await;
+    let resource = unique("h-foreign");
+    let string = aws_sdk_dynamodb::types::AttributeValue::S;
+    dynamodb()
+        .put_item()
+        .table_name(TABLE)
+        .item("PK", string(format!("LOCK#{resource}")))
+        .item("SK", string("LOCK".into()))
+        .item("Owner", string("the application".into()))
+        .item("ExpiresAt", string("2001-01-01T00:00:00.000Z".into()))
+        .send()
+        .await
+        .unwrap();
+    let before = raw_item(&resource).await;
+    for event in [
+        json!({"op": "status", "resource": resource}),
+        json!({"op": "try_acquire", "resource": resource, "owner": "o"}),
+    ] {
+        let answer = invoke(&handler, event).await;
+        assert_eq!(error_name(answer), name::NOT_A_LOCK_ITEM);
+    }
+    assert_eq!(raw_item(&resource).await, before);
 }
 
 #[tokio::test]

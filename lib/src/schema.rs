@@ -471,8 +471,21 @@ impl TableSchema {
 
     /// Checks the schema: names within DynamoDB's limits and distinct from each other and from the
     /// lock item's own attributes, key formats that leave room for a resource name, and fence keys
-    /// that can never be a lock item's key.
-    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+    /// that can never be a lock item's key. [`LockClientBuilder::build`](crate::LockClientBuilder::build)
+    /// calls it; call it yourself to check a schema read from configuration before building.
+    /// The error names the setting ([`InvalidInput::field`]): `partition_key`, `sort_key`,
+    /// `sort_key_value`, `fence_sort_key_value`, `fence_key`, `key_prefix` or `ttl_attribute`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::TableSchema;
+    ///
+    /// assert!(TableSchema::new().partition_key("pk").validate().is_ok());
+    /// let clash = TableSchema::new().partition_key("Owner").validate().unwrap_err();
+    /// assert_eq!(clash.field(), "partition_key");
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidInput> {
         within_limit(
             "partition_key",
             &self.partition_key,
