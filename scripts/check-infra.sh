@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Deployment checks, offline and without AWS credentials:
-#   cfn-lint and `sam validate --lint` on infra/sam/template.yaml,
+#   cfn-lint and `sam validate --lint` on infra/sam/template.yaml, and its schema parameters
+#   resolved for four table schemas (infra/sam/check_schema.py),
 #   `npm ci && npm test` for the CDK app in infra/cdk (bundling skipped),
 #   `cargo lambda build --release --arm64`, the artifact SAM and CDK deploy.
 # Installs its tools itself: infra/requirements.txt into the git-ignored .venv-infra, the CDK
@@ -28,6 +29,9 @@ cfn-lint infra/sam/template.yaml
 
 step "sam validate --lint"
 (cd infra/sam && sam validate --lint --template template.yaml)
+
+step "SAM schema parameters reach the table and the functions (infra/sam/check_schema.py)"
+python infra/sam/check_schema.py
 
 step "CDK app: npm ci && npm test"
 (cd infra/cdk && npm ci --no-audit --no-fund --loglevel=error && npm test)

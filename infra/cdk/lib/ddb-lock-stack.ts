@@ -24,7 +24,45 @@ export const LOCK_ACTIONS = [
   'dynamodb:DeleteItem',
 ];
 
+/**
+ * How lock items sit in the table: key attribute names, key formats, TTL attribute. Every field
+ * defaults to the library's default layout (`PK`/`SK`, `LOCK#<resource>`, `TTL`); the function
+ * gets them as its `DDB_LOCK_*` variables.
+ */
+export interface LockTableSchema {
+  /** The partition key attribute (string). Default `PK`. */
+  readonly partitionKey?: string;
+  /** The sort key attribute (string); `null` for a table keyed by its partition key alone. Default `SK`. */
+  readonly sortKey?: string | null;
+  /** Sort key value of lock items. Default `LOCK`. */
+  readonly sortKeyValue?: string;
+  /** Sort key value of fence items. Default `FENCE`. */
+  readonly fenceSortKeyValue?: string;
+  /** Partition key prefix of lock items. Default `LOCK#`. */
+  readonly keyPrefix?: string;
+  /** Partition key suffix of lock items. Default none. */
+  readonly keySuffix?: string;
+  /** Partition key prefix of fence items, in a table without a sort key. Default `FENCE#`. */
+  readonly fenceKeyPrefix?: string;
+  /** Partition key suffix of fence items, in a table without a sort key. Default none. */
+  readonly fenceKeySuffix?: string;
+  /** The TTL attribute; `null` for none. Default `TTL`. */
+  readonly ttlAttribute?: string | null;
+}
+
 export interface DdbLockStackProps extends cdk.StackProps {
+  /** The layout of lock items in the table. Default: the library's (`PK`/`SK`, `TTL`). */
+  readonly schema?: LockTableSchema;
+  /**
+   * A table of yours to put lock items in (a single-table design), instead of creating one;
+   * `schema` must describe it. Default: the stack creates the lock table.
+   */
+  readonly existingTable?: dynamodb.ITable;
+  /**
+   * `false` keeps lock items on release, cleared of their holder, with their data; force release
+   * then needs dynamodb:UpdateItem, which the admin function gets only then. Default true.
+   */
+  readonly deleteOnRelease?: boolean;
   /** Protect the lock table from deletion. Default true. */
   readonly deletionProtection?: boolean;
   /** Deploy a second, separately permissioned function that accepts force_release. Default false. */
@@ -40,23 +78,45 @@ export interface DdbLockStackProps extends cdk.StackProps {
 }
 
 export class DdbLockStack extends cdk.Stack {
-  readonly table: dynamodb.Table;
+  readonly table: dynamodb.ITable;
+  /** The table and schema variables every function of the stack gets. */
+  private readonly schemaEnvironment: Record<string, string>;
   readonly lockFunction: lambda.Function;
   readonly saga: sfn.StateMachine;
 
   constructor(scope: Construct, id: string, props: DdbLockStackProps = {}) {
     super(scope, id, props);
 
-    this.table = new dynamodb.Table(this, 'LockTable', {
-      partitionKey: { name: 'PK', type: dynamodb.AttributeType.STRING },
-      sortKey: { name: 'SK', type: dynamodb.AttributeType.STRING },
-      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
-      timeToLiveAttribute: 'TTL',
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      deletionProtection: props.deletionProtection ?? true,
-      encryption: dynamodb.TableEncryption.AWS_MANAGED,
-      removalPolicy: cdk.RemovalPolicy.DESTROY,
-    });
+    const schema = props.schema ?? {};
+    const partitionKey = schema.partitionKey ?? 'PK';
+    const sortKey = schema.sortKey === undefined ? 'SK' : schema.sortKey;
+    const ttlAttribute = schema.ttlAttribute === undefined ? 'TTL' : schema.ttlAttribute;
+    const deleteOnRelease = props.deleteOnRelease ?? true;
+    this.table =
+      props.existingTable ??
+      new dynamodb.Table(this, 'LockTable', {
+        partitionKey: { name: partitionKey, type: dynamodb.AttributeType.STRING },
+        sortKey: sortKey === null ? undefined : { name: sortKey, type: dynamodb.AttributeType.STRING },
+        billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+        timeToLiveAttribute: ttlAttribute ?? undefined,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        deletionProtection: props.deletionProtection ?? true,
+        encryption: dynamodb.TableEncryption.AWS_MANAGED,
+        removalPolicy: cdk.RemovalPolicy.DESTROY,
+      });
+    this.schemaEnvironment = {
+      DDB_LOCK_TABLE: this.table.tableName,
+      DDB_LOCK_PARTITION_KEY: partitionKey,
+      DDB_LOCK_SORT_KEY: sortKey ?? '',
+      DDB_LOCK_SORT_KEY_VALUE: schema.sortKeyValue ?? 'LOCK',
+      DDB_LOCK_FENCE_SORT_KEY_VALUE: schema.fenceSortKeyValue ?? 'FENCE',
+      DDB_LOCK_KEY_PREFIX: schema.keyPrefix ?? 'LOCK#',
+      DDB_LOCK_KEY_SUFFIX: schema.keySuffix ?? '',
+      DDB_LOCK_FENCE_KEY_PREFIX: schema.fenceKeyPrefix ?? 'FENCE#',
+      DDB_LOCK_FENCE_KEY_SUFFIX: schema.fenceKeySuffix ?? '',
+      DDB_LOCK_TTL_ATTRIBUTE: ttlAttribute ?? '',
+      DDB_LOCK_DELETE_ON_RELEASE: String(deleteOnRelease),
+    };
 
     this.lockFunction = this.rustFunction('LockFunction', {
       DDB_LOCK_DEFAULT_LEASE_MS: String((props.defaultLease ?? cdk.Duration.seconds(30)).toMilliseconds()),
@@ -67,7 +127,9 @@ export class DdbLockStack extends cdk.Stack {
 
     if (props.enableForceRelease) {
       const admin = this.rustFunction('ForceReleaseFunction', { DDB_LOCK_ALLOW_FORCE_RELEASE: 'true' });
-      this.grant(admin, 'ForceRelease', ['dynamodb:GetItem', 'dynamodb:DeleteItem']);
+      // A force release that keeps the item clears it with an UpdateItem.
+      const forceActions = ['dynamodb:GetItem', 'dynamodb:DeleteItem'];
+      this.grant(admin, 'ForceRelease', deleteOnRelease ? forceActions : [...forceActions, 'dynamodb:UpdateItem']);
     }
 
     if (props.cleanupSchedule) {
@@ -133,7 +195,7 @@ export class DdbLockStack extends cdk.Stack {
       memorySize: 256,
       timeout: cdk.Duration.seconds(30),
       loggingFormat: lambda.LoggingFormat.JSON,
-      environment: { DDB_LOCK_TABLE: this.table.tableName, ...environment },
+      environment: { ...this.schemaEnvironment, ...environment },
     });
   }
 

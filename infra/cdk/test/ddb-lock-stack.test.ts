@@ -2,6 +2,7 @@
 // privilege, runtime and architecture, and the saga's Retry/Catch. Bundling is skipped, so these
 // run offline without cargo-lambda.
 import * as cdk from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { DdbLockStack, DdbLockStackProps } from '../lib/ddb-lock-stack';
@@ -178,5 +179,86 @@ describe('saga', () => {
         }),
       ],
     });
+  });
+});
+
+describe('table schema', () => {
+  test('a pk/sk single-table design reaches the table and every function', () => {
+    const template = synth({
+      enableForceRelease: true,
+      schema: { partitionKey: 'pk', sortKey: 'sk', sortKeyValue: 'MUTEX', keyPrefix: 'ORDER#', ttlAttribute: 'expires' },
+    });
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      TimeToLiveSpecification: { AttributeName: 'expires', Enabled: true },
+    });
+    const variables = {
+      DDB_LOCK_PARTITION_KEY: 'pk',
+      DDB_LOCK_SORT_KEY: 'sk',
+      DDB_LOCK_SORT_KEY_VALUE: 'MUTEX',
+      DDB_LOCK_KEY_PREFIX: 'ORDER#',
+      DDB_LOCK_TTL_ATTRIBUTE: 'expires',
+      DDB_LOCK_DELETE_ON_RELEASE: 'true',
+    };
+    for (const forceRelease of ['true', 'false']) {
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        Environment: { Variables: { ...variables, DDB_LOCK_ALLOW_FORCE_RELEASE: forceRelease } },
+      });
+    }
+    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual(LOCK_ACTIONS);
+    expect(dynamodbActions(statementsOf(template, 'true'))).toEqual(['dynamodb:DeleteItem', 'dynamodb:GetItem']);
+  });
+
+  test('a table keyed by id alone, without TTL, keeping items', () => {
+    const template = synth({
+      enableForceRelease: true,
+      deleteOnRelease: false,
+      schema: { partitionKey: 'id', sortKey: null, keyPrefix: 'lock:', fenceKeyPrefix: 'fence:', ttlAttribute: null },
+    });
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+      TimeToLiveSpecification: Match.absent(),
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: {
+          DDB_LOCK_PARTITION_KEY: 'id',
+          DDB_LOCK_SORT_KEY: '',
+          DDB_LOCK_TTL_ATTRIBUTE: '',
+          DDB_LOCK_FENCE_KEY_PREFIX: 'fence:',
+          DDB_LOCK_DELETE_ON_RELEASE: 'false',
+        },
+      },
+    });
+    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual(LOCK_ACTIONS);
+    expect(dynamodbActions(statementsOf(template, 'true'))).toEqual([
+      'dynamodb:DeleteItem',
+      'dynamodb:GetItem',
+      'dynamodb:UpdateItem',
+    ]);
+  });
+
+  test('an existing table is used, not created, and is the only resource granted', () => {
+    const app = new cdk.App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const base = new cdk.Stack(app, 'Base');
+    const existing = new dynamodb.Table(base, 'AppTable', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'sk', type: dynamodb.AttributeType.STRING },
+    });
+    const stack = new DdbLockStack(app, 'Test', {
+      existingTable: existing,
+      schema: { partitionKey: 'pk', sortKey: 'sk' },
+    });
+    const template = Template.fromStack(stack);
+    template.resourceCountIs('AWS::DynamoDB::Table', 0);
+    const statements = statementsOf(template, 'false');
+    expect(dynamodbActions(statements)).toEqual(LOCK_ACTIONS);
+    for (const statement of statements) {
+      expect(JSON.stringify(statement.Resource)).toContain('AppTable');
+    }
   });
 });
