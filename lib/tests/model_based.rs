@@ -21,9 +21,13 @@
 //! millisecond the model says, and both sides of every boundary (`ExpiresAt == now`, one
 //! millisecond later) come up often.
 //!
-//! After every step the stored lock item and fence item are read back (one Query) and compared
-//! with the model, so a wrong write is caught at the step that made it, not only when an answer
-//! later shows it.
+//! After every step the stored lock item and fence item are read back (two GetItems at the keys
+//! the schema gives) and compared with the model, so a wrong write is caught at the step that made
+//! it, not only when an answer later shows it.
+//!
+//! The state machine runs twice: on the default table layout, and on a table of the user's own
+//! keyed by `id` alone, with key prefixes `lock:` and `fence:` and its TTL on the reserved word
+//! `ttl` ([`Layout`]).
 //!
 //! The extension rule is the one being introduced: an extension never shortens the stored lease
 //! ([`extended_expiry`]); asking for less leaves it as it is and still answers `Extended`, with the
@@ -35,13 +39,10 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use ddb_lock::item::{
-    ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, LOCK_ID, OWNER, PK, SK, SK_VALUE,
-    TTL,
-};
+use ddb_lock::item::{ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, LOCK_ID, OWNER, TTL};
 use ddb_lock::{
     AcquireOptions, Clock, Error, ExtendOutcome, FencingToken, Holder, Lock, LockClient,
-    LockClientBuilder, LockId, LockStatus, ReleaseOutcome,
+    LockClientBuilder, LockId, LockStatus, ReleaseOutcome, TableSchema,
 };
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
@@ -52,6 +53,7 @@ use proptest::strategy::Union;
 use proptest::test_runner::Config;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Once};
@@ -494,7 +496,66 @@ impl ReferenceStateMachine for Reference {
 // ---------------------------------------------------------------------------------------------
 // The system under test
 
+/// The table the state machine runs on.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// The shared test table, default schema (`PK`/`SK`, `LOCK#`, `TTL`).
+    Default,
+    /// A table keyed by `id` alone: `lock:<resource>`, `fence:<resource>`, TTL on `ttl`.
+    IdOnly,
+}
+
+impl Layout {
+    fn table(self) -> &'static str {
+        match self {
+            Layout::Default => ddb_lock_test_kit::TABLE,
+            Layout::IdOnly => "ddb-lock-model-id-only",
+        }
+    }
+
+    fn schema(self) -> TableSchema {
+        match self {
+            Layout::Default => TableSchema::new(),
+            Layout::IdOnly => TableSchema::new()
+                .partition_key("id")
+                .without_sort_key()
+                .key_prefix("lock:")
+                .fence_key_format("fence:", "")
+                .ttl_attribute("ttl"),
+        }
+    }
+
+    /// A builder for this layout's table over `dynamodb`.
+    fn builder(self, dynamodb: aws_sdk_dynamodb::Client) -> LockClientBuilder {
+        builder(dynamodb)
+            .table_name(self.table())
+            .schema(self.schema())
+    }
+
+    /// Creates the table once per test process.
+    fn ready(self) {
+        static DEFAULT: Once = Once::new();
+        static ID_ONLY: Once = Once::new();
+        let once = match self {
+            Layout::Default => &DEFAULT,
+            Layout::IdOnly => &ID_ONLY,
+        };
+        once.call_once(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                lock_client().await;
+                let client = self.builder(dynamodb()).build().expect("valid schema");
+                client.create_table().await.expect("the layout's table");
+            });
+        });
+    }
+}
+
 struct Sut {
+    layout: Layout,
     runtime: tokio::runtime::Runtime,
     resource: String,
     clock: Arc<SteppedClock>,
@@ -545,20 +606,9 @@ fn not_allowed(step: usize, op: &Op, answered: &dyn Debug, allowed: &dyn Debug) 
     )
 }
 
-fn table_ready() {
-    static READY: Once = Once::new();
-    READY.call_once(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(lock_client());
-    });
-}
-
 impl Sut {
-    fn new() -> Sut {
-        table_ready();
+    fn new(layout: Layout) -> Sut {
+        layout.ready();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -571,11 +621,12 @@ impl Sut {
         };
         let proxy = runtime.block_on(Proxy::start(&endpoint()));
         // As `quickly_retrying_client`, with the shared clock.
-        let lossy = with_clock(builder(quickly_retrying_dynamodb(&proxy.endpoint())));
+        let lossy = with_clock(layout.builder(quickly_retrying_dynamodb(&proxy.endpoint())));
         Sut {
+            layout,
             resource: unique("model"),
-            client_a: with_clock(builder(dynamodb())),
-            client_b: with_clock(builder(dynamodb())),
+            client_a: with_clock(layout.builder(dynamodb())),
+            client_b: with_clock(layout.builder(dynamodb())),
             lossy,
             proxy,
             clock,
@@ -814,9 +865,8 @@ impl Sut {
                     self.runtime.block_on(async {
                         dynamodb()
                             .delete_item()
-                            .table_name(ddb_lock_test_kit::TABLE)
-                            .key(PK, s(self.partition_key()))
-                            .key(SK, s(SK_VALUE))
+                            .table_name(self.layout.table())
+                            .set_key(Some(self.layout.schema().lock_key(&self.resource)))
                             .send()
                             .await
                             .expect("DeleteItem of the lock item")
@@ -886,60 +936,48 @@ impl Sut {
         }
     }
 
-    fn partition_key(&self) -> String {
-        format!("{}{}", LockClientBuilder::DEFAULT_KEY_PREFIX, self.resource)
-    }
-
     /// The stored lock and fence items, attribute by attribute as the model can predict them.
     fn stored_items(&self) -> (BTreeMap<&'static str, String>, Option<String>) {
-        let items = self.runtime.block_on(async {
-            dynamodb()
-                .query()
-                .table_name(ddb_lock_test_kit::TABLE)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", PK)
-                .expression_attribute_values(":pk", s(self.partition_key()))
-                .consistent_read(true)
-                .send()
-                .await
-                .expect("Query of the resource's items")
-                .items
-                .unwrap_or_default()
-        });
-        let sk = |item: &std::collections::HashMap<String, AttributeValue>| match item.get(SK) {
-            Some(AttributeValue::S(sk)) => sk.clone(),
-            other => panic!("an item without a string SK: {other:?}"),
+        let schema = self.layout.schema();
+        let read = |key: HashMap<String, AttributeValue>| {
+            self.runtime.block_on(async {
+                dynamodb()
+                    .get_item()
+                    .table_name(self.layout.table())
+                    .set_key(Some(key))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .expect("GetItem of the resource's item")
+                    .item
+            })
+        };
+        let show = |item: &HashMap<String, AttributeValue>, name: &str| {
+            item.get(name).map(|value| match value {
+                AttributeValue::S(v) | AttributeValue::N(v) => v.clone(),
+                AttributeValue::B(b) => String::from_utf8_lossy(b.as_ref()).into_owned(),
+                other => format!("{other:?}"),
+            })
         };
         let mut lock = BTreeMap::new();
-        let mut fence = None;
-        for item in &items {
-            let show = |name: &str| {
-                item.get(name).map(|value| match value {
-                    AttributeValue::S(v) | AttributeValue::N(v) => v.clone(),
-                    AttributeValue::B(b) => String::from_utf8_lossy(b.as_ref()).into_owned(),
-                    other => format!("{other:?}"),
-                })
-            };
-            match sk(item).as_str() {
-                SK_VALUE => {
-                    for name in [
-                        ACQUIRED_AT,
-                        DATA,
-                        EXPIRES_AT,
-                        FENCING_TOKEN,
-                        LOCK_ID,
-                        OWNER,
-                        TTL,
-                    ] {
-                        if let Some(value) = show(name) {
-                            lock.insert(name, value);
-                        }
-                    }
+        if let Some(item) = read(schema.lock_key(&self.resource)) {
+            let ttl = schema.ttl_attribute_name().expect("a TTL attribute");
+            for (name, stored_as) in [
+                (ACQUIRED_AT, ACQUIRED_AT),
+                (DATA, DATA),
+                (EXPIRES_AT, EXPIRES_AT),
+                (FENCING_TOKEN, FENCING_TOKEN),
+                (LOCK_ID, LOCK_ID),
+                (OWNER, OWNER),
+                (TTL, ttl),
+            ] {
+                if let Some(value) = show(&item, stored_as) {
+                    lock.insert(name, value);
                 }
-                FENCE_SK_VALUE => fence = show(FENCING_TOKEN),
-                other => panic!("an unexpected item with SK {other}"),
             }
         }
+        let fence =
+            read(schema.fence_key(&self.resource)).and_then(|item| show(&item, FENCING_TOKEN));
         (lock, fence)
     }
 
@@ -971,18 +1009,31 @@ impl Sut {
     }
 }
 
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
+/// The state machine on a [`Layout`], named by a type for `prop_state_machine!`.
+trait OnLayout {
+    const LAYOUT: Layout;
 }
 
-struct ModelBased;
+/// On the default layout.
+struct DefaultLayout;
+impl OnLayout for DefaultLayout {
+    const LAYOUT: Layout = Layout::Default;
+}
 
-impl StateMachineTest for ModelBased {
+/// On a table keyed by `id` alone.
+struct IdOnlyLayout;
+impl OnLayout for IdOnlyLayout {
+    const LAYOUT: Layout = Layout::IdOnly;
+}
+
+struct ModelBased<L>(std::marker::PhantomData<L>);
+
+impl<L: OnLayout> StateMachineTest for ModelBased<L> {
     type SystemUnderTest = Sut;
     type Reference = Reference;
 
     fn init_test(_model: &Model) -> Sut {
-        Sut::new()
+        Sut::new(L::LAYOUT)
     }
 
     fn apply(mut sut: Sut, model: &Model, op: Op) -> Sut {
@@ -997,19 +1048,21 @@ impl StateMachineTest for ModelBased {
         let (stored, expected) = (sut.stored_items(), sut.model_items(model));
         assert!(
             stored == expected,
-            "after step {} ({}): the stored (lock item, fence token) differ from the model's\n  \
-             stored: {stored:?}\n  model:  {expected:?}\n  model state: {model:?}",
+            "after step {} ({}) on {:?}: the stored (lock item, fence token) differ from the \
+             model's\n  stored: {stored:?}\n  model:  {expected:?}\n  model state: {model:?}",
             sut.step,
             sut.last_op,
+            sut.layout,
         );
     }
 }
 
-fn config() -> Config {
+/// `cases` cases, unless `PROPTEST_CASES` says otherwise.
+fn config(cases: u32) -> Config {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(CASES);
+        .unwrap_or(cases);
     Config {
         cases,
         failure_persistence: None,
@@ -1018,10 +1071,20 @@ fn config() -> Config {
 }
 
 prop_state_machine! {
-    #![proptest_config(config())]
+    #![proptest_config(config(CASES))]
 
     #[test]
     fn every_outcome_of_a_random_sequence_of_operations_is_one_the_model_allows(
-        sequential 1..MAX_STEPS => ModelBased
+        sequential 1..MAX_STEPS => ModelBased<DefaultLayout>
+    );
+}
+
+prop_state_machine! {
+    // Half the cases: the operations are the same, only the names and keys differ.
+    #![proptest_config(config(CASES / 2))]
+
+    #[test]
+    fn on_a_table_keyed_by_id_alone_every_outcome_is_one_the_model_allows(
+        sequential 1..MAX_STEPS => ModelBased<IdOnlyLayout>
     );
 }
