@@ -35,6 +35,8 @@ run cargo test --workspace --locked
 step "fault suite, quick form (scripts/soak.sh runs the long one)"
 run cargo build --locked -p ddb-lock-fault-suite --bins
 run target/debug/fault-suite
+step "fault suite, quick form, on a table keyed by id alone"
+run target/debug/fault-suite --schema id-only
 
 step "benchmark harness, quick form (scripts/bench.sh runs the full one)"
 run scripts/bench.sh --quick

@@ -4,5 +4,6 @@
 
 pub mod check;
 pub mod history;
+pub mod layout;
 pub mod register;
 pub mod suite;

@@ -2,10 +2,11 @@
 
 use crate::check::{self, Violation};
 use crate::history::{self, Op, Operation, Outcome};
+use crate::layout::Layout;
 use crate::register;
 use ddb_lock::{AcquireOptions, LockClient, LockStatus};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
-use ddb_lock_test_kit::{dynamodb, ensure_table, fenced_table, TableKind};
+use ddb_lock_test_kit::{dynamodb, fenced_table};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -14,9 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
-
-/// The lock table of the fault suite, apart from the integration tests' table.
-pub const LOCK_TABLE: &str = "ddb-lock-faults";
 
 /// A fault the suite injects into a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +100,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How long the clients run.
     pub duration: Duration,
+    /// The table layout.
+    pub layout: Layout,
 }
 
 /// What one run found.
@@ -126,11 +126,12 @@ pub async fn run(
     workdir: &Path,
 ) -> RunReport {
     fenced_table().await;
-    ensure_table(&dynamodb(), LOCK_TABLE, TableKind::Locks).await;
-    let admin = LockClient::builder(dynamodb())
-        .table_name(LOCK_TABLE)
+    let admin = settings
+        .layout
+        .builder(dynamodb())
         .build()
         .expect("valid settings");
+    admin.create_table().await.expect("the lock table");
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let resources: Vec<String> = (0..settings.resources)
         .map(|i| format!("faults/{run_id}/r{i}"))
@@ -153,7 +154,7 @@ pub async fn run(
         };
         let child = Command::new(client_bin)
             .env("FAULT_ENDPOINT", proxy.endpoint())
-            .env("FAULT_TABLE", LOCK_TABLE)
+            .env("FAULT_SCHEMA", settings.layout.to_string())
             .env("FAULT_CLIENT", format!("client-{i}"))
             .env("FAULT_RESOURCES", resources.join(","))
             .env("FAULT_LEASE_MS", settings.lease.as_millis().to_string())

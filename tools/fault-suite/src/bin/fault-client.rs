@@ -2,7 +2,7 @@
 //! a fenced lock, claims the resource's register, reads its counter, writes the counter + 1 (both
 //! writes fenced), and releases; every step is recorded in a history file.
 //!
-//! Configured by environment (set by the suite): `FAULT_ENDPOINT`, `FAULT_TABLE`, `FAULT_CLIENT`,
+//! Configured by environment (set by the suite): `FAULT_ENDPOINT`, `FAULT_SCHEMA`, `FAULT_CLIENT`,
 //! `FAULT_RESOURCES` (comma-separated), `FAULT_LEASE_MS`, `FAULT_DURATION_MS`,
 //! `FAULT_CLOCK_OFFSET_MS` (signed), `FAULT_TAKEOVER` (`wall-clock` or `observed-lease`),
 //! `FAULT_HISTORY` (the file to write), and `FAULT_UNLOCKED=1` for the suite's negative control:
@@ -11,6 +11,7 @@
 use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, Error, ReleaseOutcome, TakeoverRule};
 use ddb_lock_fault_suite::history::{Op, Outcome, Recorder};
+use ddb_lock_fault_suite::layout::Layout;
 use ddb_lock_fault_suite::register;
 use ddb_lock_test_kit::{dynamodb_with, OffsetClock};
 use rand::seq::IndexedRandom;
@@ -48,8 +49,9 @@ async fn main() {
                 .build(),
         )
     });
-    let client = ddb_lock::LockClient::builder(dynamodb.clone())
-        .table_name(setting("FAULT_TABLE"))
+    let layout: Layout = setting("FAULT_SCHEMA").parse().expect("FAULT_SCHEMA");
+    let client = layout
+        .builder(dynamodb.clone())
         .clock(OffsetClock::shared(TimeDelta::milliseconds(millis(
             "FAULT_CLOCK_OFFSET_MS",
         ))))

@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! fault-suite [--runs N] [--duration-ms MS] [--lease-ms MS] [--clients N] [--resources N]
-//!             [--report FILE]
+//!             [--schema default|id-only] [--report FILE]
 //! ```
 //!
 //! Needs `DYNAMODB_ENDPOINT` (as `scripts/test.sh` and `scripts/soak.sh` set it) and the
 //! `fault-client` binary next to this one (`cargo build --bins -p ddb-lock-fault-suite`).
 
 use clap::Parser;
+use ddb_lock_fault_suite::layout::Layout;
 use ddb_lock_fault_suite::suite::{self, Fault, Settings};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -36,6 +37,9 @@ struct Options {
     /// Resources the clients contend for.
     #[arg(long, default_value_t = 2)]
     resources: usize,
+    /// The table layout: `default` (PK/SK) or `id-only` (a table keyed by `id` alone).
+    #[arg(long, default_value_t = Layout::Default)]
+    schema: Layout,
     /// Also write the table, with the command that produced it, to this file.
     #[arg(long)]
     report: Option<String>,
@@ -48,6 +52,7 @@ impl Options {
             resources: self.resources,
             lease: Duration::from_millis(self.lease_ms),
             duration: Duration::from_millis(self.duration_ms),
+            layout: self.schema,
         }
     }
 }
@@ -71,10 +76,12 @@ async fn main() {
         resources,
         lease,
         duration,
+        layout,
     } = options.settings();
     println!(
-        "fault suite: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run, {} run(s) per fault\n",
-        options.runs
+        "fault suite: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run, {} run(s) per fault, table layout {layout} ({})\n",
+        options.runs,
+        layout.table()
     );
 
     let mut table = String::new();
@@ -135,7 +142,7 @@ async fn main() {
         }
         let command = shown.join(" ");
         let text = format!(
-            "Produced by `{command}` on {}, against the endpoint `{endpoint}`: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run.\n\n{table}",
+            "Produced by `{command}` on {}, against the endpoint `{endpoint}`: {clients} client processes, {resources} resources, lease {lease:?}, {duration:?} per run, table layout {layout}.\n\n{table}",
             chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
         );
         std::fs::write(&path, text).expect("report written");
