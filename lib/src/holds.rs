@@ -99,11 +99,19 @@ impl Holds {
         }
     }
 
-    /// The lock `lock_id` was extended to `until`.
-    pub(crate) fn extended(&self, lock_id: LockId, until: Instant) {
-        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
-            hold.until = until;
-        }
+    /// The lock of `handle` was extended to `until`. Remembered again if it had been pruned (its
+    /// lease had run out on this process's clock, which times it conservatively, yet the item was
+    /// still live and the extension succeeded).
+    pub(crate) fn extended(&self, handle: &LockHandle, until: Instant) {
+        self.inner()
+            .held
+            .entry(handle.lock_id())
+            .and_modify(|hold| hold.until = until)
+            .or_insert_with(|| Hold {
+                handle: handle.clone(),
+                until,
+                stop_guard: None,
+            });
     }
 
     /// The client no longer holds the lock `lock_id`.
@@ -202,6 +210,17 @@ mod tests {
         holds.acquired(&lock, Instant::now() + Duration::from_secs(30));
         let taken = holds.take_all();
         assert!(taken[0].stop_guard.is_some());
+    }
+
+    #[test]
+    fn an_extension_remembers_a_hold_pruned_before_it_succeeded() {
+        let holds = Holds::default();
+        let lock = handle("a");
+        let until = Instant::now() + Duration::from_secs(30);
+        holds.extended(&lock, until);
+        assert_eq!(holds.handles(), vec![lock.clone()]);
+        holds.extended(&lock, until + Duration::from_secs(30));
+        assert_eq!(holds.take_all()[0].until, until + Duration::from_secs(30));
     }
 
     #[test]

@@ -164,9 +164,7 @@ fn extended(
     )
     .with_fencing_token(record.holder.fencing_token)
     .with_data(record.holder.data);
-    table
-        .holds
-        .extended(handle.lock_id(), lock.valid_until_instant());
+    table.holds.extended(handle, lock.valid_until_instant());
     table.queues.extended(
         handle.resource(),
         handle.lock_id(),
