@@ -25,9 +25,11 @@
 //! the schema gives) and compared with the model, so a wrong write is caught at the step that made
 //! it, not only when an answer later shows it.
 //!
-//! The state machine runs twice: on the default table layout, and on a table of the user's own
-//! keyed by `id` alone, with key prefixes `lock:` and `fence:` and its TTL on the reserved word
-//! `ttl` ([`Layout`]).
+//! The state machine runs three times ([`Layout`]): on the default table layout; on a table of the
+//! user's own keyed by `id` alone, with key prefixes `lock:` and `fence:` and its TTL on the
+//! reserved word `ttl`; and with releases that keep the item (`delete_on_release(false)`), where the
+//! model also knows the kept item (the last holder's `LockID` and payload) and that a keeping
+//! acquisition keeps the payload it finds unless it sets one.
 //!
 //! The extension rule is the one being introduced: an extension never shortens the stored lease
 //! ([`extended_expiry`]); asking for less leaves it as it is and still answers `Extended`, with the
@@ -214,11 +216,23 @@ impl Stored {
     }
 }
 
+/// An item kept by a release (`delete_on_release(false)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kept {
+    /// The lock whose `LockID` it keeps.
+    lock: usize,
+    data: Option<&'static str>,
+}
+
 /// The reference model of one resource, and what it allows the last operation to answer.
 #[derive(Debug, Clone, Default)]
 struct Model {
     now: i64,
     item: Option<Stored>,
+    /// Whether releases keep the item (`delete_on_release(false)`).
+    keep: bool,
+    /// The item a release kept: no holder, the last holder's `LockID` and payload.
+    kept: Option<Kept>,
     /// How many distinct locks (acquisitions) have been returned.
     acquisitions: usize,
     expect: Expect,
@@ -290,6 +304,18 @@ fn with_lost_answer(mut allowed: Vec<ReleaseAnswer>, lost: bool) -> Vec<ReleaseA
 }
 
 impl Model {
+    /// The lock item goes: deleted, or, when releases keep items, kept without its holder.
+    fn end_hold(&mut self) {
+        if let Some(s) = self.item.take() {
+            if self.keep {
+                self.kept = Some(Kept {
+                    lock: s.lock,
+                    data: s.data,
+                });
+            }
+        }
+    }
+
     /// The number of the lock returned `back` acquisitions before the latest.
     fn lock_back(&self, back: usize) -> usize {
         self.acquisitions - 1 - back
@@ -302,15 +328,22 @@ impl Model {
         self.expect = match op {
             Op::TryAcquire(a) | Op::AcquireNoWait(a) => {
                 if acquire_wins(self.item.as_ref(), now) {
+                    // A keeping client's acquisition keeps the payload it finds, unless it sets one.
+                    let found = match (&self.item, &self.kept) {
+                        (Some(expired), _) => expired.data,
+                        (None, Some(kept)) => kept.data,
+                        (None, None) => None,
+                    };
                     let lock = Stored {
                         lock: self.acquisitions,
                         owner: a.owner,
                         acquired_at: now,
                         expires_at: now + a.lease_ms,
                         fenced: a.fencing,
-                        data: a.data,
+                        data: if self.keep { a.data.or(found) } else { a.data },
                     };
                     self.acquisitions += 1;
+                    self.kept = None;
                     self.item = Some(lock.clone());
                     Expect::Acquired { lock, new: true }
                 } else {
@@ -330,7 +363,7 @@ impl Model {
                 let lock = self.lock_back(*back);
                 let allowed = if self.item.as_ref().is_some_and(|s| s.lock == lock) {
                     // Its own item goes, whether or not its lease has ended.
-                    self.item = None;
+                    self.end_hold();
                     vec![ReleaseAnswer::Released]
                 } else {
                     vec![live.map_or(ReleaseAnswer::NotFound, ReleaseAnswer::NotOwner)]
@@ -339,7 +372,7 @@ impl Model {
             }
             Op::ReleaseOwned { owner, .. } => {
                 let allowed = if self.item.as_ref().is_some_and(|s| s.owner == *owner) {
-                    self.item = None;
+                    self.end_hold();
                     vec![ReleaseAnswer::Released]
                 } else {
                     vec![live.map_or(ReleaseAnswer::NotFound, ReleaseAnswer::NotOwner)]
@@ -367,7 +400,7 @@ impl Model {
                 _ => live.map_or(Extension::NotFound, Extension::NotOwner),
             }),
             Op::ForceRelease { .. } => {
-                self.item = None;
+                self.end_hold();
                 // Deleted by the first attempt, the retry finds nothing: it cannot name the holder.
                 let mut allowed = vec![live.clone()];
                 if lost && live.is_some() {
@@ -392,14 +425,18 @@ impl Model {
     }
 }
 
-struct Reference;
+struct Reference<L>(std::marker::PhantomData<L>);
 
-impl ReferenceStateMachine for Reference {
+impl<L: OnLayout> ReferenceStateMachine for Reference<L> {
     type State = Model;
     type Transition = Op;
 
     fn init_state() -> BoxedStrategy<Model> {
-        Just(Model::default()).boxed()
+        Just(Model {
+            keep: L::LAYOUT.keeps_items(),
+            ..Model::default()
+        })
+        .boxed()
     }
 
     fn transitions(model: &Model) -> BoxedStrategy<Op> {
@@ -503,19 +540,21 @@ enum Layout {
     Default,
     /// A table keyed by `id` alone: `lock:<resource>`, `fence:<resource>`, TTL on `ttl`.
     IdOnly,
+    /// The shared test table, with releases that keep the item (`delete_on_release(false)`).
+    Kept,
 }
 
 impl Layout {
     fn table(self) -> &'static str {
         match self {
-            Layout::Default => ddb_lock_test_kit::TABLE,
+            Layout::Default | Layout::Kept => ddb_lock_test_kit::TABLE,
             Layout::IdOnly => "ddb-lock-model-id-only",
         }
     }
 
     fn schema(self) -> TableSchema {
         match self {
-            Layout::Default => TableSchema::new(),
+            Layout::Default | Layout::Kept => TableSchema::new(),
             Layout::IdOnly => TableSchema::new()
                 .partition_key("id")
                 .without_sort_key()
@@ -525,11 +564,16 @@ impl Layout {
         }
     }
 
+    fn keeps_items(self) -> bool {
+        matches!(self, Layout::Kept)
+    }
+
     /// A builder for this layout's table over `dynamodb`.
     fn builder(self, dynamodb: aws_sdk_dynamodb::Client) -> LockClientBuilder {
         builder(dynamodb)
             .table_name(self.table())
             .schema(self.schema())
+            .delete_on_release(!self.keeps_items())
     }
 
     /// Creates the table once per test process.
@@ -537,7 +581,7 @@ impl Layout {
         static DEFAULT: Once = Once::new();
         static ID_ONLY: Once = Once::new();
         let once = match self {
-            Layout::Default => &DEFAULT,
+            Layout::Default | Layout::Kept => &DEFAULT,
             Layout::IdOnly => &ID_ONLY,
         };
         once.call_once(|| {
@@ -635,6 +679,15 @@ impl Sut {
             fence: None,
             step: 0,
             last_op: "nothing yet".into(),
+        }
+    }
+
+    /// The request that ends a hold: a DeleteItem, or an UpdateItem when releases keep the item.
+    fn release_operation(&self) -> &'static str {
+        if self.layout.keeps_items() {
+            "UpdateItem"
+        } else {
+            "DeleteItem"
         }
     }
 
@@ -744,10 +797,10 @@ impl Sut {
         let resource = self.resource.clone();
         match op {
             Op::TryAcquire(a) | Op::AcquireNoWait(a) => {
-                let operation = if a.fencing {
-                    "TransactWriteItems"
-                } else {
-                    "PutItem"
+                let operation = match (a.fencing, self.layout.keeps_items()) {
+                    (true, _) => "TransactWriteItems",
+                    (false, false) => "PutItem",
+                    (false, true) => "UpdateItem",
                 };
                 let mut opts = AcquireOptions::new()
                     .owner(a.owner)
@@ -773,20 +826,20 @@ impl Sut {
                 self.check_acquisition(model, op, answer);
             }
             Op::Release { via, back } => {
-                let (client, dropped) = self.client(*via, "DeleteItem");
+                let (client, dropped) = self.client(*via, self.release_operation());
                 let lock = &self.locks[model.lock_back(*back)];
                 let result = self.runtime.block_on(client.release(lock));
                 let answer = self.answer(op, result);
-                self.check_dropped("DeleteItem", dropped);
+                self.check_dropped(self.release_operation(), dropped);
                 self.check_release(model, op, answer);
             }
             Op::ReleaseOwned { via, owner } => {
-                let (client, dropped) = self.client(*via, "DeleteItem");
+                let (client, dropped) = self.client(*via, self.release_operation());
                 let result = self
                     .runtime
                     .block_on(client.release_owned(&resource, owner));
                 let answer = self.answer(op, result);
-                self.check_dropped("DeleteItem", dropped);
+                self.check_dropped(self.release_operation(), dropped);
                 self.check_release(model, op, answer);
             }
             Op::Extend {
@@ -825,10 +878,10 @@ impl Sut {
                 }
             }
             Op::ForceRelease { via } => {
-                let (client, dropped) = self.client(*via, "DeleteItem");
+                let (client, dropped) = self.client(*via, self.release_operation());
                 let result = self.runtime.block_on(client.force_release(&resource));
                 let answer = self.answer(op, result);
-                self.check_dropped("DeleteItem", dropped);
+                self.check_dropped(self.release_operation(), dropped);
                 let Expect::ForceRelease(allowed) = &model.expect else {
                     unreachable!("a force release is expected to answer as one")
                 };
@@ -1005,12 +1058,22 @@ impl Sut {
                 lock.insert(DATA, data.to_owned());
             }
         }
+        if let Some(kept) = &model.kept {
+            let lock_id = self.locks.get(kept.lock).map(|l| l.lock_id().to_string());
+            lock.insert(
+                LOCK_ID,
+                lock_id.unwrap_or_else(|| "(never returned)".into()),
+            );
+            if let Some(data) = kept.data {
+                lock.insert(DATA, data.to_owned());
+            }
+        }
         (lock, self.fence.map(|t| t.value().to_string()))
     }
 }
 
 /// The state machine on a [`Layout`], named by a type for `prop_state_machine!`.
-trait OnLayout {
+trait OnLayout: 'static {
     const LAYOUT: Layout;
 }
 
@@ -1026,11 +1089,17 @@ impl OnLayout for IdOnlyLayout {
     const LAYOUT: Layout = Layout::IdOnly;
 }
 
+/// With releases that keep the item.
+struct KeptLayout;
+impl OnLayout for KeptLayout {
+    const LAYOUT: Layout = Layout::Kept;
+}
+
 struct ModelBased<L>(std::marker::PhantomData<L>);
 
 impl<L: OnLayout> StateMachineTest for ModelBased<L> {
     type SystemUnderTest = Sut;
-    type Reference = Reference;
+    type Reference = Reference<L>;
 
     fn init_test(_model: &Model) -> Sut {
         Sut::new(L::LAYOUT)
@@ -1086,5 +1155,15 @@ prop_state_machine! {
     #[test]
     fn on_a_table_keyed_by_id_alone_every_outcome_is_one_the_model_allows(
         sequential 1..MAX_STEPS => ModelBased<IdOnlyLayout>
+    );
+}
+
+prop_state_machine! {
+    // Half the cases: the same operations, with every release keeping the item and its payload.
+    #![proptest_config(config(CASES / 2))]
+
+    #[test]
+    fn with_items_kept_on_release_every_outcome_is_one_the_model_allows(
+        sequential 1..MAX_STEPS => ModelBased<KeptLayout>
     );
 }
