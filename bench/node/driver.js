@@ -258,9 +258,31 @@ class Run {
     }
 }
 
+// After its ready line the driver waits for a line `go` on stdin, so that the orchestrator counts
+// the timed work's requests only, none of the setup's.
+function waitForGo() {
+    return new Promise((resolve, reject) => {
+        let buffered = "";
+        const onData = (chunk) => {
+            buffered += chunk;
+            const end = buffered.indexOf("\n");
+            if (end < 0) return;
+            process.stdin.off("data", onData);
+            process.stdin.pause();
+            const line = buffered.slice(0, end).trim();
+            if (line === "go") resolve();
+            else reject(new Error(`expected go on stdin, got ${JSON.stringify(line)}`));
+        };
+        process.stdin.setEncoding("utf8");
+        process.stdin.on("data", onData);
+        process.stdin.resume();
+    });
+}
+
 async function runWorkers(run, resources) {
     const args = run.args;
     await emit({ ready: true, settings: run.settings(resources.length) });
+    await waitForGo();
     const worker = async (i) => {
         const resource = resources[i];
         for (let n = 0; n < args.ops; n++) {
@@ -284,6 +306,7 @@ async function runWorkers(run, resources) {
 async function runHold(run) {
     const resource = `${run.args.resource}/0`;
     await emit({ ready: true, settings: run.settings(1) });
+    await waitForGo();
     const held = await run.acquire(resource);
     await emit({ acquired_ns: now() });
     held.lock.on("error", (err) => fail(`heartbeat failed while holding ${resource}: ${describe(err)}`));
@@ -296,6 +319,7 @@ async function runHold(run) {
 async function runTakeover(run) {
     const resource = `${run.args.resource}/0`;
     await emit({ ready: true, settings: run.settings(1) });
+    await waitForGo();
     let held;
     try {
         held = await run.acquire(resource);

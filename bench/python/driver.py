@@ -194,10 +194,19 @@ def lock_event_handler(resource):
     return on_event
 
 
+def wait_for_go():
+    """After its ready line the driver waits for a line `go` on stdin, so that the orchestrator
+    counts the timed work's requests only, none of the setup's."""
+    line = sys.stdin.readline().strip()
+    if line != "go":
+        fail(f"expected go on stdin, got {line!r}")
+
+
 def run_workers(run, resources):
     args = run.args
     clients = [run.new_client() for _ in resources]
     emit({"ready": True, "settings": run.settings(len(resources), len(clients))})
+    wait_for_go()
 
     start = threading.Barrier(len(resources))
 
@@ -237,6 +246,7 @@ def run_hold(run):
     resource = f"{args.resource}/0"
     client = run.new_client()
     emit({"ready": True, "settings": run.settings(1, 1)})
+    wait_for_go()
     run.acquire(client, resource, lock_event_handler(resource))
     emit({"acquired_ns": time.monotonic_ns()})
     # The heartbeat thread keeps the lock alive until the orchestrator kills this process.
@@ -249,6 +259,7 @@ def run_takeover(run):
     resource = f"{args.resource}/0"
     client = run.new_client()
     emit({"ready": True, "settings": run.settings(1, 1)})
+    wait_for_go()
     lock = run.acquire(client, resource, lock_event_handler(resource))
     emit({"acquired_ns": time.monotonic_ns()})
     lock.release(best_effort=False)

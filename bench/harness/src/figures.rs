@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// The lease every contender is configured with (its own default poll period otherwise).
 pub const LEASE_MS: u64 = 2000;
@@ -231,6 +231,8 @@ fn ms(ns: u64) -> f64 {
 struct Driver {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
+    /// Where the driver waits for `go` after its ready line.
+    stdin: ChildStdin,
 }
 
 impl Driver {
@@ -249,14 +251,17 @@ impl Driver {
             .args(["--resource", resource])
             .args(["--lease-ms", &LEASE_MS.to_string()])
             .args(args)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("start {:?}: {e}", contender.command));
         let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take().expect("piped stdin");
         Driver {
             child,
             lines: BufReader::new(stdout).lines(),
+            stdin,
         }
     }
 
@@ -275,10 +280,21 @@ impl Driver {
         }
     }
 
-    /// Waits for the ready line; returns the settings.
+    /// Waits for the ready line; returns the settings. The driver then waits for [`go`](Self::go),
+    /// so that requests counted from here on are the timed work's only (its setup's requests,
+    /// such as creating the table, come before the ready line).
     async fn ready(&mut self) -> Result<Value, String> {
         let line = self.next().await?;
         Ok(line.get("settings").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Lets the driver start its timed work.
+    async fn go(&mut self) -> Result<(), String> {
+        self.stdin
+            .write_all(b"go\n")
+            .await
+            .map_err(|e| format!("go: {e}"))?;
+        self.stdin.flush().await.map_err(|e| format!("go: {e}"))
     }
 
     /// Reads acquisition lines to the end and waits for a clean exit.
@@ -331,6 +347,7 @@ async fn scenario(
     let mut driver = Driver::start(contender, proxy, name, &fresh_resource(), &args);
     let settings = driver.ready().await?;
     let before = proxy.total_requests();
+    driver.go().await?;
     let acquisitions = driver.acquisitions().await?;
     if acquisitions.len() != workers * ops {
         return Err(format!(
@@ -415,9 +432,11 @@ async fn takeover(contender: &Contender, proxy: &Proxy) -> Result<f64, String> {
     let resource = fresh_resource();
     let mut holder = Driver::start(contender, proxy, "hold", &resource, &[]);
     holder.ready().await?;
+    holder.go().await?;
     holder.next().await?; // acquired
     let mut taker = Driver::start(contender, proxy, "takeover", &resource, &[]);
     taker.ready().await?;
+    taker.go().await?;
     // Let the taker reach its wait loop (it is refused at least once) before the crash.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pid = holder

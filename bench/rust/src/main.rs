@@ -47,6 +47,8 @@
 //! Output, stdout, one JSON object per line, flushed after each line. Time stamps are
 //! `CLOCK_MONOTONIC` in integer nanoseconds, comparable between processes of one machine:
 //! - first, before any timed work: `{"ready": true, "settings": {…}}`, the options actually used;
+//!   then the driver waits for a line `go` on stdin before it starts (so that the orchestrator
+//!   counts the timed work's requests only, none of the setup's);
 //! - per acquisition (`uncontended`, `contended`, `many`): `{"worker": i, "resource": "…",
 //!   "wait_start_ns": t0, "acquired_ns": t1, "release_start_ns": t2, "released_ns": t3}`;
 //! - `hold`, `takeover`: `{"acquired_ns": t}`;
@@ -700,6 +702,18 @@ async fn work(
     Ok(())
 }
 
+/// Waits for the orchestrator's `go` line on stdin (see the output contract above).
+fn wait_for_go() -> Result<()> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("waiting for go: {e}"))?;
+    match line.trim() {
+        "go" => Ok(()),
+        other => Err(format!("expected go on stdin, got {other:?}")),
+    }
+}
+
 async fn run(args: Args) -> Result<()> {
     if args.lease_ms == 0 {
         return Err("--lease-ms must be positive".to_owned());
@@ -721,6 +735,7 @@ async fn run(args: Args) -> Result<()> {
     let hold = Duration::from_millis(args.hold_ms);
     let first = format!("{}/0", args.resource);
     emit(&json!({ "ready": true, "settings": settings }))?;
+    wait_for_go()?;
 
     match args.scenario {
         Scenario::Uncontended | Scenario::Contended | Scenario::Many => {
