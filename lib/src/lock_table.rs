@@ -21,6 +21,9 @@ use crate::schema::TableSchema;
 use crate::takeover::{Observations, TakeoverRule};
 use crate::time;
 use crate::wait_queues::WaitQueues;
+use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, SubsecRound, Utc};
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -63,6 +66,36 @@ impl LockTable {
     /// The primary key of `resource`'s lock item.
     pub(crate) fn key(&self, resource: &str) -> Item {
         self.schema.lock_key(resource)
+    }
+
+    /// A conditional UpdateItem of `resource`'s lock item: `update` under `condition`, with the
+    /// names both use, asking for the refused item (`ALL_OLD`). The caller adds the values.
+    pub(crate) fn update_item(
+        &self,
+        resource: &str,
+        update: &str,
+        condition: &str,
+    ) -> UpdateItemFluentBuilder {
+        self.dynamodb
+            .update_item()
+            .table_name(&self.name)
+            .set_key(Some(self.key(resource)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(self.names_for(&[update, condition])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+    }
+
+    /// A conditional DeleteItem of `resource`'s lock item under `condition`, with the names it
+    /// uses, asking for the refused item (`ALL_OLD`). The caller adds the values.
+    pub(crate) fn delete_item(&self, resource: &str, condition: &str) -> DeleteItemFluentBuilder {
+        self.dynamodb
+            .delete_item()
+            .table_name(&self.name)
+            .set_key(Some(self.key(resource)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(self.names_for(&[condition])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
     }
 
     /// The expression attribute names for exactly the placeholders `expressions` use.

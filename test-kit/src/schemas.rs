@@ -10,6 +10,18 @@ use ddb_lock::{
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// A table of the user's own keyed by `id` alone: lock items at `lock:<resource>`, fence items at
+/// `fence:<resource>`, TTL on the reserved word `ttl` (the model-based test's and the fault
+/// suite's second layout).
+pub fn id_only() -> TableSchema {
+    TableSchema::new()
+        .partition_key("id")
+        .without_sort_key()
+        .key_prefix("lock:")
+        .fence_key_format("fence:", "")
+        .ttl_attribute("ttl")
+}
+
 /// A client of `table` under `schema` (the table created if missing, and checked).
 pub async fn schema_client(table: &str, schema: TableSchema) -> LockClient {
     let client = builder(dynamodb())

@@ -247,16 +247,9 @@ async fn update(
     let (update, values) = new.kept_update(&new.lock, request);
     let in_flight = InFlightAcquisition::new(table, new.lock.handle());
     let sent = table
-        .dynamodb
-        .update_item()
-        .table_name(&table.name)
-        .set_key(Some(table.key(request.resource)))
-        .update_expression(&update)
-        .condition_expression(new.condition)
-        .set_expression_attribute_names(Some(table.names_for(&[&update, new.condition])))
+        .update_item(request.resource, &update, new.condition)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send();
     // As for the PutItem: an unsettled answer leaves `in_flight` armed.
     let answer = answer("UpdateItem", sent.await, |err| match err {

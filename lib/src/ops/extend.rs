@@ -21,7 +21,7 @@ use crate::time::{after, millis, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -195,16 +195,9 @@ async fn update_item(
         table.schema.ttl_attribute_name().is_some(),
     );
     let request = table
-        .dynamodb
-        .update_item()
-        .table_name(&table.name)
-        .set_key(Some(table.key(resource)))
-        .update_expression(&update)
-        .condition_expression(EXTEND_CONDITION)
-        .set_expression_attribute_names(Some(table.names_for(&[&update, EXTEND_CONDITION])))
+        .update_item(resource, &update, EXTEND_CONDITION)
         .set_expression_attribute_values(Some(values(table, extension, expires_at, version)?))
         .return_values(ReturnValue::AllNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send();
     let answer = answer("UpdateItem", request.await, |err| match err {
         UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),

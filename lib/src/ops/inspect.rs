@@ -23,7 +23,7 @@ use crate::record::Record;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use tracing::warn;
 
@@ -54,14 +54,8 @@ pub(crate) async fn force_release(
     table.check_resource(resource)?;
     let answer = if table.delete_on_release {
         let sent = table
-            .dynamodb
-            .delete_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(resource)))
-            .condition_expression(FORCE_RELEASE_CONDITION)
-            .set_expression_attribute_names(Some(table.names_for(&[FORCE_RELEASE_CONDITION])))
+            .delete_item(resource, FORCE_RELEASE_CONDITION)
             .return_values(ReturnValue::AllOld)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
         answer("DeleteItem", sent.await, |err| match err {
             DeleteItemError::ConditionalCheckFailedException(failed) => {
@@ -75,18 +69,9 @@ pub(crate) async fn force_release(
         let ttl = table.schema.ttl_attribute_name().is_some();
         let (update, values) = kept::release_update(ttl, DataChange::Keep);
         let sent = table
-            .dynamodb
-            .update_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(resource)))
-            .update_expression(&update)
-            .condition_expression(FORCE_RELEASE_CONDITION)
-            .set_expression_attribute_names(Some(
-                table.names_for(&[&update, FORCE_RELEASE_CONDITION]),
-            ))
+            .update_item(resource, &update, FORCE_RELEASE_CONDITION)
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllOld)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
         answer("UpdateItem", sent.await, |err| match err {
             UpdateItemError::ConditionalCheckFailedException(failed) => {

@@ -24,7 +24,6 @@ use crate::record::Record;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
 
@@ -70,14 +69,8 @@ pub(crate) async fn send(
     let mut values = values(owner, lock_id, acquired_by);
     let answer = if table.delete_on_release {
         let request = table
-            .dynamodb
-            .delete_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(resource)))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(table.names_for(&[condition])))
+            .delete_item(resource, condition)
             .set_expression_attribute_values(Some(values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
             .interceptor(transmissions.clone())
             .send();
@@ -93,15 +86,8 @@ pub(crate) async fn send(
         let (update, update_values) = kept::release_update(ttl, change);
         values.extend(update_values);
         let request = table
-            .dynamodb
-            .update_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(resource)))
-            .update_expression(&update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(table.names_for(&[&update, condition])))
+            .update_item(resource, &update, condition)
             .set_expression_attribute_values(Some(values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
             .interceptor(transmissions.clone())
             .send();

@@ -30,12 +30,7 @@ impl Layout {
     pub fn schema(self) -> TableSchema {
         match self {
             Layout::Default => TableSchema::new(),
-            Layout::IdOnly => TableSchema::new()
-                .partition_key("id")
-                .without_sort_key()
-                .key_prefix("lock:")
-                .fence_key_format("fence:", "")
-                .ttl_attribute("ttl"),
+            Layout::IdOnly => ddb_lock_test_kit::schemas::id_only(),
         }
     }
 
