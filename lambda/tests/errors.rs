@@ -12,21 +12,27 @@ use lambda_runtime::Context;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
+/// Writes an item with string `attributes` at `resource`'s lock key, as something other than the
+/// library would.
+async fn put_at_lock_key(resource: &str, attributes: &[(&str, &str)]) {
+    let string = |value: &str| aws_sdk_dynamodb::types::AttributeValue::S(value.to_owned());
+    let mut put = dynamodb()
+        .put_item()
+        .table_name(TABLE)
+        .item("PK", string(&format!("LOCK#{resource}")))
+        .item("SK", string("LOCK"));
+    for (name, value) in attributes {
+        put = put.item(*name, string(value));
+    }
+    put.send().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_lock_item_this_library_cannot_read_is_malformed_lock_item() {
     let handler = handler().await;
     let resource = unique("h-malformed");
-    let string = aws_sdk_dynamodb::types::AttributeValue::S;
-    dynamodb()
-        .put_item()
-        .table_name(TABLE)
-        .item("PK", string(format!("LOCK#{resource}")))
-        .item("SK", string("LOCK".into()))
-        .item("LockID", string(uuid::Uuid::new_v4().to_string()))
-        .item("Owner", string("legacy".into()))
-        .send()
-        .await
-        .unwrap();
+    let lock_id = uuid::Uuid::new_v4().to_string();
+    put_at_lock_key(&resource, &[("LockID", &lock_id), ("Owner", "legacy")]).await;
     let status = invoke(&handler, json!({"op": "status", "resource": resource})).await;
     assert_eq!(error_name(status), name::MALFORMED_LOCK_ITEM);
 }
@@ -35,17 +41,11 @@ async fn a_lock_item_this_library_cannot_read_is_malformed_lock_item() {
 async fn an_application_item_at_the_key_is_not_a_lock_item_and_stays_as_it_was() {
     let handler = handler().await;
     let resource = unique("h-foreign");
-    let string = aws_sdk_dynamodb::types::AttributeValue::S;
-    dynamodb()
-        .put_item()
-        .table_name(TABLE)
-        .item("PK", string(format!("LOCK#{resource}")))
-        .item("SK", string("LOCK".into()))
-        .item("Owner", string("the application".into()))
-        .item("ExpiresAt", string("2001-01-01T00:00:00.000Z".into()))
-        .send()
-        .await
-        .unwrap();
+    let attributes = [
+        ("Owner", "the application"),
+        ("ExpiresAt", "2001-01-01T00:00:00.000Z"),
+    ];
+    put_at_lock_key(&resource, &attributes).await;
     let before = raw_item(&resource).await;
     for event in [
         json!({"op": "status", "resource": resource}),
