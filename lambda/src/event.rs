@@ -33,7 +33,14 @@ pub enum Request {
         lock: NewLock,
     },
     /// Release a held lock.
-    Release(HeldLock),
+    Release {
+        /// The lock.
+        lock: HeldLock,
+        /// A payload to leave in the kept item for the next holder, as JSON text: `Some(None)`
+        /// (the event's `"data": null`) removes it, `None` (no `data`) keeps it. Only where
+        /// items are kept on release (`DDB_LOCK_DELETE_ON_RELEASE=false`).
+        data: Option<Option<String>>,
+    },
     /// Release the lock an ended Step Functions execution holds on the resource named in its
     /// input, whatever the lock id (sent by an EventBridge rule on failed, timed-out or aborted
     /// executions).
@@ -229,6 +236,9 @@ enum Event {
         owner: String,
         #[serde(deserialize_with = "lock_id")]
         lock_id: LockId,
+        /// Absent: keep the data; `null`: remove it.
+        #[serde(default, deserialize_with = "replacement")]
+        data: Option<Option<String>>,
     },
     ReleaseExecution {
         owner: String,
@@ -303,11 +313,15 @@ impl Event {
                 resource,
                 owner,
                 lock_id,
-            } => Request::Release(HeldLock {
-                resource,
-                owner,
-                lock_id,
-            }),
+                data,
+            } => Request::Release {
+                lock: HeldLock {
+                    resource,
+                    owner,
+                    lock_id,
+                },
+                data,
+            },
             Event::ReleaseExecution {
                 owner,
                 execution_input,

@@ -127,7 +127,7 @@ impl Handler {
         match request {
             Request::Acquire { lock, wait } => self.acquire(lock, wait, budget, attempts).await,
             Request::TryAcquire { lock } => self.try_acquire(lock, attempts).await,
-            Request::Release(lock) => self.release(lock, attempts).await,
+            Request::Release { lock, data } => self.release(lock, data, attempts).await,
             Request::ReleaseExecution {
                 resource,
                 owner,
@@ -172,9 +172,23 @@ impl Handler {
         Ok(Done::new(LockResponse::new(&acquired), "acquired"))
     }
 
-    async fn release(&self, lock: HeldLock, attempts: &mut u32) -> Result<Done, HandlerError> {
+    /// Releases `lock`; with `data`, leaving it (or, for `Some(None)`, no payload) in the kept
+    /// item for the next holder.
+    async fn release(
+        &self,
+        lock: HeldLock,
+        data: Option<Option<String>>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
         *attempts = 1;
-        let outcome = self.client.release(&handle(&lock)).await?;
+        let held = handle(&lock);
+        let outcome = match data {
+            None => self.client.release(&held).await?,
+            Some(data) => {
+                let data = data.map(String::into_bytes);
+                self.client.release_and_replace_data(&held, data).await?
+            }
+        };
         let lock_id = Some(lock.lock_id.to_string());
         release_answer(lock.resource, lock.owner, lock_id, outcome)
     }

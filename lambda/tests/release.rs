@@ -149,3 +149,21 @@ async fn release_execution_with_a_stop_time_that_is_not_epoch_milliseconds_names
     bad["stopped_at"] = json!("yesterday");
     assert_eq!(invalid_field(invoke(&handler, bad).await), "stopped_at");
 }
+
+#[tokio::test]
+async fn release_with_data_where_items_are_deleted_is_invalid_request_on_data_and_keeps_the_lock() {
+    let handler = handler().await;
+    let resource = unique("h-release-data");
+    let lock = take(&handler, &resource, "o").await;
+    let err = invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"], "data": {"next": 1}}),
+    )
+    .await;
+    assert_eq!(invalid_field(err), "data");
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], true, "nothing was sent");
+}

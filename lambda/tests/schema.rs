@@ -96,7 +96,8 @@ async fn every_operation_works_on_a_table_keyed_by_id_alone_from_the_environment
     .unwrap();
     invoke(
         &handler,
-        json!({"op": "release", "resource": resource, "owner": "exec-1", "lock_id": lock_id}),
+        json!({"op": "release", "resource": resource, "owner": "exec-1", "lock_id": lock_id,
+               "data": {"step": 3}}),
     )
     .await
     .unwrap();
@@ -113,7 +114,11 @@ async fn every_operation_works_on_a_table_keyed_by_id_alone_from_the_environment
     )
     .await
     .unwrap();
-    assert_eq!(field(&again, "data"), &json!({"step": 2}), "{again}");
+    assert_eq!(
+        field(&again, "data"),
+        &json!({"step": 3}),
+        "left by the release: {again}"
+    );
     let missing = invoke(
         &handler,
         json!({"op": "try_acquire", "resource": unique("lambda/none"), "owner": "exec-3",
