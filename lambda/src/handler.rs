@@ -245,6 +245,13 @@ impl Handler {
             LockStatus::Held { holder, remaining } => {
                 Done::new(StatusResponse::held(&resource, holder, remaining), "held")
             }
+            LockStatus::Shared {
+                holders,
+                writer_waiting,
+            } => Done::new(
+                StatusResponse::shared(&resource, holders, writer_waiting),
+                "shared",
+            ),
         })
     }
 

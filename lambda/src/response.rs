@@ -92,6 +92,27 @@ pub struct StatusResponse {
     /// The payload stored at acquisition or last replaced by the holder.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// `shared` when the lock is held by shared holders (readers, or a semaphore's permits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+    /// The live shared holders, the first lease to end first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holders: Option<Vec<SharedHolderResponse>>,
+    /// The owner of an exclusive acquirer waiting for the shared holders to leave (new shared
+    /// holders are refused meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_waiting: Option<String>,
+}
+
+/// One shared holder in a `status` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SharedHolderResponse {
+    /// Who holds it.
+    pub owner: String,
+    /// When it acquired.
+    pub acquired_at: String,
+    /// When its lease ends.
+    pub expires_at: String,
 }
 
 impl StatusResponse {
@@ -105,6 +126,27 @@ impl StatusResponse {
             remaining_ms: None,
             fencing_token: None,
             data: None,
+            mode: None,
+            holders: None,
+            writer_waiting: None,
+        }
+    }
+
+    pub(crate) fn shared(resource: &str, holders: Vec<Holder>, writer: Option<Holder>) -> Self {
+        let holders = holders
+            .into_iter()
+            .map(|holder| SharedHolderResponse {
+                acquired_at: timestamp::format(holder.acquired_at),
+                expires_at: timestamp::format(holder.expires_at),
+                owner: holder.owner,
+            })
+            .collect();
+        StatusResponse {
+            locked: true,
+            mode: Some("shared"),
+            holders: Some(holders),
+            writer_waiting: writer.map(|writer| writer.owner),
+            ..StatusResponse::free(resource)
         }
     }
 
@@ -118,6 +160,9 @@ impl StatusResponse {
             fencing_token: holder.fencing_token.map(|t| t.value()),
             data: holder.data.as_deref().map(payload),
             owner: Some(holder.owner),
+            mode: None,
+            holders: None,
+            writer_waiting: None,
         }
     }
 }

@@ -413,12 +413,7 @@ impl LockClient {
         change: DataChange<'_>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        let release = Release {
-            resource: handle.resource(),
-            owner: handle.owner(),
-            lock_id: Some(handle.lock_id()),
-            acquired_by: None,
-        };
+        let release = Release::of(handle);
         release::send(&self.settings.table, &release, change).await
     }
 
@@ -469,12 +464,7 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        let release = Release {
-            resource,
-            owner,
-            lock_id: None,
-            acquired_by: None,
-        };
+        let release = Release::owned(resource, owner, None);
         release::send(&self.settings.table, &release, DataChange::Keep).await
     }
 
@@ -509,12 +499,7 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        let release = Release {
-            resource,
-            owner,
-            lock_id: None,
-            acquired_by: Some(acquired_by),
-        };
+        let release = Release::owned(resource, owner, Some(acquired_by));
         release::send(&self.settings.table, &release, DataChange::Keep).await
     }
 

@@ -223,6 +223,22 @@ pub enum InvalidInput {
         /// The schema setting.
         field: &'static str,
     },
+    /// A semaphore's permits are out of range.
+    #[error("`permits` is {permits}, not within 1 to {max}", max = crate::limits::MAX_SHARED_HOLDERS)]
+    Permits {
+        /// The value given.
+        permits: u32,
+    },
+    /// An option that the lock's mode does not take: `permits` with exclusive mode, or, in shared
+    /// mode, an option shared holds do not offer yet (`fencing`, `idempotent`, `data`, the
+    /// observed-lease takeover rule).
+    #[error("`{field}` cannot be used with {mode} mode")]
+    NotForMode {
+        /// The option.
+        field: &'static str,
+        /// The mode asked for.
+        mode: crate::Mode,
+    },
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -250,7 +266,9 @@ impl InvalidInput {
             | InvalidInput::DurationTooLong { field, .. }
             | InvalidInput::NegativeDuration { field, .. }
             | InvalidInput::NameTaken { field, .. }
-            | InvalidInput::KeysOverlap { field } => field,
+            | InvalidInput::KeysOverlap { field }
+            | InvalidInput::NotForMode { field, .. } => field,
+            InvalidInput::Permits { .. } => "permits",
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",
             InvalidInput::DataNotKept => "data",

@@ -53,6 +53,18 @@ pub const FENCING_TOKEN: &str = "FencingToken";
 /// and, unlike the lock item, is never deleted.
 pub const FENCE_SK_VALUE: &str = "FENCE";
 
+/// The ids of a lock's shared holders ([`Mode::Shared`](crate::Mode::Shared)), a string set:
+/// absent while there are none (DynamoDB removes a set whose last element is deleted), so every
+/// exclusive acquisition's condition needs only `attribute_not_exists(#shared)`.
+pub const SHARED: &str = "Shared";
+/// Prefix of the attribute of one shared holder: `Shared:<LockID>`, a map with that holder's
+/// `LockID`, `Owner`, `AcquiredAt`, `ExpiresAt`, `Version` and `LeaseMs`, the same names and
+/// formats as an exclusive holder's attributes.
+pub const SHARED_HOLDER_PREFIX: &str = "Shared:";
+/// An exclusive waiter that found shared holders: a map with its `Owner` and the `ExpiresAt`
+/// until which no new shared holder may join (its deadline).
+pub const WRITER_WAITING: &str = "WriterWaiting";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -74,7 +86,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 8] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 10] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -83,4 +95,6 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 8] = [
     ("#lease_ms", LEASE_MS),
     ("#fencing_token", FENCING_TOKEN),
     ("#data", DATA),
+    ("#shared", SHARED),
+    ("#writer_waiting", WRITER_WAITING),
 ];

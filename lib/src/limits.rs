@@ -25,6 +25,12 @@ pub const MAX_OWNER_BYTES: usize = 1024;
 /// unit on every acquire and extend, so the payload is meant to be small.
 pub const MAX_DATA_BYTES: usize = 16 * 1024;
 
+/// Most shared holders of one lock at a time, and most permits of a semaphore. Holders live in the
+/// lock item (each entry a hundred-odd bytes of its 400 KB), and a reclaim of crashed holders
+/// names each holder in one condition expression (at most 4 KB), so the bound keeps every
+/// request within DynamoDB's limits.
+pub const MAX_SHARED_HOLDERS: u32 = 100;
+
 /// Shortest lease: timestamps have millisecond precision.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);
 
@@ -142,6 +148,15 @@ pub fn duration_from_millis(field: &'static str, millis: i64) -> Result<Duration
     u64::try_from(millis)
         .map(Duration::from_millis)
         .map_err(|_| InvalidInput::NegativeDuration { field, millis })
+}
+
+/// Checks a semaphore's permits: 1 to [`MAX_SHARED_HOLDERS`].
+pub(crate) fn permits(permits: u32) -> Result<u32, InvalidInput> {
+    if (1..=MAX_SHARED_HOLDERS).contains(&permits) {
+        Ok(permits)
+    } else {
+        Err(InvalidInput::Permits { permits })
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use crate::error::InvalidInput;
 use crate::fencing::FencingToken;
+use crate::mode::Mode;
 use chrono::{DateTime, Utc};
 use std::fmt;
 use tokio::time::Instant;
@@ -118,16 +119,41 @@ pub struct LockHandle {
     resource: String,
     owner: String,
     lock_id: LockId,
+    mode: Mode,
 }
 
 impl LockHandle {
-    /// Builds a handle from its parts. They are validated when the handle is used.
+    /// Builds the handle of an exclusive hold from its parts. They are validated when the handle
+    /// is used.
     pub fn new(resource: impl Into<String>, owner: impl Into<String>, lock_id: LockId) -> Self {
         LockHandle {
             resource: resource.into(),
             owner: owner.into(),
             lock_id,
+            mode: Mode::Exclusive,
         }
+    }
+
+    /// The same handle for a hold in `mode`: a shared hold is released and extended through its
+    /// own entry of the lock item, so a handle passed between processes carries its mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{LockHandle, LockId, Mode};
+    ///
+    /// let id = LockId::parse("67e55044-10b1-426f-9247-bb680e5fe0c8").unwrap();
+    /// let handle = LockHandle::new("reports", "reader-1", id).with_mode(Mode::Shared);
+    /// assert_eq!(handle.mode(), Mode::Shared);
+    /// ```
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether the hold is exclusive or shared.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The locked resource's name (without the key prefix).
@@ -226,6 +252,11 @@ impl Lock {
     /// The acquisition's id.
     pub fn lock_id(&self) -> LockId {
         self.handle.lock_id()
+    }
+
+    /// Whether the lock is held exclusively or shared.
+    pub fn mode(&self) -> Mode {
+        self.handle.mode()
     }
 
     /// When the lock was acquired, by this client's clock (millisecond precision).

@@ -1,5 +1,6 @@
 //! Per-call settings of an acquisition.
 
+use crate::mode::Mode;
 use std::time::Duration;
 
 /// Settings of one acquisition; anything left unset takes the client's default.
@@ -26,6 +27,8 @@ pub struct AcquireOptions {
     heartbeat: Option<Duration>,
     data: Option<Vec<u8>>,
     only_if_exists: bool,
+    mode: Mode,
+    permits: Option<u32>,
 }
 
 impl AcquireOptions {
@@ -121,6 +124,58 @@ impl AcquireOptions {
     pub fn only_if_exists(mut self, only_if_exists: bool) -> Self {
         self.only_if_exists = only_if_exists;
         self
+    }
+
+    /// Exclusive (the default: the mutex) or shared (a reader: any number of shared holders
+    /// coexist, none with an exclusive one). See [`Mode`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireOptions, Mode};
+    ///
+    /// let reader = client.acquire("catalog", &AcquireOptions::new().mode(Mode::Shared)).await?;
+    /// // … read the catalog while other readers do too; no writer can hold it …
+    /// client.release(&reader).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// A semaphore: shared mode with at most `permits` holders at a time (1 to
+    /// [`MAX_SHARED_HOLDERS`](crate::limits::MAX_SHARED_HOLDERS)), each with its own lease. Sets
+    /// [`Mode::Shared`]. The slot of a holder whose lease ran out goes to the next acquirer, in the
+    /// same write. Every user of one resource should pass the same number: each acquirer checks
+    /// its own.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    ///
+    /// // At most 4 exports against the partner API at once, across every Lambda.
+    /// let slot = client.acquire("partner-api", &AcquireOptions::new().permits(4)).await?;
+    /// client.release(&slot).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.mode = Mode::Shared;
+        self.permits = Some(permits);
+        self
+    }
+
+    /// The mode set on these options.
+    pub fn lock_mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The semaphore's permits set on these options, if any.
+    pub fn permit_count(&self) -> Option<u32> {
+        self.permits
     }
 
     /// Whether [`only_if_exists`](Self::only_if_exists) is set.

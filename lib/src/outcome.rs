@@ -105,6 +105,15 @@ pub enum LockStatus {
         /// Time left on the lease at the moment of reading (by this client's clock).
         remaining: Duration,
     },
+    /// Held in [`Mode::Shared`](crate::Mode::Shared) by one or more live holders (readers, or a
+    /// semaphore's permits).
+    Shared {
+        /// The live shared holders, the first lease to end first.
+        holders: Vec<Holder>,
+        /// An exclusive acquirer waiting for them to leave, until its `expires_at`; new shared
+        /// holders are refused meanwhile.
+        writer_waiting: Option<Holder>,
+    },
 }
 
 /// What one [`acquire_with_stats`](crate::LockClient::acquire_with_stats) call cost.

@@ -20,7 +20,7 @@
 use crate::error::InvalidInput;
 use crate::item::{
     self, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, LEASE_MS, LOCK_ID,
-    OWNER, PK, SK, SK_VALUE, TTL, VERSION,
+    OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION, WRITER_WAITING,
 };
 use crate::limits::{
     MAX_ATTRIBUTE_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES, MAX_PARTITION_KEY_BYTES,
@@ -131,7 +131,7 @@ impl Default for TableSchema {
 }
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 8] = [
+const LOCK_ATTRIBUTES: [&str; 10] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -140,6 +140,8 @@ const LOCK_ATTRIBUTES: [&str; 8] = [
     LEASE_MS,
     FENCING_TOKEN,
     DATA,
+    SHARED,
+    WRITER_WAITING,
 ];
 
 impl TableSchema {

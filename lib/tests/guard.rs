@@ -184,7 +184,7 @@ async fn the_holder_replaces_and_removes_the_lock_data() {
         .unwrap();
     let data = |status: LockStatus| match status {
         LockStatus::Held { holder, .. } => holder.data,
-        LockStatus::Free => panic!("the lock should be held"),
+        other => panic!("the lock should be held: {other:?}"),
     };
     assert_eq!(
         data(client.status(&resource).await.unwrap()).as_deref(),

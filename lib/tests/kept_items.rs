@@ -78,7 +78,7 @@ async fn a_kept_release_clears_the_holder_keeps_the_payload_and_each_costs_one_r
             assert_eq!(holder.owner, "second");
             assert_eq!(holder.data.as_deref(), Some(&b"row 10"[..]));
         }
-        LockStatus::Free => panic!("held by second"),
+        other => panic!("held by second: {other:?}"),
     }
     // The first holder's credential is spent: its release touches nothing.
     assert_eq!(
@@ -86,7 +86,7 @@ async fn a_kept_release_clears_the_holder_keeps_the_payload_and_each_costs_one_r
         ReleaseOutcome::NotOwner {
             holder: match client.status(&resource).await.unwrap() {
                 LockStatus::Held { holder, .. } => holder,
-                LockStatus::Free => panic!("held by second"),
+                other => panic!("held by second: {other:?}"),
             }
         }
     );
@@ -290,7 +290,7 @@ async fn fenced_acquisitions_of_a_kept_item_raise_the_token_and_keep_the_payload
             assert_eq!(holder.data.as_deref(), Some(&b"p"[..]));
             assert_eq!(holder.fencing_token, second.fencing_token());
         }
-        LockStatus::Free => panic!("held"),
+        other => panic!("held: {other:?}"),
     }
     client.release(&second).await.unwrap();
     // An unfenced acquisition removes the earlier holder's token from the lock item.
@@ -301,7 +301,7 @@ async fn fenced_acquisitions_of_a_kept_item_raise_the_token_and_keep_the_payload
     assert_eq!(plain.fencing_token(), None);
     match client.status(&resource).await.unwrap() {
         LockStatus::Held { holder, .. } => assert_eq!(holder.fencing_token, None),
-        LockStatus::Free => panic!("held"),
+        other => panic!("held: {other:?}"),
     }
     client.release(&plain).await.unwrap();
 }

@@ -169,7 +169,7 @@ async fn no_guard_says_held_for_a_lock_release_all_took() {
                     lock.acquired_at(),
                     "round {round}: a guard says held for another acquisition"
                 ),
-                LockStatus::Free => panic!("round {round}: a guard says held for a free lock"),
+                other => panic!("round {round}: a guard says held for {other:?}"),
             }
         }
         client.release_all().await;

@@ -57,7 +57,7 @@ async fn data_is_stored_with_the_lock_and_returned_by_status() {
     client.try_acquire(&resource, &opts).await.unwrap().unwrap();
     match client.status(&resource).await.unwrap() {
         LockStatus::Held { holder, .. } => assert_eq!(holder.data, Some(payload)),
-        LockStatus::Free => panic!("held"),
+        other => panic!("held: {other:?}"),
     }
 }
 

@@ -15,14 +15,16 @@ use super::extend::{self, DataChange};
 use super::in_flight::InFlightAcquisition;
 use super::kept;
 use crate::conditional::{answer, Answer};
-use crate::error::Error;
+use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
 use crate::options::AcquireOptions;
 use crate::outcome::ExtendOutcome;
 use crate::record::{self, Record, Written};
+use crate::shared::writer::{self, SharedRefusal};
 use crate::takeover::TakeoverRule;
 use crate::time::{after, span};
 use crate::timestamp;
@@ -39,23 +41,24 @@ use tracing::debug;
 /// Acquire (PutItem) succeeds if no item exists or the existing one is a lock item (it has a
 /// `LockID`: an application's item sharing the table is never overwritten, whatever its
 /// `ExpiresAt` says) that is kept without a holder (no `Owner`, see [`kept`](super::kept)) or has
-/// expired.
-pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now))";
+/// expired, and has no shared holder ([`shared`](crate::shared)). Every exclusive condition
+/// below ends with that last clause.
+pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared))";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
 pub(crate) const ACQUIRE_FREE_CONDITION: &str =
-    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner))";
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared))";
 /// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease, on a
 /// lock item only.
-pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version))";
+pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared))";
 /// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_CONDITION`] without "no item".
 pub(crate) const ACQUIRE_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now)";
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared)";
 /// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_FREE_CONDITION`] without "no item".
 pub(crate) const ACQUIRE_FREE_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND attribute_not_exists(#owner)";
+    "attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared)";
 /// [`AcquireOptions::only_if_exists`]: [`TAKEOVER_CONDITION`] without "no item".
 pub(crate) const TAKEOVER_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version)";
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared)";
 
 /// A validated acquisition request.
 pub(crate) struct Request<'a> {
@@ -66,6 +69,9 @@ pub(crate) struct Request<'a> {
     pub(crate) fencing: bool,
     pub(crate) only_if_exists: bool,
     pub(crate) data: Option<&'a [u8]>,
+    pub(crate) mode: Mode,
+    /// A semaphore's permits (shared mode only).
+    pub(crate) permits: Option<u32>,
 }
 
 impl<'a> Request<'a> {
@@ -82,6 +88,27 @@ impl<'a> Request<'a> {
         let lease = limits::lease(opts.lease_duration().unwrap_or(default_lease))?;
         let data = opts.data_bytes();
         data.map(limits::data).transpose()?;
+        let mode = opts.lock_mode();
+        let permits = opts.permit_count().map(limits::permits).transpose()?;
+        let not_for_mode = |field| InvalidInput::NotForMode { field, mode };
+        match mode {
+            Mode::Exclusive if permits.is_some() => return Err(not_for_mode("permits").into()),
+            Mode::Exclusive => {}
+            Mode::Shared => {
+                let unsupported = [
+                    ("fencing", opts.is_fencing()),
+                    ("idempotent", opts.is_idempotent()),
+                    ("data", data.is_some()),
+                    (
+                        "takeover_rule",
+                        table.takeover == TakeoverRule::ObservedLease,
+                    ),
+                ];
+                if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+                    return Err(not_for_mode(field).into());
+                }
+            }
+        }
         Ok(Request {
             resource,
             owner,
@@ -90,6 +117,8 @@ impl<'a> Request<'a> {
             fencing: opts.is_fencing(),
             only_if_exists: opts.is_only_if_exists(),
             data,
+            mode,
+            permits,
         })
     }
 }
@@ -98,10 +127,15 @@ impl<'a> Request<'a> {
 pub(crate) enum Attempt {
     Acquired(Lock),
     /// Someone else holds the lock; this client's rule lets it try again at `retry_at`.
+    /// `readers`: the holders in the way of this exclusive attempt are shared ones (a waiting
+    /// acquirer announces itself, see [`shared::writer`](crate::shared::writer)).
     Held {
         holder: Holder,
         retry_at: Instant,
+        readers: bool,
     },
+    /// Shared holders whose leases had all ended were cleared from the item: try again at once.
+    Cleared,
     /// A concurrent write to the same items cancelled a fenced acquisition's transaction, or
     /// changed the item between a refusal and the reclaim that followed it.
     Conflict,
@@ -283,6 +317,11 @@ fn took(table: &LockTable, lock: Lock) -> Lock {
     table
         .holds
         .acquired(lock.handle(), lock.valid_until_instant());
+    // The line makes this client's waiters wait for its own release: right for an exclusive
+    // hold, wrong for a shared one, which other shared acquirers of this client may join.
+    if lock.mode() == Mode::Shared {
+        return lock;
+    }
     table.queues.acquired(
         lock.resource(),
         lock.lock_id(),
@@ -300,9 +339,22 @@ pub(crate) async fn refused(
     item: Option<&Item>,
     operation: &'static str,
 ) -> Result<Attempt, Error> {
-    let record = table.record(request.resource, item)?;
     let received = Instant::now();
     let now = table.now();
+    if let Some(refusal) = shared_in_the_way(request.resource, item, now)? {
+        return match refusal {
+            SharedRefusal::Live(holder) => Ok(Attempt::Held {
+                retry_at: wall_clock_retry_at(received, now, holder.expires_at),
+                holder,
+                readers: true,
+            }),
+            SharedRefusal::Lapsed(lapsed) => {
+                writer::clear_lapsed(table, request.resource, &lapsed, now).await?;
+                Ok(Attempt::Cleared)
+            }
+        };
+    }
+    let record = table.record(request.resource, item)?;
     if record.is_none() && request.only_if_exists {
         return Err(Error::NoLockItem {
             table: table.name.clone(),
@@ -343,8 +395,24 @@ pub(crate) async fn refused(
             Ok(Attempt::Held {
                 holder: record.holder,
                 retry_at,
+                readers: false,
             })
         }
+    }
+}
+
+/// The shared holders of a lock item that refused an exclusive attempt, if it has any (an
+/// application's item is left to [`LockTable::record`] to report).
+fn shared_in_the_way(
+    resource: &str,
+    item: Option<&Item>,
+    now: DateTime<Utc>,
+) -> Result<Option<SharedRefusal>, Error> {
+    match item {
+        Some(item) if item.contains_key(crate::item::LOCK_ID) => {
+            writer::read_refused(resource, item, now)
+        }
+        _ => Ok(None),
     }
 }
 
@@ -452,6 +520,8 @@ mod tests {
             fencing,
             only_if_exists: false,
             data: None,
+            mode: Mode::Exclusive,
+            permits: None,
         }
     }
 

@@ -10,13 +10,15 @@
 //! that lease end, a bounded number of times, since its data was not applied.
 
 use crate::conditional::{answer, Answer};
-use crate::error::Error;
+use crate::error::{Error, InvalidInput};
 use crate::item::{self, s, Item};
 use crate::limits;
 use crate::lock::{Lock, LockHandle};
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
+use crate::shared;
 use crate::time::{after, millis, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -85,6 +87,13 @@ pub(crate) async fn extend(
 ) -> Result<ExtendOutcome, Error> {
     table.check_handle(handle)?;
     let lease = limits::lease(lease)?;
+    if handle.mode() == Mode::Shared && !matches!(change, DataChange::Keep) {
+        return Err(InvalidInput::NotForMode {
+            field: "data",
+            mode: Mode::Shared,
+        }
+        .into());
+    }
     let sent = Instant::now();
     let extension = Extension {
         handle,
@@ -121,7 +130,16 @@ async fn write(
     loop {
         tries += 1;
         let version = uuid::Uuid::new_v4().to_string();
-        let failed_on = match update_item(table, extension, expires_at, &version).await? {
+        let written = match extension.handle.mode() {
+            Mode::Exclusive => update_item(table, extension, expires_at, &version).await?,
+            Mode::Shared => {
+                let Extension {
+                    handle, lease, now, ..
+                } = *extension;
+                shared::hold::extend_entry(table, handle, lease, now, expires_at, &version).await?
+            }
+        };
+        let failed_on = match written {
             Ok(record) => return Ok(Ok(record)),
             Err(failed_on) => failed_on,
         };

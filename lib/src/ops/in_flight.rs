@@ -50,13 +50,8 @@ impl Drop for InFlightAcquisition<'_> {
         };
         let table = Arc::clone(self.table);
         let spawned = self.table.release_in_background(async move {
-            let (resource, owner) = (handle.resource(), handle.owner());
-            let release = Release {
-                resource,
-                owner,
-                lock_id: Some(handle.lock_id()),
-                acquired_by: None,
-            };
+            let resource = handle.resource();
+            let release = Release::of(&handle);
             match release::send(&table, &release, DataChange::Keep).await {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")

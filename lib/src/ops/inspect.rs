@@ -16,10 +16,12 @@ use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
+use crate::item::LOCK_ID;
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
 use crate::outcome::LockStatus;
 use crate::record::Record;
+use crate::shared::holders;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -42,8 +44,16 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .send()
         .await
         .map_err(|e| Error::backend("GetItem", e))?;
+    let now = table.now();
+    if let Some(item) = out.item().filter(|item| item.contains_key(LOCK_ID)) {
+        let shared = holders::decode(resource, item)?;
+        let writer = holders::writer_waiting(resource, item)?;
+        if let Some(status) = shared_status_of(shared, writer, now) {
+            return Ok(status);
+        }
+    }
     let record = table.record(resource, out.item())?;
-    Ok(status_of(record, table.now()))
+    Ok(status_of(record, now))
 }
 
 /// Deletes the lock on `resource` whoever holds it; the holder whose live lock it removed.
@@ -114,6 +124,28 @@ pub(crate) fn status_of(record: Option<Record>, now: DateTime<Utc>) -> LockStatu
         },
         _ => LockStatus::Free,
     }
+}
+
+/// The status of a lock item with live shared holders (`shared`, read at `now`); `None` if it
+/// has none, and the exclusive rules apply.
+pub(crate) fn shared_status_of(
+    shared: Vec<Record>,
+    writer: Option<Holder>,
+    now: DateTime<Utc>,
+) -> Option<LockStatus> {
+    let mut holders: Vec<Holder> = shared
+        .into_iter()
+        .map(|record| record.holder)
+        .filter(|holder| holder.is_live_at(now))
+        .collect();
+    if holders.is_empty() {
+        return None;
+    }
+    holders.sort_by_key(|holder| holder.expires_at);
+    Some(LockStatus::Shared {
+        holders,
+        writer_waiting: writer.filter(|writer| writer.is_live_at(now)),
+    })
 }
 
 /// The holder whose live lock a force release removed, from the deleted item (`ALL_OLD`).

@@ -33,8 +33,11 @@ pub(crate) const ACQUIRE_SET_TTL: &str = ", #ttl = :ttl";
 pub(crate) const ACQUIRE_SET_TOKEN: &str = ", #fencing_token = :fencing_token";
 /// …and the payload, if the acquisition sets one (otherwise the payload found stays)…
 pub(crate) const ACQUIRE_SET_DATA: &str = ", #data = :data";
-/// …and removes an earlier holder's token, if unfenced.
-pub(crate) const ACQUIRE_REMOVE_TOKEN: &str = " REMOVE #fencing_token";
+/// …and removes the marker of an exclusive acquirer waiting for shared holders (this one, or
+/// another that can announce itself again)…
+pub(crate) const ACQUIRE_REMOVE_WAITER: &str = " REMOVE #writer_waiting";
+/// …and an earlier holder's token, if unfenced.
+pub(crate) const ACQUIRE_REMOVE_TOKEN: &str = ", #fencing_token";
 
 /// A release that keeps the item writes a new version (and perhaps a new payload)…
 pub(crate) const RELEASE_SET_VERSION: &str = "SET #version = :new_version";
@@ -77,6 +80,7 @@ pub(crate) fn acquire_update(lock: &Lock, written: &Written<'_>) -> (String, Ite
         expression.push_str(ACQUIRE_SET_DATA);
         values.insert(":data".into(), AttributeValue::B(Blob::new(data)));
     }
+    expression.push_str(ACQUIRE_REMOVE_WAITER);
     if lock.fencing_token().is_none() {
         expression.push_str(ACQUIRE_REMOVE_TOKEN);
     }
@@ -183,11 +187,17 @@ mod tests {
     #[test]
     fn an_unfenced_acquisition_removes_an_earlier_token_and_a_fenced_one_sets_its_own() {
         let (unfenced, _) = acquire_update(&lock(), &written(None, Some(("TTL", 9))));
-        assert!(unfenced.ends_with(" REMOVE #fencing_token"), "{unfenced}");
+        assert!(
+            unfenced.ends_with(" REMOVE #writer_waiting, #fencing_token"),
+            "{unfenced}"
+        );
         assert!(unfenced.contains("#ttl = :ttl"), "{unfenced}");
         let fenced = lock().with_fencing_token(Some(crate::FencingToken::new(7)));
         let (expression, values) = acquire_update(&fenced, &written(None, None));
-        assert!(!expression.contains("REMOVE"), "{expression}");
+        assert!(
+            expression.ends_with(" REMOVE #writer_waiting"),
+            "{expression}"
+        );
         assert_eq!(
             values.get(":fencing_token"),
             Some(&item::token(crate::FencingToken::new(7)))

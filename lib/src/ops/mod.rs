@@ -11,7 +11,7 @@ pub(crate) mod acquire;
 pub(crate) mod cleanup;
 pub(crate) mod extend;
 pub(crate) mod fenced_acquire;
-mod in_flight;
+pub(crate) mod in_flight;
 pub(crate) mod inspect;
 pub(crate) mod kept;
 pub(crate) mod release;
@@ -20,13 +20,39 @@ pub(crate) mod table;
 use crate::error::Error;
 use crate::fencing::FencingToken;
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
+use crate::shared;
 use acquire::{Attempt, Request};
 use std::sync::Arc;
 
+/// How many times an exclusive attempt is made again at once after clearing shared holders whose
+/// leases had ended (each clearing needs every holder it saw still lapsed).
+const MAX_CLEARINGS: usize = 2;
+
 /// One acquisition attempt: a conditional PutItem of a new lock item, or with fencing a
-/// TransactWriteItems of that Put and the fence item's token. `floor` is a fencing token known to
-/// be issued already (the holder's, from an earlier refusal).
+/// TransactWriteItems of that Put and the fence item's token; in shared mode, the shared
+/// acquisition's UpdateItem ([`shared::acquire`](crate::shared::acquire)). `floor` is a fencing
+/// token known to be issued already (the holder's, from an earlier refusal).
 pub(crate) async fn attempt_acquire(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    floor: Option<FencingToken>,
+) -> Result<Attempt, Error> {
+    if request.mode == Mode::Shared {
+        return shared::acquire::attempt(table, request).await;
+    }
+    for _ in 0..MAX_CLEARINGS {
+        match exclusive_attempt(table, request, floor).await? {
+            Attempt::Cleared => continue,
+            attempt => return Ok(attempt),
+        }
+    }
+    // Shared holders keep lapsing under this attempt: contention.
+    Ok(Attempt::Conflict)
+}
+
+/// One exclusive attempt.
+async fn exclusive_attempt(
     table: &Arc<LockTable>,
     request: &Request<'_>,
     floor: Option<FencingToken>,

@@ -15,12 +15,14 @@
 use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, Answer, Transmissions};
-use crate::error::Error;
+use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
-use crate::lock::LockId;
+use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
 use crate::outcome::ReleaseOutcome;
 use crate::record::Record;
+use crate::shared;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -44,6 +46,38 @@ pub(crate) struct Release<'a> {
     pub(crate) owner: &'a str,
     pub(crate) lock_id: Option<LockId>,
     pub(crate) acquired_by: Option<DateTime<Utc>>,
+    /// A shared hold is released from its entry ([`shared::hold`](crate::shared::hold)); only
+    /// by its lock id.
+    pub(crate) mode: Mode,
+}
+
+impl<'a> Release<'a> {
+    /// The release of one acquisition, in its mode.
+    pub(crate) fn of(handle: &'a LockHandle) -> Self {
+        Release {
+            resource: handle.resource(),
+            owner: handle.owner(),
+            lock_id: Some(handle.lock_id()),
+            acquired_by: None,
+            mode: handle.mode(),
+        }
+    }
+
+    /// The release of `owner`'s exclusive lock whatever its id, perhaps only if acquired no
+    /// later than `acquired_by`.
+    pub(crate) fn owned(
+        resource: &'a str,
+        owner: &'a str,
+        acquired_by: Option<DateTime<Utc>>,
+    ) -> Self {
+        Release {
+            resource,
+            owner,
+            lock_id: None,
+            acquired_by,
+            mode: Mode::Exclusive,
+        }
+    }
 }
 
 /// The release: a DeleteItem, or on a client that keeps items an UpdateItem that clears the
@@ -59,7 +93,19 @@ pub(crate) async fn send(
         owner,
         lock_id,
         acquired_by,
+        mode,
     } = *release;
+    if let (Mode::Shared, Some(lock_id)) = (mode, lock_id) {
+        if !matches!(change, DataChange::Keep) {
+            return Err(InvalidInput::NotForMode {
+                field: "data",
+                mode,
+            }
+            .into());
+        }
+        let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
+        return shared::hold::release(table, &handle).await;
+    }
     let condition = match (lock_id, acquired_by) {
         (Some(_), _) => RELEASE_CONDITION,
         (None, Some(_)) => RELEASE_OWNED_BY_CONDITION,

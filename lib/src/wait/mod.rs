@@ -19,9 +19,11 @@ use crate::ops::acquire::{Attempt, Request};
 use crate::ops::attempt_acquire;
 use crate::ops::fenced_acquire::{TransactionConflicts, MAX_FENCE_TRIES};
 use crate::outcome::{AcquireAttempt, AcquireStats};
+use crate::shared::writer;
 use crate::time::{millis, span};
 use crate::wait_queues::Place;
 use backoff::{Backoff, BackoffBounds};
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -46,6 +48,7 @@ pub(crate) async fn try_once(
                 return Ok(AcquireAttempt::Held(holder));
             }
             Attempt::Conflict => tokio::time::sleep(backoff.next_delay()).await,
+            Attempt::Cleared => {}
         }
     }
     Err(Error::backend_other(
@@ -70,6 +73,7 @@ impl Wait<'_> {
         let queues = &self.table.queues;
         let mut backoff = Backoff::new(self.bounds);
         let mut last_holder: Option<Holder> = None;
+        let mut announced: Option<DateTime<Utc>> = None;
         let place = queues.join(resource);
         // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
         // one last attempt below is still made.
@@ -92,14 +96,25 @@ impl Wait<'_> {
                     log_acquired(&lock, self.started.elapsed(), stats.attempts);
                     return Ok(lock);
                 }
-                Attempt::Held { holder, retry_at } => {
+                Attempt::Held {
+                    holder,
+                    retry_at,
+                    readers,
+                } => {
+                    if readers && announced.is_none() {
+                        announced = self.announce_writer().await;
+                    }
                     last_holder = Some(holder);
                     retry_at
                 }
                 Attempt::Conflict => Instant::now() + self.bounds.max(),
+                Attempt::Cleared => Instant::now(),
             };
             let now = Instant::now();
             if now >= self.deadline {
+                if let Some(until) = announced {
+                    self.withdraw_writer(until).await;
+                }
                 return Err(self.timed_out(last_holder, now, stats.attempts));
             }
             if waits_for_release_here && self.held_here(now).is_some() {
@@ -114,6 +129,30 @@ impl Wait<'_> {
                 () = tokio::time::sleep(delay) => {}
                 () = &mut freed, if first.is_some() => {}
             }
+        }
+    }
+
+    /// Tells shared acquirers that this exclusive acquirer waits, until its deadline (see
+    /// [`shared::writer`](crate::shared::writer)); the marker's end, if it was sent.
+    async fn announce_writer(&self) -> Option<DateTime<Utc>> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let until = crate::time::after(self.table.now(), remaining, "timeout").ok()?;
+        let resource = self.request.resource;
+        match writer::announce(self.table, resource, self.request.owner, until).await {
+            Ok(()) => Some(until),
+            Err(err) => {
+                debug!(resource, %err, "could not announce a waiting exclusive acquirer");
+                None
+            }
+        }
+    }
+
+    /// Withdraws this acquirer's marker when it gives up, so that shared acquirers need not wait
+    /// for its deadline.
+    async fn withdraw_writer(&self, until: DateTime<Utc>) {
+        let resource = self.request.resource;
+        if let Err(err) = writer::withdraw(self.table, resource, self.request.owner, until).await {
+            debug!(resource, %err, "could not withdraw a waiting exclusive acquirer's marker; it ends at its deadline");
         }
     }
 

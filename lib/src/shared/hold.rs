@@ -1,0 +1,173 @@
+//! One shared hold's extension and release: the exclusive holder's requests, scoped to the
+//! holder's own entry of the lock item (`Shared:<LockID>`).
+//!
+//! The extension is the exclusive extension's UpdateItem with every holder attribute read and
+//! written inside the entry, so the same rules read its refusal
+//! ([`extend::read_refused`](crate::ops::extend::read_refused)): an entry gone is `NotFound`, an
+//! entry whose lease ended is `Expired`, and a stored later lease end stands. The release
+//! removes the entry and the id from the set in one UpdateItem; when that leaves the item with
+//! no holder at all, a client that deletes on release deletes it with a second, conditional
+//! DeleteItem, which changes nothing if anyone joined meanwhile.
+
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{s, Item, OWNER, SHARED};
+use crate::lock::LockHandle;
+use crate::lock_table::LockTable;
+use crate::outcome::ReleaseOutcome;
+use crate::record::Record;
+use crate::shared::holders;
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::ReturnValue;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tracing::{debug, info};
+
+/// The exclusive extension's update and condition, inside the entry.
+const EXTEND_UPDATE: &str = "SET #entry.#expires_at = :expires_at, #entry.#version = :version, #entry.#lease_ms = :lease_ms";
+const EXTEND_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner AND #entry.#expires_at >= :now AND #entry.#expires_at <= :expires_at";
+/// The release: the entry and its id go together.
+const RELEASE_UPDATE: &str = "DELETE #shared :ids REMOVE #entry";
+const RELEASE_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner";
+/// The deletion of an item the release left without any holder: a lock item, with no shared
+/// holder, no exclusive holder and no waiting writer.
+const DELETE_EMPTY_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#shared) AND attribute_not_exists(#owner) AND attribute_not_exists(#writer_waiting)";
+
+/// One UpdateItem extending the shared hold `handle` to `expires_at` with `version`:
+/// `Ok(Ok(record))` as written, `Ok(Err(record))` with its entry in the refusing item, if any.
+pub(crate) async fn extend_entry(
+    table: &LockTable,
+    handle: &LockHandle,
+    lease: Duration,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    version: &str,
+) -> Result<Result<Record, Option<Record>>, Error> {
+    let resource = handle.resource();
+    let values = Item::from([
+        (":expires_at".to_owned(), s(timestamp::format(expires_at))),
+        (":version".to_owned(), s(version)),
+        (":lease_ms".to_owned(), crate::item::millis(lease)),
+        (":lock_id".to_owned(), s(handle.lock_id().to_string())),
+        (":owner".to_owned(), s(handle.owner())),
+        (":now".to_owned(), s(timestamp::format(now))),
+    ]);
+    let sent = table
+        .update_item(resource, EXTEND_UPDATE, EXTEND_CONDITION)
+        .expression_attribute_names("#entry", holders::attribute(handle.lock_id()))
+        .set_expression_attribute_values(Some(values))
+        .return_values(ReturnValue::AllNew)
+        .send();
+    let answer = answer("UpdateItem", sent.await, |err| match err {
+        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    match answer {
+        Answer::Applied(out) => {
+            own_entry(table, handle, out.attributes())?
+                .map(Ok)
+                .ok_or(Error::UnexpectedResponse {
+                    operation: "UpdateItem",
+                    detail: "no entry in the item despite ReturnValues = ALL_NEW",
+                })
+        }
+        Answer::Refused(item) => Ok(Err(own_entry(table, handle, item.as_ref())?)),
+    }
+}
+
+/// The entry of `handle` in `item`, if both are there.
+fn own_entry(
+    table: &LockTable,
+    handle: &LockHandle,
+    item: Option<&Item>,
+) -> Result<Option<Record>, Error> {
+    let Some(item) = item else {
+        return Ok(None);
+    };
+    if !item.contains_key(crate::item::LOCK_ID) {
+        return Err(table.not_a_lock_item(item));
+    }
+    Ok(holders::decode(handle.resource(), item)?
+        .into_iter()
+        .find(|r| r.lock_id == handle.lock_id()))
+}
+
+/// Releases the shared hold `handle`: one UpdateItem, and one DeleteItem of an item left empty
+/// on a client that deletes on release.
+pub(crate) async fn release(
+    table: &LockTable,
+    handle: &LockHandle,
+) -> Result<ReleaseOutcome, Error> {
+    let resource = handle.resource();
+    let values = Item::from([
+        (":ids".to_owned(), holders::id_set([handle.lock_id()])),
+        (":lock_id".to_owned(), s(handle.lock_id().to_string())),
+        (":owner".to_owned(), s(handle.owner())),
+    ]);
+    let sent = table
+        .update_item(resource, RELEASE_UPDATE, RELEASE_CONDITION)
+        .expression_attribute_names("#entry", holders::attribute(handle.lock_id()))
+        .set_expression_attribute_values(Some(values))
+        .return_values(ReturnValue::AllNew)
+        .send();
+    let answer = answer("UpdateItem", sent.await, |err| match err {
+        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    })?;
+    table.queues.freed(resource, None);
+    table.holds.freed(handle.lock_id());
+    match answer {
+        Answer::Applied(out) => {
+            info!(resource, owner = handle.owner(), lock_id = %handle.lock_id().short(), "shared lock released");
+            let empty = out
+                .attributes()
+                .is_some_and(|item| !item.contains_key(SHARED) && !item.contains_key(OWNER));
+            if empty && table.delete_on_release {
+                delete_empty(table, resource).await?;
+            }
+            Ok(ReleaseOutcome::Released)
+        }
+        Answer::Refused(item) => {
+            // The entry is keyed by this hold's id: a refusal finds it gone, or (a handle with
+            // another owner) someone else's.
+            let outcome = match own_entry(table, handle, item.as_ref())? {
+                Some(entry) if entry.holder.owner != handle.owner() => ReleaseOutcome::NotOwner {
+                    holder: entry.holder,
+                },
+                _ => ReleaseOutcome::NotFound,
+            };
+            info!(
+                resource,
+                owner = handle.owner(),
+                ?outcome,
+                "shared lock not released"
+            );
+            Ok(outcome)
+        }
+    }
+}
+
+/// Deletes `resource`'s item if it has no holder and no waiting writer; a refusal means someone
+/// came meanwhile, and the item stays.
+async fn delete_empty(table: &LockTable, resource: &str) -> Result<(), Error> {
+    let sent = table
+        .dynamodb
+        .delete_item()
+        .table_name(&table.name)
+        .set_key(Some(table.key(resource)))
+        .condition_expression(DELETE_EMPTY_CONDITION)
+        .set_expression_attribute_names(Some(table.names_for(&[DELETE_EMPTY_CONDITION])))
+        .send();
+    let answer = answer("DeleteItem", sent.await, |err| {
+        matches!(err, DeleteItemError::ConditionalCheckFailedException(_)).then_some(())
+    })?;
+    if let Answer::Refused(()) = answer {
+        debug!(
+            resource,
+            "the emptied lock item was taken meanwhile; it stays"
+        );
+    }
+    Ok(())
+}

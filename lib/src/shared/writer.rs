@@ -1,0 +1,155 @@
+//! What an exclusive acquirer does about shared holders.
+//!
+//! Its acquisition's condition requires `attribute_not_exists(#shared)`, so shared holders refuse
+//! it like an exclusive holder would. Two things follow from such a refusal:
+//!
+//! - if every shared holder's lease has ended (crashed readers), one UpdateItem removes them,
+//!   conditioned on each one's lease still being over, and the acquisition is tried again at once;
+//! - if some are live, a waiting acquirer (not `try_acquire`) announces itself once with a
+//!   `WriterWaiting` marker lasting until its deadline: every shared acquisition's condition
+//!   refuses a live marker, so the shared holders drain and no new one starves the writer. The
+//!   acquisition that follows replaces the item (or, keeping items, removes the marker); a writer
+//!   that gives up withdraws its own marker, and one that vanishes leaves it to end at its
+//!   deadline.
+
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{s, Item};
+use crate::lock::{Holder, LockId};
+use crate::lock_table::LockTable;
+use crate::record::Record;
+use crate::shared::holders;
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use tracing::debug;
+
+/// The marker is set only over shared holders, and never shortens another writer's.
+const ANNOUNCE_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_exists(#shared) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :until)";
+const ANNOUNCE_UPDATE: &str = "SET #writer_waiting = :writer";
+/// A writer withdraws only its own marker.
+const WITHDRAW_CONDITION: &str =
+    "#writer_waiting.#owner = :owner AND #writer_waiting.#expires_at = :until";
+const WITHDRAW_UPDATE: &str = "REMOVE #writer_waiting";
+
+/// What the shared holders of an item that refused an exclusive acquisition mean for it.
+#[derive(Debug, PartialEq)]
+pub(crate) enum SharedRefusal {
+    /// At least one shared holder is live: the one whose lease ends last.
+    Live(Holder),
+    /// Every shared holder's lease has ended: these are to be cleared.
+    Lapsed(Vec<Record>),
+}
+
+/// Reads the shared holders of `item`, which refused an exclusive acquisition at `now`; `None`
+/// if it has none (the exclusive rules apply).
+pub(crate) fn read_refused(
+    resource: &str,
+    item: &Item,
+    now: DateTime<Utc>,
+) -> Result<Option<SharedRefusal>, Error> {
+    let shared = holders::decode(resource, item)?;
+    if shared.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        match holders::live(&shared, now).max_by_key(|r| r.holder.expires_at) {
+            Some(last) => SharedRefusal::Live(last.holder.clone()),
+            None => SharedRefusal::Lapsed(shared),
+        },
+    ))
+}
+
+/// Removes the shared holders `lapsed` from `resource`'s item if each one's lease is still over
+/// at `now` (none extended meanwhile); whether they were removed.
+pub(crate) async fn clear_lapsed(
+    table: &LockTable,
+    resource: &str,
+    lapsed: &[Record],
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
+    let ids: Vec<LockId> = lapsed.iter().map(|r| r.lock_id).collect();
+    if ids.is_empty() {
+        return Ok(true);
+    }
+    let mut names = HashMap::new();
+    let mut clauses = Vec::new();
+    let mut removed = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let placeholder = format!("#h{i}");
+        clauses.push(format!("{placeholder}.#expires_at < :now"));
+        removed.push(placeholder.clone());
+        names.insert(placeholder, holders::attribute(*id));
+    }
+    let condition = clauses.join(" AND ");
+    let update = format!("DELETE #shared :ids REMOVE {}", removed.join(", "));
+    let mut all_names = table.names_for(&[&update, &condition]);
+    all_names.extend(names);
+    let sent = table
+        .update_item(resource, &update, &condition)
+        .set_expression_attribute_names(Some(all_names))
+        .set_expression_attribute_values(Some(Item::from([
+            (":now".to_owned(), s(timestamp::format(now))),
+            (":ids".to_owned(), holders::id_set(ids.iter().copied())),
+        ])))
+        .send();
+    let answer = answer("UpdateItem", sent.await, |err| {
+        matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
+    })?;
+    let cleared = matches!(answer, Answer::Applied(_));
+    debug!(
+        resource,
+        holders = ids.len(),
+        cleared,
+        "clearing shared holders whose leases ended"
+    );
+    Ok(cleared)
+}
+
+/// Marks `resource` as awaited by the exclusive acquirer `owner` until `until`.
+pub(crate) async fn announce(
+    table: &LockTable,
+    resource: &str,
+    owner: &str,
+    until: DateTime<Utc>,
+) -> Result<(), Error> {
+    let marker = holders::writer_marker(owner, table.now(), until);
+    let sent = table
+        .update_item(resource, ANNOUNCE_UPDATE, ANNOUNCE_CONDITION)
+        .set_expression_attribute_values(Some(Item::from([
+            (":writer".to_owned(), marker),
+            (":until".to_owned(), s(timestamp::format(until))),
+        ])))
+        .send();
+    let answer = answer("UpdateItem", sent.await, |err| {
+        matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
+    })?;
+    debug!(
+        resource,
+        owner,
+        announced = matches!(answer, Answer::Applied(_)),
+        "exclusive acquirer waiting for shared holders"
+    );
+    Ok(())
+}
+
+/// Removes the marker `announce(owner, until)` set, if it is still there.
+pub(crate) async fn withdraw(
+    table: &LockTable,
+    resource: &str,
+    owner: &str,
+    until: DateTime<Utc>,
+) -> Result<(), Error> {
+    let sent = table
+        .update_item(resource, WITHDRAW_UPDATE, WITHDRAW_CONDITION)
+        .set_expression_attribute_values(Some(Item::from([
+            (":owner".to_owned(), s(owner)),
+            (":until".to_owned(), s(timestamp::format(until))),
+        ])))
+        .send();
+    answer("UpdateItem", sent.await, |err| {
+        matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
+    })?;
+    Ok(())
+}

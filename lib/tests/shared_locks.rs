@@ -1,0 +1,524 @@
+//! Shared holds (readers of a read-write lock, permits of a semaphore) against the local
+//! endpoint: who excludes whom, the waiting writer that stops new readers, the reclaim of crashed
+//! holders in the same write, lost and late answers, the guard, and the costs, counted by a proxy.
+
+use ddb_lock::{
+    AcquireAttempt, AcquireOptions, Error, ExtendOutcome, InvalidInput, LockClient, LockStatus,
+    Mode, ReleaseOutcome,
+};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{
+    builder, dynamodb, dynamodb_at, endpoint, lock_client, quickly_retrying_client, raw_item,
+    unique,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn reader(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .mode(Mode::Shared)
+        .lease(Duration::from_secs(60))
+}
+
+fn writer(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_secs(60))
+}
+
+fn permit(owner: &str, permits: u32) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .permits(permits)
+        .lease(Duration::from_secs(60))
+}
+
+/// A client whose clock is `clock`, talking to `endpoint`.
+fn client_with_clock(endpoint: &str, clock: Arc<AdjustableClock>) -> LockClient {
+    builder(dynamodb_at(endpoint))
+        .clock(clock)
+        .build()
+        .expect("valid settings")
+}
+
+fn shared_owners(status: &LockStatus) -> Vec<String> {
+    match status {
+        LockStatus::Shared { holders, .. } => holders.iter().map(|h| h.owner.clone()).collect(),
+        other => panic!("expected shared holders, found {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn readers_share_a_writer_excludes_them_and_each_costs_one_request_uncontended() {
+    lock_client().await; // the table
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let resource = unique("shared/readers");
+
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+    let r2 = client
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .expect("readers share");
+    assert_eq!(r1.mode(), Mode::Shared);
+    assert_eq!(
+        proxy.total_requests(),
+        2,
+        "one UpdateItem per shared acquisition"
+    );
+    let mut owners = shared_owners(&client.status(&resource).await.unwrap());
+    owners.sort();
+    assert_eq!(owners, ["r1", "r2"]);
+
+    match client
+        .try_acquire_with_holder(&resource, &writer("w"))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => assert!(["r1", "r2"].contains(&holder.owner.as_str())),
+        AcquireAttempt::Acquired(lock) => panic!("a writer joined readers: {lock:?}"),
+    }
+    assert_eq!(client.release(&r1).await.unwrap(), ReleaseOutcome::Released);
+    assert!(
+        client
+            .try_acquire(&resource, &writer("w"))
+            .await
+            .unwrap()
+            .is_none(),
+        "r2 still reads"
+    );
+    assert_eq!(client.release(&r2).await.unwrap(), ReleaseOutcome::Released);
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "the last reader's release deletes the empty item"
+    );
+
+    let w = client
+        .try_acquire(&resource, &writer("w"))
+        .await
+        .unwrap()
+        .expect("free again");
+    match client
+        .try_acquire_with_holder(&resource, &reader("r3"))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => assert_eq!(holder.owner, "w"),
+        AcquireAttempt::Acquired(lock) => panic!("a reader joined a writer: {lock:?}"),
+    }
+    before_and_after(&proxy, || client.release(&w), 1).await;
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+/// Runs `call` and checks it made exactly `requests` requests.
+async fn before_and_after<F, Fut, T>(proxy: &Proxy, call: F, requests: usize) -> T
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+    T: std::fmt::Debug,
+{
+    let before = proxy.total_requests();
+    let out = call().await.unwrap();
+    assert_eq!(proxy.total_requests() - before, requests, "{out:?}");
+    out
+}
+
+#[tokio::test]
+async fn a_waiting_writer_stops_new_readers_and_gets_the_lock_when_the_readers_leave() {
+    let client = lock_client().await;
+    let resource = unique("shared/writer-preference");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+
+    let waiting = {
+        let client = client.clone();
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            client
+                .acquire(&resource, &writer("w").timeout(Duration::from_secs(60)))
+                .await
+        })
+    };
+    // The writer announces itself once it has been refused by r1.
+    loop {
+        match client.status(&resource).await.unwrap() {
+            LockStatus::Shared {
+                writer_waiting: Some(w),
+                ..
+            } => {
+                assert_eq!(w.owner, "w");
+                break;
+            }
+            LockStatus::Shared { .. } => tokio::task::yield_now().await,
+            other => panic!("r1 still reads: {other:?}"),
+        }
+    }
+    match client
+        .try_acquire_with_holder(&resource, &reader("r2"))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => {
+            assert_eq!(holder.owner, "w", "the waiting writer blocks new readers")
+        }
+        AcquireAttempt::Acquired(lock) => panic!("a reader overtook the waiting writer: {lock:?}"),
+    }
+    assert_eq!(client.release(&r1).await.unwrap(), ReleaseOutcome::Released);
+    let w = waiting
+        .await
+        .unwrap()
+        .expect("the writer gets the lock once r1 left");
+    assert_eq!(w.mode(), Mode::Exclusive);
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "w"),
+        other => panic!("{other:?}"),
+    }
+    client.release(&w).await.unwrap();
+    // The marker went with the writer's acquisition: readers are welcome again.
+    let r3 = client
+        .try_acquire(&resource, &reader("r3"))
+        .await
+        .unwrap()
+        .expect("free");
+    client.release(&r3).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_writer_that_gives_up_withdraws_its_marker() {
+    let client = lock_client().await;
+    let resource = unique("shared/writer-gives-up");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+    let err = client
+        .acquire(&resource, &writer("w").timeout(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    let status = client.status(&resource).await.unwrap();
+    assert!(
+        matches!(
+            status,
+            LockStatus::Shared {
+                writer_waiting: None,
+                ..
+            }
+        ),
+        "{status:?}"
+    );
+    let r2 = client
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .expect("readers welcome");
+    client.release(&r1).await.unwrap();
+    client.release(&r2).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_semaphore_admits_its_permits_and_reclaims_crashed_slots_in_the_same_write() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = client_with_clock(&proxy.endpoint(), clock.clone());
+    let resource = unique("semaphore/reclaim");
+
+    let a = early
+        .try_acquire(&resource, &permit("a", 2).lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("permit 1");
+    let b = early
+        .try_acquire(&resource, &permit("b", 2).lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("permit 2");
+    match late
+        .try_acquire_with_holder(&resource, &permit("c", 2))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => assert!(["a", "b"].contains(&holder.owner.as_str())),
+        AcquireAttempt::Acquired(lock) => panic!("a third permit of two: {lock:?}"),
+    }
+    // a and b crash: their leases end, for the late client's clock.
+    clock.advance(Duration::from_secs(6));
+    let before = proxy.total_requests();
+    let c = late
+        .try_acquire(&resource, &permit("c", 2))
+        .await
+        .unwrap()
+        .expect("crashed slots reclaimed");
+    assert_eq!(
+        proxy.total_requests() - before,
+        2,
+        "refused, then reclaimed in one write: no sweeper"
+    );
+    assert_eq!(shared_owners(&late.status(&resource).await.unwrap()), ["c"]);
+    let d = late
+        .try_acquire(&resource, &permit("d", 2))
+        .await
+        .unwrap()
+        .expect("the second slot is free");
+
+    // The crashed holders come back: their slots are gone, and they change nothing.
+    assert_eq!(early.release(&a).await.unwrap(), ReleaseOutcome::NotFound);
+    assert_eq!(
+        early.extend(&b, Duration::from_secs(60)).await.unwrap(),
+        ExtendOutcome::NotFound
+    );
+    let mut owners = shared_owners(&late.status(&resource).await.unwrap());
+    owners.sort();
+    assert_eq!(owners, ["c", "d"]);
+    late.release(&c).await.unwrap();
+    late.release(&d).await.unwrap();
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn a_writer_clears_crashed_readers_and_takes_the_lock() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = client_with_clock(&proxy.endpoint(), clock.clone());
+    let resource = unique("shared/crashed-readers");
+    let crashed = early
+        .try_acquire(&resource, &reader("r1").lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("free");
+    clock.advance(Duration::from_secs(6));
+    let before = proxy.total_requests();
+    let w = late
+        .try_acquire(&resource, &writer("w"))
+        .await
+        .unwrap()
+        .expect("the reader's lease ended");
+    assert_eq!(
+        proxy.total_requests() - before,
+        3,
+        "refused, cleared, acquired"
+    );
+    assert_eq!(
+        early.release(&crashed).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    match late.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "w"),
+        other => panic!("{other:?}"),
+    }
+    late.release(&w).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lapsed_writer_comes_back_to_readers_and_changes_nothing() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = client_with_clock(&endpoint(), clock.clone());
+    let resource = unique("shared/lapsed-writer");
+    let w = early
+        .try_acquire(&resource, &writer("w").lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("free");
+    clock.advance(Duration::from_secs(6));
+    let r = late
+        .try_acquire(&resource, &reader("r"))
+        .await
+        .unwrap()
+        .expect("the writer's lease ended");
+    assert_eq!(early.release(&w).await.unwrap(), ReleaseOutcome::NotFound);
+    assert_eq!(
+        early.extend(&w, Duration::from_secs(60)).await.unwrap(),
+        ExtendOutcome::NotFound
+    );
+    assert_eq!(
+        early.release_owned(&resource, "w").await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    assert_eq!(shared_owners(&late.status(&resource).await.unwrap()), ["r"]);
+    assert_eq!(late.release(&r).await.unwrap(), ReleaseOutcome::Released);
+}
+
+#[tokio::test]
+async fn a_shared_acquisition_whose_answer_was_lost_is_one_holder_not_two() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("shared/lost-answer");
+    // A semaphore of one: the retry is refused by the first attempt's own entry.
+    proxy.drop_next_answer("UpdateItem");
+    let lock = client
+        .try_acquire(&resource, &permit("a", 1))
+        .await
+        .unwrap()
+        .expect("the first attempt's entry is ours: acquired");
+    assert_eq!(proxy.counts("UpdateItem").dropped, 1);
+    assert_eq!(
+        shared_owners(&client.status(&resource).await.unwrap()),
+        ["a"]
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn a_shared_acquisition_dropped_mid_request_leaves_no_holder() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("shared/dropped");
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let attempt = {
+        let client = client.clone();
+        let resource = resource.clone();
+        tokio::spawn(async move { client.try_acquire(&resource, &reader("r")).await })
+    };
+    answer.applied().await;
+    attempt.abort();
+    let _ = attempt.await;
+    answer.drop_it();
+    client.flush().await;
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn an_extension_of_a_shared_hold_never_shortens_it_and_a_late_one_is_refused() {
+    let client = lock_client().await;
+    let resource = unique("shared/extend");
+    let r = client
+        .try_acquire(&resource, &reader("r"))
+        .await
+        .unwrap()
+        .expect("free");
+    let ExtendOutcome::Extended(long) = client.extend(&r, Duration::from_secs(600)).await.unwrap()
+    else {
+        panic!("extend")
+    };
+    assert!(long.expires_at() > r.expires_at());
+    // An earlier, shorter extension applied late leaves the stored end.
+    let ExtendOutcome::Extended(short) = client.extend(&r, Duration::from_secs(30)).await.unwrap()
+    else {
+        panic!("extend")
+    };
+    assert_eq!(short.expires_at(), long.expires_at());
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Shared { holders, .. } => assert_eq!(holders[0].expires_at, long.expires_at()),
+        other => panic!("{other:?}"),
+    }
+    client.release(&r).await.unwrap();
+    assert_eq!(
+        client.extend(&r, Duration::from_secs(30)).await.unwrap(),
+        ExtendOutcome::NotFound
+    );
+    assert_eq!(client.release(&r).await.unwrap(), ReleaseOutcome::NotFound);
+}
+
+#[tokio::test]
+async fn a_shared_guard_extends_its_own_entry_and_releases_it_on_drop() {
+    let client = lock_client().await;
+    let resource = unique("shared/guard");
+    let opts = reader("g").lease(Duration::from_millis(300));
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    let other = client.lock(&resource, &reader("h")).await.unwrap();
+    // Outlive several leases: the heartbeat keeps the entry alive.
+    let first = guard.lock().expect("held").expires_at();
+    loop {
+        let now = guard.lock().expect("held").expires_at();
+        if now > first + chrono::TimeDelta::milliseconds(600) {
+            break;
+        }
+        tokio::task::yield_now().await;
+        assert!(guard.is_held());
+    }
+    let mut owners = shared_owners(&client.status(&resource).await.unwrap());
+    owners.sort();
+    assert_eq!(owners, ["g", "h"]);
+    drop(guard);
+    client.flush().await;
+    assert_eq!(
+        shared_owners(&client.status(&resource).await.unwrap()),
+        ["h"]
+    );
+    let outcome = client
+        .with_lock(&resource, &reader("k"), |_| async { Ok::<_, Error>(7) })
+        .await
+        .unwrap();
+    assert_eq!(outcome, 7);
+    assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn options_shared_holds_do_not_take_are_refused_before_any_request() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let resource = unique("shared/refused-options");
+    let cases: Vec<(AcquireOptions, InvalidInput)> = vec![
+        (
+            AcquireOptions::new().permits(0),
+            InvalidInput::Permits { permits: 0 },
+        ),
+        (
+            AcquireOptions::new().permits(101),
+            InvalidInput::Permits { permits: 101 },
+        ),
+        (
+            AcquireOptions::new().permits(3).mode(Mode::Exclusive),
+            InvalidInput::NotForMode {
+                field: "permits",
+                mode: Mode::Exclusive,
+            },
+        ),
+        (
+            AcquireOptions::new().mode(Mode::Shared).fencing(true),
+            InvalidInput::NotForMode {
+                field: "fencing",
+                mode: Mode::Shared,
+            },
+        ),
+        (
+            AcquireOptions::new().mode(Mode::Shared).idempotent(true),
+            InvalidInput::NotForMode {
+                field: "idempotent",
+                mode: Mode::Shared,
+            },
+        ),
+        (
+            AcquireOptions::new().mode(Mode::Shared).data("x"),
+            InvalidInput::NotForMode {
+                field: "data",
+                mode: Mode::Shared,
+            },
+        ),
+    ];
+    for (opts, expected) in cases {
+        match client.try_acquire(&resource, &opts).await {
+            Err(Error::InvalidInput(found)) => {
+                assert_eq!(found, expected);
+                assert_eq!(found.field(), expected.field());
+            }
+            other => panic!("{opts:?}: {other:?}"),
+        }
+    }
+    assert_eq!(proxy.total_requests(), 0);
+}
