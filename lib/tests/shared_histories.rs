@@ -1,0 +1,226 @@
+//! Concurrency invariants of shared and exclusive holds and of a semaphore, checked on recorded
+//! histories: workers with clients of their own (behind one fault-injecting proxy that drops
+//! answers after applying the request, and throttles) take, extend, release, abandon (a crash),
+//! cancel the release of, and guard holds on one read-write resource and one semaphore, each at
+//! random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
+//! clock, from its acquisition's answer to the earlier of its release's send and its lease end:
+//! inside the true hold, so any overlap found is a real one. Then:
+//!
+//! - no exclusive interval overlaps any other interval on the resource;
+//! - at no moment are more than `PERMITS` semaphore intervals open.
+//!
+//! `SHARED_HISTORY_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
+
+use ddb_lock::{AcquireOptions, ExtendOutcome, LockClient, Mode};
+use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock_test_kit::{builder, endpoint, lock_client, quickly_retrying_dynamodb, unique};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::{Duration, Instant};
+
+const WORKERS: usize = 6;
+const STEPS: usize = 16;
+const PERMITS: u32 = 2;
+const SEEDS: std::ops::Range<u64> = 0..3;
+/// Short, so that abandoned holds end within the test and extensions race their leases.
+const LEASE: Duration = Duration::from_millis(250);
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Exclusive,
+    Shared,
+    Permit,
+}
+
+/// One recorded hold.
+#[derive(Debug, Clone)]
+struct Interval {
+    worker: usize,
+    kind: Kind,
+    start: Instant,
+    end: Instant,
+}
+
+fn seeds() -> std::ops::Range<u64> {
+    match std::env::var("SHARED_HISTORY_SEEDS") {
+        Ok(spec) => match spec.split_once("..") {
+            Some((a, b)) => a.parse().expect("seed")..b.parse().expect("seed"),
+            None => {
+                let seed: u64 = spec.parse().expect("seed");
+                seed..seed + 1
+            }
+        },
+        Err(_) => SEEDS,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_histories_of_shared_exclusive_and_semaphore_holds_keep_the_invariants() {
+    lock_client().await; // the table
+    for seed in seeds() {
+        let proxy = Proxy::start(&endpoint()).await;
+        proxy.set_faults(Faults {
+            drop_every: 9,
+            throttle_every: 13,
+            ..Faults::default()
+        });
+        let rw = unique("history/rw");
+        let sem = unique("history/semaphore");
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|worker| {
+                let client = builder(quickly_retrying_dynamodb(&proxy.endpoint()))
+                    .build()
+                    .expect("valid settings");
+                let (rw, sem) = (rw.clone(), sem.clone());
+                let rng = StdRng::seed_from_u64(seed * 1000 + worker as u64);
+                tokio::spawn(async move { run_worker(worker, client, rng, &rw, &sem).await })
+            })
+            .collect();
+        let mut history = Vec::new();
+        for worker in workers {
+            history.extend(worker.await.expect("worker"));
+        }
+        check(seed, &history);
+        assert!(
+            history.iter().any(|i| i.kind == Kind::Exclusive)
+                && history.iter().any(|i| i.kind == Kind::Shared)
+                && history.iter().filter(|i| i.kind == Kind::Permit).count() > 1,
+            "seed {seed}: the history exercised every kind: {history:?}"
+        );
+    }
+}
+
+async fn run_worker(
+    worker: usize,
+    client: LockClient,
+    mut rng: StdRng,
+    rw: &str,
+    sem: &str,
+) -> Vec<Interval> {
+    let mut history = Vec::new();
+    for _ in 0..STEPS {
+        let kind = match rng.random_range(0..3) {
+            0 => Kind::Exclusive,
+            1 => Kind::Shared,
+            _ => Kind::Permit,
+        };
+        let base = AcquireOptions::new()
+            .owner(format!("worker-{worker}"))
+            .lease(LEASE)
+            .timeout(TIMEOUT);
+        let (resource, opts) = match kind {
+            Kind::Exclusive => (rw, base),
+            Kind::Shared => (rw, base.mode(Mode::Shared)),
+            Kind::Permit => (sem, base.permits(PERMITS)),
+        };
+        if rng.random_bool(0.2) {
+            // A guard: extended in the background, dropped (released in the background).
+            let Ok(guard) = client.lock(resource, &opts).await else {
+                continue;
+            };
+            let start = Instant::now();
+            work(&mut rng).await;
+            let end = if guard.is_held() {
+                Instant::now()
+            } else {
+                start
+            };
+            drop(guard);
+            history.push(Interval {
+                worker,
+                kind,
+                start,
+                end,
+            });
+            continue;
+        }
+        let Ok(lock) = client.acquire(resource, &opts).await else {
+            continue; // timed out, or an error after the SDK's retries: nothing held
+        };
+        let start = Instant::now();
+        let mut valid_until = lock.valid_until();
+        work(&mut rng).await;
+        if rng.random_bool(0.3) {
+            match client.extend(&lock, LEASE).await {
+                Ok(ExtendOutcome::Extended(extended)) => valid_until = extended.valid_until(),
+                _ => {
+                    let end = valid_until.min(Instant::now());
+                    history.push(Interval {
+                        worker,
+                        kind,
+                        start,
+                        end,
+                    });
+                    continue;
+                }
+            }
+            work(&mut rng).await;
+        }
+        let end = valid_until.min(Instant::now());
+        match rng.random_range(0..10) {
+            // A crash: the hold stands until its lease ends.
+            0 => history.push(Interval {
+                worker,
+                kind,
+                start,
+                end: valid_until,
+            }),
+            // A release cancelled at its first await.
+            1 => {
+                let _ = tokio::time::timeout(Duration::ZERO, client.release(&lock)).await;
+                history.push(Interval {
+                    worker,
+                    kind,
+                    start,
+                    end,
+                });
+            }
+            _ => {
+                let _ = client.release(&lock).await;
+                history.push(Interval {
+                    worker,
+                    kind,
+                    start,
+                    end,
+                });
+            }
+        }
+    }
+    client.flush().await;
+    history
+}
+
+/// A few milliseconds of work (not synchronisation: nothing waits for anything).
+async fn work(rng: &mut StdRng) {
+    tokio::time::sleep(Duration::from_millis(rng.random_range(0..8))).await;
+}
+
+fn check(seed: u64, history: &[Interval]) {
+    let overlaps = |a: &Interval, b: &Interval| a.start < b.end && b.start < a.end;
+    let rw: Vec<&Interval> = history.iter().filter(|i| i.kind != Kind::Permit).collect();
+    for (i, a) in rw.iter().enumerate() {
+        for b in &rw[i + 1..] {
+            let exclusive = a.kind == Kind::Exclusive || b.kind == Kind::Exclusive;
+            assert!(
+                !(exclusive && overlaps(a, b)),
+                "seed {seed}: an exclusive hold overlapped another: {a:?} and {b:?}"
+            );
+        }
+    }
+    let mut events: Vec<(Instant, i32)> = history
+        .iter()
+        .filter(|i| i.kind == Kind::Permit && i.start < i.end)
+        .flat_map(|i| [(i.start, 1), (i.end, -1)])
+        .collect();
+    // Ends before starts at the same instant: touching intervals do not overlap.
+    events.sort_by_key(|&(at, delta)| (at, delta));
+    let mut open = 0;
+    for (at, delta) in events {
+        open += delta;
+        assert!(
+            open <= PERMITS as i32,
+            "seed {seed}: {open} semaphore holds at {at:?}, over {PERMITS} permits"
+        );
+    }
+}
