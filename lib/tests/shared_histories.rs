@@ -204,7 +204,9 @@ fn check(seed: u64, history: &[Interval]) {
             let exclusive = a.kind == Kind::Exclusive || b.kind == Kind::Exclusive;
             assert!(
                 !(exclusive && overlaps(a, b)),
-                "seed {seed}: an exclusive hold overlapped another: {a:?} and {b:?}"
+                "seed {seed}: an exclusive hold of worker {} overlapped one of worker {}: {a:?} and {b:?}",
+                a.worker,
+                b.worker
             );
         }
     }
