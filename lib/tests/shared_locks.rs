@@ -522,3 +522,33 @@ async fn options_shared_holds_do_not_take_are_refused_before_any_request() {
     }
     assert_eq!(proxy.total_requests(), 0);
 }
+
+#[tokio::test]
+async fn a_keeping_client_keeps_the_item_and_its_payload_through_shared_holds() {
+    lock_client().await;
+    let client = builder(dynamodb())
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("shared/kept");
+    assert!(client
+        .create_lock_item(&resource, Some(b"config v3"))
+        .await
+        .unwrap());
+    let r = client
+        .try_acquire(&resource, &reader("r").only_if_exists(true))
+        .await
+        .unwrap()
+        .expect("the kept item is free");
+    assert_eq!(client.release(&r).await.unwrap(), ReleaseOutcome::Released);
+    let item = raw_item(&resource).await.expect("kept");
+    assert!(!item.contains_key("Shared"), "{item:?}");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    let w = client
+        .try_acquire(&resource, &writer("w").only_if_exists(true))
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(w.data(), Some(&b"config v3"[..]));
+    client.release(&w).await.unwrap();
+}
