@@ -6,7 +6,7 @@
 //! readers below give durations, instants, lock ids and cursors their checks and messages.
 
 use chrono::{DateTime, TimeZone, Utc};
-use ddb_lock::{CleanupCursor, LockId};
+use ddb_lock::{CleanupCursor, LockId, Mode};
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -95,6 +95,10 @@ pub struct NewLock {
     pub fencing: bool,
     /// Whether the lock is taken only on a lock item that exists already.
     pub only_if_exists: bool,
+    /// Exclusive (the default) or shared.
+    pub mode: Mode,
+    /// A semaphore's permits (shared).
+    pub permits: Option<u32>,
 }
 
 /// Fields identifying a held lock.
@@ -106,6 +110,8 @@ pub struct HeldLock {
     pub owner: String,
     /// The `lock_id` returned by acquire.
     pub lock_id: LockId,
+    /// The `mode` returned by acquire (exclusive when absent).
+    pub mode: Mode,
 }
 
 /// What is wrong with an event.
@@ -218,6 +224,10 @@ enum Event {
         fencing: bool,
         #[serde(default, deserialize_with = "flag")]
         only_if_exists: bool,
+        #[serde(default, deserialize_with = "mode")]
+        mode: Option<Mode>,
+        #[serde(default)]
+        permits: Option<u32>,
     },
     TryAcquire {
         resource: String,
@@ -230,12 +240,18 @@ enum Event {
         fencing: bool,
         #[serde(default, deserialize_with = "flag")]
         only_if_exists: bool,
+        #[serde(default, deserialize_with = "mode")]
+        mode: Option<Mode>,
+        #[serde(default)]
+        permits: Option<u32>,
     },
     Release {
         resource: String,
         owner: String,
         #[serde(deserialize_with = "lock_id")]
         lock_id: LockId,
+        #[serde(default, deserialize_with = "mode")]
+        mode: Option<Mode>,
         /// Absent: keep the data; `null`: remove it.
         #[serde(default, deserialize_with = "replacement")]
         data: Option<Option<String>>,
@@ -252,6 +268,8 @@ enum Event {
         owner: String,
         #[serde(deserialize_with = "lock_id")]
         lock_id: LockId,
+        #[serde(default, deserialize_with = "mode")]
+        mode: Option<Mode>,
         #[serde(default, deserialize_with = "duration")]
         lease_ms: Option<Duration>,
         /// Absent: keep the data; `null`: remove it.
@@ -281,6 +299,8 @@ impl Event {
                 data,
                 fencing,
                 only_if_exists,
+                mode,
+                permits,
             } => Request::Acquire {
                 lock: NewLock {
                     resource,
@@ -289,6 +309,8 @@ impl Event {
                     data,
                     fencing,
                     only_if_exists,
+                    mode: acquired_mode(mode, permits),
+                    permits,
                 },
                 wait: wait_ms,
             },
@@ -299,6 +321,8 @@ impl Event {
                 data,
                 fencing,
                 only_if_exists,
+                mode,
+                permits,
             } => Request::TryAcquire {
                 lock: NewLock {
                     resource,
@@ -307,18 +331,22 @@ impl Event {
                     data,
                     fencing,
                     only_if_exists,
+                    mode: acquired_mode(mode, permits),
+                    permits,
                 },
             },
             Event::Release {
                 resource,
                 owner,
                 lock_id,
+                mode,
                 data,
             } => Request::Release {
                 lock: HeldLock {
                     resource,
                     owner,
                     lock_id,
+                    mode: mode.unwrap_or_default(),
                 },
                 data,
             },
@@ -336,6 +364,7 @@ impl Event {
                 resource,
                 owner,
                 lock_id,
+                mode,
                 lease_ms,
                 data,
             } => Request::Extend {
@@ -343,6 +372,7 @@ impl Event {
                     resource,
                     owner,
                     lock_id,
+                    mode: mode.unwrap_or_default(),
                 },
                 lease: lease_ms,
                 data,
@@ -445,6 +475,26 @@ fn replacement<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
     json_text(d).map(Some)
 }
 
+/// `exclusive` or `shared`; `null` is none.
+fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+    let Some(mode) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    mode.parse()
+        .map(Some)
+        .map_err(|_| de::Error::invalid_value(Unexpected::Str(&mode), &"`exclusive` or `shared`"))
+}
+
+/// The mode of an acquisition: as the event says, else shared for a semaphore (`permits`),
+/// else exclusive. An explicit `exclusive` with `permits` is refused by the library.
+fn acquired_mode(mode: Option<Mode>, permits: Option<u32>) -> Mode {
+    mode.unwrap_or(if permits.is_some() {
+        Mode::Shared
+    } else {
+        Mode::Exclusive
+    })
+}
+
 fn lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<LockId, D::Error> {
     let id = String::deserialize(d)?;
     LockId::parse(&id).map_err(|_| {
@@ -493,7 +543,7 @@ mod tests {
         let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
         let acquire = parse(&json!({"op": "acquire", "resource": "r", "owner": "o",
             "lease_ms": 1500, "wait_ms": 0, "data": {"step": 1}, "fencing": true,
-            "only_if_exists": true}))
+            "only_if_exists": true, "mode": "shared", "permits": 3}))
         .unwrap();
         assert_eq!(
             acquire,
@@ -505,6 +555,8 @@ mod tests {
                     data: Some(r#"{"step":1}"#.into()),
                     fencing: true,
                     only_if_exists: true,
+                    mode: Mode::Shared,
+                    permits: Some(3),
                 },
                 wait: Some(Duration::ZERO),
             }

@@ -8,7 +8,9 @@ use crate::response::{
     CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, Response, StatusResponse,
 };
 use chrono::{DateTime, Utc};
-use ddb_lock::{AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, ReleaseOutcome};
+use ddb_lock::{
+    AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode, ReleaseOutcome,
+};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::sync::Arc;
@@ -339,11 +341,17 @@ fn release_answer(
 /// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an
 /// Acquire state gets back the lock its execution already holds.
 fn acquire_options(lock: &NewLock) -> AcquireOptions {
+    // Shared holds are not handed back to their owner: a retried shared acquisition whose answer
+    // was lost takes a second hold, which ends with its lease.
     let mut opts = AcquireOptions::new()
         .owner(&lock.owner)
-        .idempotent(true)
+        .idempotent(lock.mode == Mode::Exclusive)
         .fencing(lock.fencing)
         .only_if_exists(lock.only_if_exists);
+    if let Some(permits) = lock.permits {
+        opts = opts.permits(permits);
+    }
+    opts = opts.mode(lock.mode);
     if let Some(lease) = lock.lease {
         opts = opts.lease(lease);
     }
@@ -354,7 +362,7 @@ fn acquire_options(lock: &NewLock) -> AcquireOptions {
 }
 
 fn handle(lock: &HeldLock) -> LockHandle {
-    LockHandle::new(&lock.resource, &lock.owner, lock.lock_id)
+    LockHandle::new(&lock.resource, &lock.owner, lock.lock_id).with_mode(lock.mode)
 }
 
 fn now_ms() -> i64 {

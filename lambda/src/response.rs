@@ -1,6 +1,6 @@
 //! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
 
-use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock};
+use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, Mode};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -31,6 +31,9 @@ pub struct LockResponse {
     /// (`DDB_LOCK_DELETE_ON_RELEASE=false`), what the previous holder left.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// `shared` for a shared hold (pass it to `release` and `extend`); absent when exclusive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
 }
 
 impl LockResponse {
@@ -45,6 +48,7 @@ impl LockResponse {
             waited_ms: None,
             attempts: None,
             data: lock.data().map(payload),
+            mode: (lock.mode() == Mode::Shared).then_some(Mode::Shared.as_str()),
         }
     }
 }

@@ -83,7 +83,7 @@ pub use global_tables::GlobalTables;
 pub use guard::{LockGuard, LockWatch};
 pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};
-pub use mode::Mode;
+pub use mode::{Mode, UnknownMode};
 pub use ops::cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use options::AcquireOptions;
 pub use outcome::{

@@ -2,6 +2,7 @@
 //! reader of a read-write lock, or one permit of a semaphore).
 
 use std::fmt;
+use std::str::FromStr;
 
 /// How a lock is held: alone, or alongside other shared holders.
 ///
@@ -37,6 +38,33 @@ impl Mode {
         match self {
             Mode::Exclusive => "exclusive",
             Mode::Shared => "shared",
+        }
+    }
+}
+
+/// A mode name other than `exclusive` or `shared`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a mode: `exclusive` or `shared`")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+
+    /// Reads a mode as [`as_str`](Mode::as_str) writes it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::Mode;
+    ///
+    /// assert_eq!("shared".parse::<Mode>().unwrap(), Mode::Shared);
+    /// assert!("read".parse::<Mode>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "exclusive" => Ok(Mode::Exclusive),
+            "shared" => Ok(Mode::Shared),
+            other => Err(UnknownMode(other.to_owned())),
         }
     }
 }

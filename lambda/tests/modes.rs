@@ -1,0 +1,143 @@
+//! Shared holds and semaphores through the handler: `mode` and `permits` on acquire, `mode` on
+//! release and extend (as acquire returned it), `status` listing the shared holders, and the
+//! error names of a refusal and of options a mode does not take.
+
+mod common;
+
+use common::{error_name, handler, invalid_field, invoke};
+use ddb_lock_test_kit::unique;
+use serde_json::{json, Value};
+
+async fn acquire_shared(
+    handler: &ddb_lock_lambda::Handler,
+    resource: &str,
+    owner: &str,
+    permits: Option<u32>,
+) -> Value {
+    let mut event =
+        json!({"op": "try_acquire", "resource": resource, "owner": owner, "mode": "shared"});
+    if let Some(permits) = permits {
+        event["permits"] = json!(permits);
+    }
+    invoke(handler, event).await.unwrap()
+}
+
+#[tokio::test]
+async fn readers_share_a_lock_status_lists_them_and_a_writer_is_refused_until_they_leave() {
+    let handler = handler().await;
+    let resource = unique("h-shared");
+    let r1 = acquire_shared(&handler, &resource, "r1", None).await;
+    let r2 = acquire_shared(&handler, &resource, "r2", None).await;
+    assert_eq!(r1["mode"], "shared");
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], true);
+    assert_eq!(status["mode"], "shared");
+    let mut owners: Vec<&str> = status["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["owner"].as_str().unwrap())
+        .collect();
+    owners.sort_unstable();
+    assert_eq!(owners, ["r1", "r2"]);
+
+    let writer = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "w"}),
+    )
+    .await;
+    assert_eq!(error_name(writer), "LockHeld");
+
+    let extended = invoke(
+        &handler,
+        json!({"op": "extend", "resource": resource, "owner": "r1", "lock_id": r1["lock_id"],
+            "mode": "shared", "lease_ms": 60000}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(extended["mode"], "shared");
+    for (owner, lock) in [("r1", &r1), ("r2", &r2)] {
+        let released = invoke(
+            &handler,
+            json!({"op": "release", "resource": resource, "owner": owner,
+                "lock_id": lock["lock_id"], "mode": "shared"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(released["released"], true, "{released}");
+    }
+    let writer = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "w"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        writer.get("mode").is_none(),
+        "exclusive answers are unchanged: {writer}"
+    );
+}
+
+#[tokio::test]
+async fn a_semaphore_admits_its_permits_and_names_the_holder_of_a_refusal() {
+    let handler = handler().await;
+    let resource = unique("h-semaphore");
+    acquire_shared(&handler, &resource, "a", Some(2)).await;
+    acquire_shared(&handler, &resource, "b", Some(2)).await;
+    let third = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "c", "mode": "shared", "permits": 2}),
+    )
+    .await;
+    assert_eq!(error_name(third), "LockHeld");
+}
+
+#[tokio::test]
+async fn a_release_without_the_shared_mode_finds_no_exclusive_lock() {
+    let handler = handler().await;
+    let resource = unique("h-shared-release-mode");
+    let r = acquire_shared(&handler, &resource, "r", None).await;
+    let released = invoke(
+        &handler,
+        json!({"op": "release", "resource": resource, "owner": "r", "lock_id": r["lock_id"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(released["released"], false, "{released}");
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["mode"], "shared", "the shared hold stands: {status}");
+}
+
+#[tokio::test]
+async fn modes_and_permits_are_checked_and_named() {
+    let handler = handler().await;
+    let resource = unique("h-modes-bad");
+    let bad = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o", "mode": "read"}),
+    )
+    .await;
+    assert_eq!(invalid_field(bad), "mode");
+    let bad = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o", "permits": 0, "mode": "shared"}),
+    )
+    .await;
+    assert_eq!(invalid_field(bad), "permits");
+    let bad = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o", "permits": 2, "mode": "exclusive"}),
+    )
+    .await;
+    assert_eq!(invalid_field(bad), "permits");
+    let bad = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o", "mode": "shared", "fencing": true}),
+    )
+    .await;
+    assert_eq!(invalid_field(bad), "fencing");
+}
