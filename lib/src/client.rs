@@ -49,7 +49,7 @@ use tokio::time::Instant;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LockClient {
-    settings: Arc<Settings>,
+    pub(crate) settings: Arc<Settings>,
 }
 
 /// Validated configuration, shared by clones of a client: the table the operations work on, and
@@ -342,7 +342,7 @@ impl LockClient {
     }
 
     /// The validated acquisition request of `opts`, with this client's defaults.
-    fn request<'a>(
+    pub(crate) fn request<'a>(
         &'a self,
         resource: &'a str,
         opts: &'a AcquireOptions,

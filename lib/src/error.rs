@@ -239,6 +239,23 @@ pub enum InvalidInput {
         /// The mode asked for.
         mode: crate::Mode,
     },
+    /// A lock set without members.
+    #[error("`resources` must name at least one resource")]
+    EmptySet,
+    /// A lock set with more distinct resources than one transaction can write.
+    #[error("`resources` names {count} distinct resources, over the limit of {max} (one DynamoDB transaction)")]
+    TooManyMembers {
+        /// Distinct resources named.
+        count: usize,
+        /// The most a set can hold.
+        max: usize,
+    },
+    /// An option lock sets do not offer yet.
+    #[error("`{field}` cannot be used with a lock set")]
+    NotForSets {
+        /// The option.
+        field: &'static str,
+    },
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -267,7 +284,9 @@ impl InvalidInput {
             | InvalidInput::NegativeDuration { field, .. }
             | InvalidInput::NameTaken { field, .. }
             | InvalidInput::KeysOverlap { field }
-            | InvalidInput::NotForMode { field, .. } => field,
+            | InvalidInput::NotForMode { field, .. }
+            | InvalidInput::NotForSets { field } => field,
+            InvalidInput::EmptySet | InvalidInput::TooManyMembers { .. } => "resources",
             InvalidInput::Permits { .. } => "permits",
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",

@@ -147,7 +147,12 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    fn start(client: &LockClient, lock: Lock, lease: Duration, heartbeat: Duration) -> Self {
+    pub(crate) fn start(
+        client: &LockClient,
+        lock: Lock,
+        lease: Duration,
+        heartbeat: Duration,
+    ) -> Self {
         let lock_id = lock.lock_id();
         let (sender, receiver) = watch::channel(State::Held(lock));
         let state = Arc::new(sender);
@@ -628,7 +633,10 @@ impl LockClient {
     }
 
     /// The lease a guard extends by and how often, validated before anything is acquired.
-    fn guard_timing(&self, opts: &AcquireOptions) -> Result<(Duration, Duration), InvalidInput> {
+    pub(crate) fn guard_timing(
+        &self,
+        opts: &AcquireOptions,
+    ) -> Result<(Duration, Duration), InvalidInput> {
         let lease = limits::lease(opts.lease_duration().unwrap_or(self.default_lease()))?;
         let heartbeat = opts.heartbeat_period().unwrap_or(lease / 3);
         limits::duration("heartbeat", heartbeat, MIN_LEASE)?;

@@ -31,6 +31,9 @@ pub const MAX_DATA_BYTES: usize = 16 * 1024;
 /// request within DynamoDB's limits.
 pub const MAX_SHARED_HOLDERS: u32 = 100;
 
+/// Most resources in one lock set: the items one `TransactWriteItems` can write.
+pub const MAX_SET_MEMBERS: usize = 100;
+
 /// Shortest lease: timestamps have millisecond precision.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);
 

@@ -1,17 +1,18 @@
-//! Concurrency invariants of shared and exclusive holds and of a semaphore, checked on recorded
-//! histories: workers with clients of their own (behind one fault-injecting proxy that drops
-//! answers after applying the request, and throttles) take, extend, release, abandon (a crash),
-//! cancel the release of, and guard holds on one read-write resource and one semaphore, each at
-//! random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
+//! Concurrency invariants of shared and exclusive holds, lock sets and a semaphore, checked on
+//! recorded histories: workers with clients of their own (behind one fault-injecting proxy that
+//! drops answers after applying the request, and throttles) take, extend, release, abandon (a
+//! crash), cancel the release of, and guard holds on two read-write resources (singly, or both as
+//! a lock set in random modes) and one semaphore, each at random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
 //! clock, from its acquisition's answer to the earlier of its release's send and its lease end:
 //! inside the true hold, so any overlap found is a real one. Then:
 //!
-//! - no exclusive interval overlaps any other interval on the resource;
+//! - no exclusive interval overlaps any other interval on its resource (a set's members are
+//!   recorded one interval each);
 //! - at no moment are more than `PERMITS` semaphore intervals open.
 //!
 //! `SHARED_HISTORY_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
 
-use ddb_lock::{AcquireOptions, ExtendOutcome, LockClient, Mode};
+use ddb_lock::{AcquireOptions, ExtendOutcome, Lock, LockClient, Mode};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
 use ddb_lock_test_kit::{builder, endpoint, lock_client, quickly_retrying_dynamodb, unique};
 use rand::rngs::StdRng;
@@ -33,10 +34,20 @@ enum Kind {
     Permit,
 }
 
+impl Kind {
+    fn of(mode: Mode) -> Kind {
+        match mode {
+            Mode::Exclusive => Kind::Exclusive,
+            Mode::Shared => Kind::Shared,
+        }
+    }
+}
+
 /// One recorded hold.
 #[derive(Debug, Clone)]
 struct Interval {
     worker: usize,
+    resource: String,
     kind: Kind,
     start: Instant,
     end: Instant,
@@ -66,15 +77,16 @@ async fn random_histories_of_shared_exclusive_and_semaphore_holds_keep_the_invar
             ..Faults::default()
         });
         let rw = unique("history/rw");
+        let rw2 = unique("history/rw2");
         let sem = unique("history/semaphore");
         let workers: Vec<_> = (0..WORKERS)
             .map(|worker| {
                 let client = builder(quickly_retrying_dynamodb(&proxy.endpoint()))
                     .build()
                     .expect("valid settings");
-                let (rw, sem) = (rw.clone(), sem.clone());
+                let resources = [rw.clone(), rw2.clone(), sem.clone()];
                 let rng = StdRng::seed_from_u64(seed * 1000 + worker as u64);
-                tokio::spawn(async move { run_worker(worker, client, rng, &rw, &sem).await })
+                tokio::spawn(async move { run_worker(worker, client, rng, &resources).await })
             })
             .collect();
         let mut history = Vec::new();
@@ -88,6 +100,10 @@ async fn random_histories_of_shared_exclusive_and_semaphore_holds_keep_the_invar
                 && history.iter().filter(|i| i.kind == Kind::Permit).count() > 1,
             "seed {seed}: the history exercised every kind: {history:?}"
         );
+        assert!(
+            history.iter().any(|i| i.resource == rw2),
+            "seed {seed}: the history took lock sets"
+        );
     }
 }
 
@@ -95,20 +111,51 @@ async fn run_worker(
     worker: usize,
     client: LockClient,
     mut rng: StdRng,
-    rw: &str,
-    sem: &str,
+    [rw, rw2, sem]: &[String; 3],
 ) -> Vec<Interval> {
     let mut history = Vec::new();
     for _ in 0..STEPS {
+        let base = AcquireOptions::new()
+            .owner(format!("worker-{worker}"))
+            .lease(LEASE)
+            .timeout(TIMEOUT);
+        let record = |history: &mut Vec<Interval>, lock: &Lock, kind, start, end| {
+            history.push(Interval {
+                worker,
+                resource: lock.resource().to_owned(),
+                kind,
+                start,
+                end,
+            });
+        };
+        if rng.random_bool(0.25) {
+            // Both read-write resources as one set, each in a random mode.
+            let modes = [random_mode(&mut rng), random_mode(&mut rng)];
+            let members = [(rw.as_str(), modes[0]), (rw2.as_str(), modes[1])];
+            let Ok(set) = client.acquire_set(&members, &base).await else {
+                continue;
+            };
+            let start = Instant::now();
+            work(&mut rng).await;
+            let crashed = rng.random_bool(0.1);
+            for lock in set.locks() {
+                let end = if crashed {
+                    lock.valid_until()
+                } else {
+                    lock.valid_until().min(Instant::now())
+                };
+                record(&mut history, lock, Kind::of(lock.mode()), start, end);
+            }
+            if !crashed {
+                client.release_set(&set).await;
+            }
+            continue;
+        }
         let kind = match rng.random_range(0..3) {
             0 => Kind::Exclusive,
             1 => Kind::Shared,
             _ => Kind::Permit,
         };
-        let base = AcquireOptions::new()
-            .owner(format!("worker-{worker}"))
-            .lease(LEASE)
-            .timeout(TIMEOUT);
         let (resource, opts) = match kind {
             Kind::Exclusive => (rw, base),
             Kind::Shared => (rw, base.mode(Mode::Shared)),
@@ -126,13 +173,10 @@ async fn run_worker(
             } else {
                 start
             };
+            if let Some(lock) = guard.lock() {
+                record(&mut history, &lock, kind, start, end);
+            }
             drop(guard);
-            history.push(Interval {
-                worker,
-                kind,
-                start,
-                end,
-            });
             continue;
         }
         let Ok(lock) = client.acquire(resource, &opts).await else {
@@ -146,12 +190,7 @@ async fn run_worker(
                 Ok(ExtendOutcome::Extended(extended)) => valid_until = extended.valid_until(),
                 _ => {
                     let end = valid_until.min(Instant::now());
-                    history.push(Interval {
-                        worker,
-                        kind,
-                        start,
-                        end,
-                    });
+                    record(&mut history, &lock, kind, start, end);
                     continue;
                 }
             }
@@ -160,35 +199,28 @@ async fn run_worker(
         let end = valid_until.min(Instant::now());
         match rng.random_range(0..10) {
             // A crash: the hold stands until its lease ends.
-            0 => history.push(Interval {
-                worker,
-                kind,
-                start,
-                end: valid_until,
-            }),
+            0 => record(&mut history, &lock, kind, start, valid_until),
             // A release cancelled at its first await.
             1 => {
                 let _ = tokio::time::timeout(Duration::ZERO, client.release(&lock)).await;
-                history.push(Interval {
-                    worker,
-                    kind,
-                    start,
-                    end,
-                });
+                record(&mut history, &lock, kind, start, end);
             }
             _ => {
                 let _ = client.release(&lock).await;
-                history.push(Interval {
-                    worker,
-                    kind,
-                    start,
-                    end,
-                });
+                record(&mut history, &lock, kind, start, end);
             }
         }
     }
     client.flush().await;
     history
+}
+
+fn random_mode(rng: &mut StdRng) -> Mode {
+    if rng.random_bool(0.5) {
+        Mode::Exclusive
+    } else {
+        Mode::Shared
+    }
 }
 
 /// A few milliseconds of work (not synchronisation: nothing waits for anything).
@@ -200,7 +232,7 @@ fn check(seed: u64, history: &[Interval]) {
     let overlaps = |a: &Interval, b: &Interval| a.start < b.end && b.start < a.end;
     let rw: Vec<&Interval> = history.iter().filter(|i| i.kind != Kind::Permit).collect();
     for (i, a) in rw.iter().enumerate() {
-        for b in &rw[i + 1..] {
+        for b in rw[i + 1..].iter().filter(|b| b.resource == a.resource) {
             let exclusive = a.kind == Kind::Exclusive || b.kind == Kind::Exclusive;
             assert!(
                 !(exclusive && overlaps(a, b)),

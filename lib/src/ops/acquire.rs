@@ -309,7 +309,7 @@ pub(crate) fn acquired(table: &LockTable, lock: Lock) -> Attempt {
 
 /// This client has taken `lock`: it no longer waits on the resource, and its waiters know who
 /// holds it.
-fn took(table: &LockTable, lock: Lock) -> Lock {
+pub(crate) fn took(table: &LockTable, lock: Lock) -> Lock {
     // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
     if table.takeover == TakeoverRule::ObservedLease {
         table.observations.forget(lock.resource());
@@ -403,7 +403,7 @@ pub(crate) async fn refused(
 
 /// The shared holders of a lock item that refused an exclusive attempt, if it has any (an
 /// application's item is left to [`LockTable::record`] to report).
-fn shared_in_the_way(
+pub(crate) fn shared_in_the_way(
     resource: &str,
     item: Option<&Item>,
     now: DateTime<Utc>,

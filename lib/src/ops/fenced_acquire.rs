@@ -127,7 +127,30 @@ fn transaction(
     token: FencingToken,
 ) -> Result<(TransactWriteItem, Update), Error> {
     let built = |e| Error::backend_other("TransactWriteItems", e);
-    let write = if table.delete_on_release {
+    let write = lock_write(table, request, new, lock)?;
+    let fence = Update::builder()
+        .table_name(&table.name)
+        .set_key(Some(table.schema.fence_key(request.resource)))
+        .update_expression(FENCE_UPDATE)
+        .condition_expression(FENCE_CONDITION)
+        .set_expression_attribute_names(Some(table.names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
+        .expression_attribute_values(":fencing_token", item::token(token))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(built)?;
+    Ok((write, fence))
+}
+
+/// The lock item's write of an exclusive acquisition inside a transaction: the acquire's Put (an
+/// Update keeping the payload, on a client that keeps items), asking for the refused item.
+pub(crate) fn lock_write(
+    table: &LockTable,
+    request: &Request<'_>,
+    new: &NewItem,
+    lock: &Lock,
+) -> Result<TransactWriteItem, Error> {
+    let built = |e| Error::backend_other("TransactWriteItems", e);
+    Ok(if table.delete_on_release {
         let put = Put::builder()
             .table_name(&table.name)
             .set_item(Some(new.encode(table, lock, request)))
@@ -151,18 +174,7 @@ fn transaction(
             .build()
             .map_err(built)?;
         TransactWriteItem::builder().update(update).build()
-    };
-    let fence = Update::builder()
-        .table_name(&table.name)
-        .set_key(Some(table.schema.fence_key(request.resource)))
-        .update_expression(FENCE_UPDATE)
-        .condition_expression(FENCE_CONDITION)
-        .set_expression_attribute_names(Some(table.names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
-        .expression_attribute_values(":fencing_token", item::token(token))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(built)?;
-    Ok((write, fence))
+    })
 }
 
 /// Reads a cancelled transaction's reasons (the lock item's Put first, the fence's Update

@@ -22,7 +22,9 @@ use crate::shared::holders;
 use crate::time::{after, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,17 +54,7 @@ pub(crate) async fn attempt(
     table: &Arc<LockTable>,
     request: &Request<'_>,
 ) -> Result<Attempt, Error> {
-    let sent = Instant::now();
-    let now = table.now();
-    let handle = LockHandle::new(request.resource, request.owner, LockId::generate())
-        .with_mode(Mode::Shared);
-    let lock = Lock::new(
-        handle,
-        now,
-        after(now, request.lease, "lease")?,
-        sent + request.lease,
-    );
-    let version = uuid::Uuid::new_v4().to_string();
+    let (lock, version, now) = new_lock(table, request)?;
     let mut reclaim: Vec<Record> = Vec::new();
     let mut last_seen = None;
     for _ in 0..MAX_WRITES {
@@ -125,9 +117,24 @@ pub(crate) async fn attempt(
     })
 }
 
+/// A new shared hold for `request`, its entry's version, and the clock reading its lease counts
+/// from.
+pub(crate) fn new_lock(
+    table: &LockTable,
+    request: &Request<'_>,
+) -> Result<(Lock, String, DateTime<Utc>), Error> {
+    let sent = Instant::now();
+    let now = table.now();
+    let handle = LockHandle::new(request.resource, request.owner, LockId::generate())
+        .with_mode(Mode::Shared);
+    let expires_at = after(now, request.lease, "lease")?;
+    let lock = Lock::new(handle, now, expires_at, sent + request.lease);
+    Ok((lock, uuid::Uuid::new_v4().to_string(), now))
+}
+
 /// One write of the attempt: the plain acquisition, or the reclaim of the lapsed holders among
 /// those the last refusal showed.
-struct Write {
+pub(crate) struct Write {
     update: String,
     condition: String,
     names: HashMap<String, String>,
@@ -135,7 +142,8 @@ struct Write {
 }
 
 impl Write {
-    fn new(
+    /// The write of `lock` for `request`, as a reclaim of `reclaim` if that is not empty.
+    pub(crate) fn new(
         table: &LockTable,
         request: &Request<'_>,
         lock: &Lock,
@@ -196,6 +204,27 @@ impl Write {
             names,
             values,
         })
+    }
+}
+
+impl Write {
+    /// The same write as one item of a transaction (a lock set), asking for the refused item.
+    pub(crate) fn into_transact_item(
+        self,
+        table: &LockTable,
+        resource: &str,
+    ) -> Result<TransactWriteItem, Error> {
+        let update = Update::builder()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .update_expression(self.update)
+            .condition_expression(self.condition)
+            .set_expression_attribute_names(Some(self.names))
+            .set_expression_attribute_values(Some(self.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+        Ok(TransactWriteItem::builder().update(update).build())
     }
 }
 

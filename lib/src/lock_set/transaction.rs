@@ -1,0 +1,276 @@
+//! One try at a lock set: a `TransactWriteItems` of every member's acquisition write, and the
+//! reading of its cancellation, member by member, with the rules of a single acquisition.
+//!
+//! ```text
+//! TransactWriteItems  [member 1's write] [member 2's write] …     (each asks for ALL_OLD)
+//! ```
+//!
+//! A cancellation carries one reason per member, in order. A member whose condition failed is read
+//! as its single acquisition would read it: held (the set is refused, naming it and its holder),
+//! lapsed shared holders in an exclusive member's way (cleared, then the set is tried again), a
+//! full semaphore with lapsed holders (the member's write becomes the reclaim), our own write (an
+//! SDK retry after a lost answer: the transaction was applied, so the whole set is ours). A
+//! concurrent write to a member is contention. Nothing was written by a cancelled transaction,
+//! and one that may have been applied (an answer lost for good, a dropped future) releases every
+//! member in the background, as a single acquisition does.
+
+use super::LockSet;
+use crate::conditional::{answer, Answer};
+use crate::error::Error;
+use crate::item::{Item, LOCK_ID};
+use crate::lock::{Holder, Lock, LockId};
+use crate::lock_table::LockTable;
+use crate::mode::Mode;
+use crate::ops::acquire::{self, NewItem, Request};
+use crate::ops::fenced_acquire;
+use crate::ops::in_flight::InFlightAcquisition;
+use crate::record::Record;
+use crate::shared::acquire::{self as shared_acquire, Refusal as SharedRefusal, Write};
+use crate::shared::writer::{self, SharedRefusal as InTheWay};
+use crate::time::span;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How many transactions one try sends at most: the first, and again after clearing lapsed
+/// holders or turning a member's write into a reclaim.
+const MAX_WRITES: usize = 3;
+/// How many tries `try_acquire_set` makes when concurrent writes cancel them.
+pub(crate) const MAX_CONFLICTS: u32 = 3;
+
+/// The outcome of one try.
+pub(crate) enum Attempt {
+    Acquired(LockSet),
+    Held {
+        resource: String,
+        holder: Holder,
+        retry_at: Instant,
+    },
+    Conflict,
+}
+
+/// One member's acquisition in the making.
+enum Member<'r> {
+    Exclusive {
+        request: &'r Request<'r>,
+        new: NewItem,
+    },
+    Shared {
+        request: &'r Request<'r>,
+        lock: Lock,
+        version: String,
+        now: DateTime<Utc>,
+        reclaim: Vec<Record>,
+    },
+}
+
+impl Member<'_> {
+    fn lock(&self) -> &Lock {
+        match self {
+            Member::Exclusive { new, .. } => &new.lock,
+            Member::Shared { lock, .. } => lock,
+        }
+    }
+
+    fn resource(&self) -> &str {
+        self.lock().resource()
+    }
+
+    fn write(&self, table: &LockTable) -> Result<TransactWriteItem, Error> {
+        match self {
+            Member::Exclusive { request, new } => {
+                fenced_acquire::lock_write(table, request, new, &new.lock)
+            }
+            Member::Shared {
+                request,
+                lock,
+                version,
+                now,
+                reclaim,
+            } => Write::new(table, request, lock, version, *now, reclaim)?
+                .into_transact_item(table, request.resource),
+        }
+    }
+}
+
+/// What a member's refusal says.
+#[derive(Debug, PartialEq)]
+enum MemberRefusal {
+    OwnWrite,
+    Held(Holder),
+    /// Shared holders whose leases all ended stand in an exclusive member's way.
+    Lapsed(Vec<Record>),
+    /// A full semaphore with lapsed holders: these, to reclaim.
+    Reclaim(Vec<Record>),
+    Changed,
+}
+
+/// One try at the set of `requests` (distinct resources).
+pub(crate) async fn attempt(
+    table: &Arc<LockTable>,
+    requests: &[Request<'_>],
+) -> Result<Attempt, Error> {
+    let mut members = requests
+        .iter()
+        .map(|request| {
+            Ok(match request.mode {
+                Mode::Exclusive => Member::Exclusive {
+                    request,
+                    new: acquire::new_item(table, request)?,
+                },
+                Mode::Shared => {
+                    let (lock, version, now) = shared_acquire::new_lock(table, request)?;
+                    Member::Shared {
+                        request,
+                        lock,
+                        version,
+                        now,
+                        reclaim: Vec::new(),
+                    }
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    for _ in 0..MAX_WRITES {
+        let writes = members
+            .iter()
+            .map(|member| member.write(table))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let in_flight: Vec<InFlightAcquisition<'_>> = members
+            .iter()
+            .map(|member| InFlightAcquisition::new(table, member.lock().handle()))
+            .collect();
+        let sent = table
+            .dynamodb
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send();
+        // An unsettled answer leaves every member's clean-up armed.
+        let answer = answer("TransactWriteItems", sent.await, |err| match err {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                Some(cancelled.cancellation_reasons().to_vec())
+            }
+            _ => None,
+        })?;
+        in_flight
+            .into_iter()
+            .for_each(InFlightAcquisition::answered);
+        let reasons = match answer {
+            Answer::Applied(_) => return Ok(acquired(table, &members)),
+            Answer::Refused(reasons) => reasons,
+        };
+        let received = Instant::now();
+        let mut refusals = Vec::new();
+        let mut conflict = false;
+        for (member, reason) in members.iter().zip(&reasons) {
+            match reason.code() {
+                Some("ConditionalCheckFailed") => {
+                    refusals.push(read_member(table, member, reason.item())?);
+                }
+                Some("TransactionConflict") => conflict = true,
+                _ => refusals.push(MemberRefusal::Changed),
+            }
+        }
+        if refusals.contains(&MemberRefusal::OwnWrite) {
+            return Ok(acquired(table, &members));
+        }
+        if let Some((member, holder)) =
+            members
+                .iter()
+                .zip(&refusals)
+                .find_map(|(member, refusal)| match refusal {
+                    MemberRefusal::Held(holder) => Some((member, holder)),
+                    _ => None,
+                })
+        {
+            let now = table.now();
+            return Ok(Attempt::Held {
+                resource: member.resource().to_owned(),
+                retry_at: received + span(now, holder.expires_at) + Duration::from_millis(1),
+                holder: holder.clone(),
+            });
+        }
+        if conflict {
+            return Ok(Attempt::Conflict);
+        }
+        if refusals.is_empty() {
+            return Err(Error::UnexpectedResponse {
+                operation: "TransactWriteItems",
+                detail: "the transaction was cancelled without a reason this library reads",
+            });
+        }
+        for (member, refusal) in members.iter_mut().zip(refusals) {
+            match (member, refusal) {
+                (member, MemberRefusal::Lapsed(lapsed)) => {
+                    let now = table.now();
+                    writer::clear_lapsed(table, member.resource(), &lapsed, now).await?;
+                }
+                (Member::Shared { reclaim, .. }, MemberRefusal::Reclaim(seen)) => *reclaim = seen,
+                _ => {}
+            }
+        }
+    }
+    Ok(Attempt::Conflict)
+}
+
+/// Reads the refusal of `member` from the item that refused it.
+fn read_member(
+    table: &LockTable,
+    member: &Member<'_>,
+    item: Option<&Item>,
+) -> Result<MemberRefusal, Error> {
+    let resource = member.resource();
+    let item = item.ok_or(Error::UnexpectedResponse {
+        operation: "TransactWriteItems",
+        detail: "a member's condition failed but no item came back for ALL_OLD",
+    })?;
+    if !item.contains_key(LOCK_ID) {
+        return Err(table.not_a_lock_item(item));
+    }
+    let now = table.now();
+    let ours = member.lock().lock_id();
+    match member {
+        Member::Exclusive { .. } => read_exclusive(table, resource, ours, item, now),
+        Member::Shared { request, .. } => Ok(
+            match shared_acquire::read_refused(request, ours, item, now)? {
+                SharedRefusal::OwnWrite => MemberRefusal::OwnWrite,
+                SharedRefusal::Blocked(holder) => MemberRefusal::Held(holder),
+                SharedRefusal::Reclaim(seen) => MemberRefusal::Reclaim(seen),
+                SharedRefusal::Changed(_) => MemberRefusal::Changed,
+            },
+        ),
+    }
+}
+
+/// An exclusive member's refusal, by the single exclusive acquisition's rules.
+fn read_exclusive(
+    table: &LockTable,
+    resource: &str,
+    ours: LockId,
+    item: &Item,
+    now: DateTime<Utc>,
+) -> Result<MemberRefusal, Error> {
+    if let Some(in_the_way) = acquire::shared_in_the_way(resource, Some(item), now)? {
+        return Ok(match in_the_way {
+            InTheWay::Live(holder) => MemberRefusal::Held(holder),
+            InTheWay::Lapsed(lapsed) => MemberRefusal::Lapsed(lapsed),
+        });
+    }
+    Ok(match table.record(resource, Some(item))? {
+        Some(record) if record.lock_id == ours => MemberRefusal::OwnWrite,
+        Some(record) if record.holder.is_live_at(now) => MemberRefusal::Held(record.holder),
+        _ => MemberRefusal::Changed,
+    })
+}
+
+/// Every member taken: each is remembered as a single acquisition is.
+fn acquired(table: &LockTable, members: &[Member<'_>]) -> Attempt {
+    let locks = members
+        .iter()
+        .map(|member| acquire::took(table, member.lock().clone()))
+        .collect();
+    Attempt::Acquired(LockSet { locks })
+}

@@ -1,0 +1,339 @@
+//! Lock sets against the local endpoint: all or nothing in one TransactWriteItems, a refusal
+//! naming the member in the way, redundant members, the limits, lost answers and a dropped
+//! acquisition, lapsed readers in a member's way, waiting, the guards and `with_lock_set`.
+
+use ddb_lock::{
+    AcquireOptions, Error, InvalidInput, LockClient, LockStatus, Mode, ReleaseOutcome, SetAttempt,
+};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{
+    builder, dynamodb, dynamodb_at, endpoint, lock_client, quickly_retrying_client, raw_item,
+    unique,
+};
+use std::time::Duration;
+
+fn opts(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_secs(60))
+}
+
+fn proxied(proxy: &Proxy) -> LockClient {
+    builder(dynamodb_at(&proxy.endpoint())).build().unwrap()
+}
+
+#[tokio::test]
+async fn a_set_is_taken_in_one_transaction_and_each_member_is_an_ordinary_lock() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let (a, b) = (unique("set/a"), unique("set/b"));
+    let set = client
+        .acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Shared)], &opts("s"))
+        .await
+        .unwrap();
+    assert_eq!(proxy.counts("TransactWriteItems").requests, 1);
+    assert_eq!(proxy.total_requests(), 1);
+    assert_eq!(set.locks().len(), 2);
+    assert_eq!(set.get(&a).unwrap().mode(), Mode::Exclusive);
+    assert_eq!(set.get(&b).unwrap().mode(), Mode::Shared);
+    // The members exclude single locks as single locks do.
+    assert!(client.try_acquire(&a, &opts("x")).await.unwrap().is_none());
+    assert!(client.try_acquire(&b, &opts("x")).await.unwrap().is_none());
+    let reader = client
+        .try_acquire(&b, &opts("r").mode(Mode::Shared))
+        .await
+        .unwrap()
+        .expect("a shared member admits other readers");
+    client.release(&reader).await.unwrap();
+    for (handle, outcome) in client.release_set(&set).await {
+        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released, "{handle:?}");
+    }
+    assert_eq!(client.status(&a).await.unwrap(), LockStatus::Free);
+    assert_eq!(client.status(&b).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn a_refused_set_names_the_member_in_the_way_and_takes_nothing() {
+    let client = lock_client().await;
+    let (a, b, c) = (unique("set/free"), unique("set/held"), unique("set/read"));
+    let held = client
+        .try_acquire(&b, &opts("holder"))
+        .await
+        .unwrap()
+        .unwrap();
+    let reader = client
+        .try_acquire(&c, &opts("reader").mode(Mode::Shared))
+        .await
+        .unwrap()
+        .unwrap();
+    match client
+        .try_acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Shared)], &opts("s"))
+        .await
+        .unwrap()
+    {
+        SetAttempt::Held { resource, holder } => {
+            assert_eq!(resource, b);
+            assert_eq!(holder.owner, "holder");
+        }
+        SetAttempt::Acquired(set) => panic!("{set:?}"),
+    }
+    assert!(
+        raw_item(&a).await.is_none(),
+        "nothing of the set was written"
+    );
+    match client
+        .try_acquire_set(&[(&a, Mode::Exclusive), (&c, Mode::Exclusive)], &opts("s"))
+        .await
+        .unwrap()
+    {
+        SetAttempt::Held { resource, holder } => {
+            assert_eq!(resource, c);
+            assert_eq!(holder.owner, "reader");
+        }
+        SetAttempt::Acquired(set) => panic!("{set:?}"),
+    }
+    assert!(raw_item(&a).await.is_none());
+    client.release(&held).await.unwrap();
+    client.release(&reader).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redundant_member_is_taken_once_in_its_stronger_mode() {
+    let client = lock_client().await;
+    let a = unique("set/redundant");
+    let set = client
+        .acquire_set(
+            &[
+                (&a, Mode::Shared),
+                (&a, Mode::Exclusive),
+                (&a, Mode::Shared),
+            ],
+            &opts("s"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.locks().len(), 1);
+    assert_eq!(set.locks()[0].mode(), Mode::Exclusive);
+    client.release_set(&set).await;
+}
+
+#[tokio::test]
+async fn sets_are_checked_before_any_request() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let names: Vec<String> = (0..101).map(|i| format!("set/too-many/{i}")).collect();
+    let too_many: Vec<(&str, Mode)> = names
+        .iter()
+        .map(|n| (n.as_str(), Mode::Exclusive))
+        .collect();
+    type Case<'a> = (Vec<(&'a str, Mode)>, AcquireOptions, InvalidInput);
+    let cases: Vec<Case<'_>> = vec![
+        (vec![], opts("s"), InvalidInput::EmptySet),
+        (
+            too_many,
+            opts("s"),
+            InvalidInput::TooManyMembers {
+                count: 101,
+                max: 100,
+            },
+        ),
+        (
+            vec![("a", Mode::Exclusive)],
+            opts("s").fencing(true),
+            InvalidInput::NotForSets { field: "fencing" },
+        ),
+        (
+            vec![("a", Mode::Exclusive)],
+            opts("s").permits(2),
+            InvalidInput::NotForSets { field: "permits" },
+        ),
+        (
+            vec![("", Mode::Exclusive)],
+            opts("s"),
+            InvalidInput::Empty { field: "resource" },
+        ),
+    ];
+    for (members, opts, expected) in cases {
+        match client.try_acquire_set(&members, &opts).await {
+            Err(Error::InvalidInput(found)) => assert_eq!(found, expected),
+            other => panic!("{expected:?}: {other:?}"),
+        }
+    }
+    assert_eq!(proxy.total_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_set_of_a_hundred_resources_is_one_transaction() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let base = unique("set/hundred");
+    let names: Vec<String> = (0..100).map(|i| format!("{base}/{i}")).collect();
+    let members: Vec<(&str, Mode)> = names
+        .iter()
+        .map(|n| (n.as_str(), Mode::Exclusive))
+        .collect();
+    let set = client.acquire_set(&members, &opts("s")).await.unwrap();
+    assert_eq!(set.locks().len(), 100);
+    assert_eq!(proxy.total_requests(), 1);
+    assert!(client
+        .try_acquire(&names[57], &opts("x"))
+        .await
+        .unwrap()
+        .is_none());
+    for (_, outcome) in client.release_set(&set).await {
+        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
+    }
+}
+
+#[tokio::test]
+async fn a_set_whose_answer_was_lost_is_acquired_once() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let (a, b) = (unique("set/lost-a"), unique("set/lost-b"));
+    proxy.drop_next_answer("TransactWriteItems");
+    let set = client
+        .acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Shared)], &opts("s"))
+        .await
+        .unwrap();
+    assert_eq!(proxy.counts("TransactWriteItems").dropped, 1);
+    match client.status(&b).await.unwrap() {
+        LockStatus::Shared { holders, .. } => {
+            assert_eq!(holders.len(), 1, "one shared hold, not two")
+        }
+        other => panic!("{other:?}"),
+    }
+    for (_, outcome) in client.release_set(&set).await {
+        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
+    }
+    assert!(raw_item(&a).await.is_none() && raw_item(&b).await.is_none());
+}
+
+#[tokio::test]
+async fn a_set_acquisition_dropped_mid_request_leaves_nothing_held() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let (a, b) = (unique("set/dropped-a"), unique("set/dropped-b"));
+    let mut answer = proxy.withhold_next_answer("TransactWriteItems");
+    let attempt = {
+        let (client, a, b) = (client.clone(), a.clone(), b.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Shared)], &opts("s"))
+                .await
+        })
+    };
+    answer.applied().await;
+    attempt.abort();
+    let _ = attempt.await;
+    answer.drop_it();
+    client.flush().await;
+    assert_eq!(client.status(&a).await.unwrap(), LockStatus::Free);
+    assert_eq!(client.status(&b).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn lapsed_readers_in_a_members_way_are_cleared_and_the_set_taken() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let (a, b) = (unique("set/lapsed-a"), unique("set/lapsed-b"));
+    early
+        .try_acquire(
+            &a,
+            &opts("r").mode(Mode::Shared).lease(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    clock.advance(Duration::from_secs(6));
+    let set = late
+        .acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Exclusive)], &opts("s"))
+        .await
+        .unwrap();
+    match late.status(&a).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "s"),
+        other => panic!("{other:?}"),
+    }
+    late.release_set(&set).await;
+}
+
+#[tokio::test]
+async fn a_waiting_set_is_taken_once_the_member_in_its_way_is_released() {
+    let client = lock_client().await;
+    let (a, b) = (unique("set/wait-a"), unique("set/wait-b"));
+    let held = client
+        .try_acquire(&b, &opts("holder"))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = {
+        let (client, a, b) = (client.clone(), a.clone(), b.clone());
+        tokio::spawn(async move {
+            client
+                .acquire_set(
+                    &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+                    &opts("s").timeout(Duration::from_secs(30)),
+                )
+                .await
+        })
+    };
+    client.release(&held).await.unwrap();
+    let set = waiting.await.unwrap().unwrap();
+    assert_eq!(set.locks().len(), 2);
+    client.release_set(&set).await;
+
+    let held = client
+        .try_acquire(&b, &opts("holder"))
+        .await
+        .unwrap()
+        .unwrap();
+    let err = client
+        .acquire_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+            &opts("s").timeout(Duration::from_millis(30)),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        Error::Timeout {
+            resource, holder, ..
+        } => {
+            assert_eq!(resource, b);
+            assert_eq!(holder.owner, "holder");
+        }
+        other => panic!("{other:?}"),
+    }
+    client.release(&held).await.unwrap();
+}
+
+#[tokio::test]
+async fn with_lock_set_runs_the_work_under_every_member_and_releases_them() {
+    let client = lock_client().await;
+    let (a, b) = (unique("set/with-a"), unique("set/with-b"));
+    let seen = client
+        .with_lock_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Shared)],
+            &opts("s"),
+            |watches| async move { Ok::<_, Error>(watches.iter().all(|w| w.is_held())) },
+        )
+        .await
+        .unwrap();
+    assert!(seen);
+    assert_eq!(client.status(&a).await.unwrap(), LockStatus::Free);
+    assert_eq!(client.status(&b).await.unwrap(), LockStatus::Free);
+    let guards = client
+        .lock_set(&[(&a, Mode::Exclusive), (&b, Mode::Exclusive)], &opts("g"))
+        .await
+        .unwrap();
+    assert!(guards.iter().all(|g| g.is_held()));
+    for guard in guards {
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+}
