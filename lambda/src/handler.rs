@@ -2,15 +2,18 @@
 
 use crate::config::Config;
 use crate::error::HandlerError;
-use crate::event::{self, HeldLock, NewLock, Request};
+use crate::event::{self, HeldLock, NewLock, NewSet, Request};
 use crate::metrics::{emf_line, OperationMetrics};
 use crate::response::{
-    CleanupResponse, ForceReleaseResponse, LockResponse, ReleaseResponse, Response, StatusResponse,
+    CleanupResponse, ForceReleaseResponse, LockResponse, LockSetResponse, ReleaseResponse,
+    ReleaseSetResponse, Response, StatusResponse,
 };
 use chrono::{DateTime, Utc};
 use ddb_lock::{
     AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode, ReleaseOutcome,
+    SetAttempt,
 };
+use futures_util::future::join_all;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::sync::Arc;
@@ -129,6 +132,11 @@ impl Handler {
         match request {
             Request::Acquire { lock, wait } => self.acquire(lock, wait, budget, attempts).await,
             Request::TryAcquire { lock } => self.try_acquire(lock, attempts).await,
+            Request::AcquireSet { set, wait } => {
+                self.acquire_set(set, wait, budget, attempts).await
+            }
+            Request::TryAcquireSet { set } => self.try_acquire_set(set, attempts).await,
+            Request::ReleaseSet { owner, locks } => self.release_set(owner, locks, attempts).await,
             Request::Release { lock, data } => self.release(lock, data, attempts).await,
             Request::ReleaseExecution {
                 resource,
@@ -172,6 +180,77 @@ impl Handler {
             .await?;
         let acquired = HandlerError::from_try_acquire(&lock.resource, attempt)?;
         Ok(Done::new(LockResponse::new(&acquired), "acquired"))
+    }
+
+    /// Waits up to `wait` (within `budget`) for every member of `set`.
+    async fn acquire_set(
+        &self,
+        set: NewSet,
+        wait: Option<Duration>,
+        budget: Option<Duration>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let wait = wait.unwrap_or(self.config.default_wait);
+        let wait = budget.map_or(wait, |budget| wait.min(budget));
+        let members = set_members(&set);
+        let acquired = self
+            .client
+            .acquire_set(&members, &set_options(&set).timeout(wait))
+            .await?;
+        Ok(Done::new(
+            LockSetResponse::new(&set.owner, &acquired),
+            "acquired",
+        ))
+    }
+
+    /// One attempt at every member of `set`.
+    async fn try_acquire_set(&self, set: NewSet, attempts: &mut u32) -> Result<Done, HandlerError> {
+        *attempts = 1;
+        let members = set_members(&set);
+        match self
+            .client
+            .try_acquire_set(&members, &set_options(&set))
+            .await?
+        {
+            SetAttempt::Acquired(acquired) => Ok(Done::new(
+                LockSetResponse::new(&set.owner, &acquired),
+                "acquired",
+            )),
+            SetAttempt::Held { resource, holder } => Err(HandlerError::Held {
+                resource,
+                holder: Box::new(holder),
+            }),
+        }
+    }
+
+    /// Releases every member of a set, each on its own: a member gone already is
+    /// `released: false`; one of another owner fails the whole answer, as a single release does.
+    async fn release_set(
+        &self,
+        owner: String,
+        locks: Vec<HeldLock>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
+        *attempts = u32::try_from(locks.len()).unwrap_or(u32::MAX);
+        let handles: Vec<LockHandle> = locks.iter().map(handle).collect();
+        let outcomes = join_all(handles.iter().map(|h| self.client.release(h))).await;
+        let mut released = Vec::new();
+        for (lock, outcome) in locks.into_iter().zip(outcomes) {
+            let done = release_answer(
+                lock.resource,
+                owner.clone(),
+                Some(lock.lock_id.to_string()),
+                outcome?,
+            )?;
+            if let Response::Release(answer) = done.answer {
+                released.push(answer);
+            }
+        }
+        Ok(Done::new(
+            ReleaseSetResponse { owner, released },
+            "released",
+        ))
     }
 
     /// Releases `lock`; with `data`, leaving it (or, for `Some(None)`, no payload) in the kept
@@ -359,6 +438,24 @@ fn acquire_options(lock: &NewLock) -> AcquireOptions {
         opts = opts.data(data.as_bytes());
     }
     opts
+}
+
+/// A set's members as the library takes them.
+fn set_members(set: &NewSet) -> Vec<(&str, Mode)> {
+    set.members
+        .iter()
+        .map(|(resource, mode)| (resource.as_str(), *mode))
+        .collect()
+}
+
+/// A set's options: its owner and lease (sets are not handed back to their owner: the library
+/// refuses `idempotent` for sets).
+fn set_options(set: &NewSet) -> AcquireOptions {
+    let opts = AcquireOptions::new().owner(&set.owner);
+    match set.lease {
+        Some(lease) => opts.lease(lease),
+        None => opts,
+    }
 }
 
 fn handle(lock: &HeldLock) -> LockHandle {

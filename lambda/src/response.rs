@@ -1,6 +1,6 @@
 //! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
 
-use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, Mode};
+use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, LockSet, Mode};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -69,6 +69,33 @@ pub struct ReleaseResponse {
     /// Why not, when `released` is false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+}
+
+/// The answer to `acquire` and `try_acquire` of a lock set: every member's lock, in name order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LockSetResponse {
+    /// The owner of every member.
+    pub owner: String,
+    /// Each member's lock (pass them back as `locks` to `release`).
+    pub locks: Vec<LockResponse>,
+}
+
+impl LockSetResponse {
+    pub(crate) fn new(owner: &str, set: &LockSet) -> Self {
+        LockSetResponse {
+            owner: owner.to_owned(),
+            locks: set.locks().iter().map(LockResponse::new).collect(),
+        }
+    }
+}
+
+/// The answer to `release` of a lock set: each member's release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseSetResponse {
+    /// The owner given.
+    pub owner: String,
+    /// Each member's answer.
+    pub released: Vec<ReleaseResponse>,
 }
 
 /// The answer to `status`.
@@ -245,6 +272,10 @@ pub enum Response {
     Lock(LockResponse),
     /// `release`, `release_execution`.
     Release(ReleaseResponse),
+    /// `acquire` and `try_acquire` of a lock set.
+    LockSet(LockSetResponse),
+    /// `release` of a lock set.
+    ReleaseSet(ReleaseSetResponse),
     /// `status`.
     Status(StatusResponse),
     /// `force_release`.
@@ -256,6 +287,18 @@ pub enum Response {
 impl From<LockResponse> for Response {
     fn from(r: LockResponse) -> Self {
         Response::Lock(r)
+    }
+}
+
+impl From<LockSetResponse> for Response {
+    fn from(r: LockSetResponse) -> Self {
+        Response::LockSet(r)
+    }
+}
+
+impl From<ReleaseSetResponse> for Response {
+    fn from(r: ReleaseSetResponse) -> Self {
+        Response::ReleaseSet(r)
     }
 }
 

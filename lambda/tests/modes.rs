@@ -141,3 +141,94 @@ async fn modes_and_permits_are_checked_and_named() {
     .await;
     assert_eq!(invalid_field(bad), "fencing");
 }
+
+#[tokio::test]
+async fn a_lock_set_is_taken_all_or_nothing_and_released_with_its_locks() {
+    let handler = handler().await;
+    let (a, b) = (unique("h-set-a"), unique("h-set-b"));
+    let set = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "s",
+            "resources": [a, {"resource": b, "mode": "shared"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(set["owner"], "s");
+    let locks = set["locks"].as_array().unwrap().clone();
+    assert_eq!(locks.len(), 2);
+    let shared = locks.iter().find(|l| l["resource"] == json!(b)).unwrap();
+    assert_eq!(shared["mode"], "shared");
+
+    let refused = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "t", "resources": [unique("h-set-c"), a]}),
+    )
+    .await;
+    match refused {
+        Err(err) => {
+            assert_eq!(err.name(), "LockHeld");
+            assert!(
+                err.to_string().contains(&a),
+                "the refusal names the member: {err}"
+            );
+        }
+        Ok(answer) => panic!("{answer}"),
+    }
+
+    let released = invoke(
+        &handler,
+        json!({"op": "release", "owner": "s", "locks": locks}),
+    )
+    .await
+    .unwrap();
+    let released = released["released"].as_array().unwrap();
+    assert!(
+        released.iter().all(|r| r["released"] == true),
+        "{released:?}"
+    );
+    let again = invoke(
+        &handler,
+        json!({"op": "acquire", "owner": "t", "resources": [a, b], "wait_ms": 0}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again["locks"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn set_fields_are_checked_and_named() {
+    let handler = handler().await;
+    for (event, field) in [
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": ["a"], "resource": "a"}),
+            "resources",
+        ),
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": ["a"], "mode": "shared"}),
+            "mode",
+        ),
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": ["a"], "fencing": true}),
+            "fencing",
+        ),
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": []}),
+            "resources",
+        ),
+        (json!({"op": "try_acquire", "owner": "o"}), "resource"),
+        (
+            json!({"op": "release", "owner": "o", "resource": "a"}),
+            "lock_id",
+        ),
+        (
+            json!({"op": "release", "owner": "o", "locks": [], "resource": "a"}),
+            "locks",
+        ),
+    ] {
+        assert_eq!(
+            invalid_field(invoke(&handler, event.clone()).await),
+            field,
+            "{event}"
+        );
+    }
+}

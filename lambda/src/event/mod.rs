@@ -14,6 +14,11 @@ use serde_path_to_error::Segment;
 use std::fmt;
 use std::time::Duration;
 
+mod set;
+
+pub use set::NewSet;
+use set::{Held, SetLock, SetMember, Target};
+
 /// The key under which [`JsonGuard`](crate::JsonGuard) hands on a body that was not JSON.
 pub(crate) const NOT_JSON_MARKER: &str = "__ddb_lock_not_json";
 
@@ -31,6 +36,25 @@ pub enum Request {
     TryAcquire {
         /// The lock's identity and settings.
         lock: NewLock,
+    },
+    /// Wait up to `wait` for every member of a lock set, all or nothing.
+    AcquireSet {
+        /// The members and their owner and lease.
+        set: NewSet,
+        /// How long to wait.
+        wait: Option<Duration>,
+    },
+    /// One attempt at a lock set, no wait.
+    TryAcquireSet {
+        /// The members and their owner and lease.
+        set: NewSet,
+    },
+    /// Release every member of a lock set.
+    ReleaseSet {
+        /// The owner they were acquired for.
+        owner: String,
+        /// The members, as acquire returned them.
+        locks: Vec<HeldLock>,
     },
     /// Release a held lock.
     Release {
@@ -212,7 +236,10 @@ impl RequestError {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum Event {
     Acquire {
-        resource: String,
+        #[serde(default)]
+        resource: Option<String>,
+        #[serde(default)]
+        resources: Option<Vec<SetMember>>,
         owner: String,
         #[serde(default, deserialize_with = "duration")]
         lease_ms: Option<Duration>,
@@ -230,7 +257,10 @@ enum Event {
         permits: Option<u32>,
     },
     TryAcquire {
-        resource: String,
+        #[serde(default)]
+        resource: Option<String>,
+        #[serde(default)]
+        resources: Option<Vec<SetMember>>,
         owner: String,
         #[serde(default, deserialize_with = "duration")]
         lease_ms: Option<Duration>,
@@ -246,10 +276,13 @@ enum Event {
         permits: Option<u32>,
     },
     Release {
-        resource: String,
+        #[serde(default)]
+        resource: Option<String>,
         owner: String,
-        #[serde(deserialize_with = "lock_id")]
-        lock_id: LockId,
+        #[serde(default, deserialize_with = "optional_lock_id")]
+        lock_id: Option<LockId>,
+        #[serde(default)]
+        locks: Option<Vec<SetLock>>,
         #[serde(default, deserialize_with = "mode")]
         mode: Option<Mode>,
         /// Absent: keep the data; `null`: remove it.
@@ -293,6 +326,7 @@ impl Event {
         Ok(match self {
             Event::Acquire {
                 resource,
+                resources,
                 owner,
                 lease_ms,
                 wait_ms,
@@ -301,21 +335,28 @@ impl Event {
                 only_if_exists,
                 mode,
                 permits,
-            } => Request::Acquire {
-                lock: NewLock {
-                    resource,
-                    owner,
-                    lease: lease_ms,
-                    data,
-                    fencing,
-                    only_if_exists,
-                    mode: acquired_mode(mode, permits),
-                    permits,
+            } => match set::members(resource, resources, mode, permits)? {
+                Target::One(resource) => Request::Acquire {
+                    lock: NewLock {
+                        resource,
+                        owner,
+                        lease: lease_ms,
+                        data,
+                        fencing,
+                        only_if_exists,
+                        mode: acquired_mode(mode, permits),
+                        permits,
+                    },
+                    wait: wait_ms,
                 },
-                wait: wait_ms,
+                Target::Set(members) => Request::AcquireSet {
+                    set: NewSet::new(members, owner, lease_ms, data, fencing, only_if_exists)?,
+                    wait: wait_ms,
+                },
             },
             Event::TryAcquire {
                 resource,
+                resources,
                 owner,
                 lease_ms,
                 data,
@@ -323,32 +364,44 @@ impl Event {
                 only_if_exists,
                 mode,
                 permits,
-            } => Request::TryAcquire {
-                lock: NewLock {
-                    resource,
-                    owner,
-                    lease: lease_ms,
-                    data,
-                    fencing,
-                    only_if_exists,
-                    mode: acquired_mode(mode, permits),
-                    permits,
+            } => match set::members(resource, resources, mode, permits)? {
+                Target::One(resource) => Request::TryAcquire {
+                    lock: NewLock {
+                        resource,
+                        owner,
+                        lease: lease_ms,
+                        data,
+                        fencing,
+                        only_if_exists,
+                        mode: acquired_mode(mode, permits),
+                        permits,
+                    },
+                },
+                Target::Set(members) => Request::TryAcquireSet {
+                    set: NewSet::new(members, owner, lease_ms, data, fencing, only_if_exists)?,
                 },
             },
             Event::Release {
                 resource,
                 owner,
                 lock_id,
+                locks,
                 mode,
                 data,
-            } => Request::Release {
-                lock: HeldLock {
-                    resource,
-                    owner,
-                    lock_id,
-                    mode: mode.unwrap_or_default(),
+            } => match set::held(resource, lock_id, mode, locks, data.is_some())? {
+                Held::One(resource, lock_id) => Request::Release {
+                    lock: HeldLock {
+                        resource,
+                        owner,
+                        lock_id,
+                        mode: mode.unwrap_or_default(),
+                    },
+                    data,
                 },
-                data,
+                Held::Set(locks) => Request::ReleaseSet {
+                    locks: locks.into_iter().map(|l| l.held(&owner)).collect(),
+                    owner,
+                },
             },
             Event::ReleaseExecution {
                 owner,
@@ -476,7 +529,7 @@ fn replacement<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
 }
 
 /// `exclusive` or `shared`; `null` is none.
-fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+pub(crate) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
     let Some(mode) = Option::<String>::deserialize(d)? else {
         return Ok(None);
     };
@@ -495,7 +548,21 @@ fn acquired_mode(mode: Option<Mode>, permits: Option<u32>) -> Mode {
     })
 }
 
-fn lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<LockId, D::Error> {
+/// A lock id, or `null`.
+fn optional_lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LockId>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|id| {
+            LockId::parse(&id).map_err(|_| {
+                de::Error::invalid_value(
+                    Unexpected::Str(&id),
+                    &"a lock id returned by acquire (a UUID)",
+                )
+            })
+        })
+        .transpose()
+}
+
+pub(crate) fn lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<LockId, D::Error> {
     let id = String::deserialize(d)?;
     LockId::parse(&id).map_err(|_| {
         de::Error::invalid_value(

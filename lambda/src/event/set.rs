@@ -1,0 +1,180 @@
+//! The lock-set forms of `acquire`, `try_acquire` and `release`: `resources` in place of
+//! `resource` (each member a name, taken exclusive, or `{"resource", "mode"}`), and `locks` in
+//! place of `resource` and `lock_id` (each member as acquire returned it).
+
+use super::{lock_id, mode, HeldLock, RequestError};
+use ddb_lock::{LockId, Mode};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// One member of `resources`: a name (exclusive), or a name and a mode.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum SetMember {
+    Name(String),
+    Member(Member),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Member {
+    resource: String,
+    #[serde(default, deserialize_with = "mode")]
+    mode: Option<Mode>,
+}
+
+/// One member of `locks` in a release: as acquire returned it (its other fields are accepted
+/// and ignored, so that a state machine passes the acquire's `locks` back unchanged), or just
+/// `resource`, `lock_id` and `mode`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SetLock {
+    resource: String,
+    #[serde(deserialize_with = "lock_id")]
+    lock_id: LockId,
+    #[serde(default, deserialize_with = "mode")]
+    mode: Option<Mode>,
+    #[serde(default, rename = "owner")]
+    _owner: Option<IgnoredAny>,
+    #[serde(default, rename = "acquired_at")]
+    _acquired_at: Option<IgnoredAny>,
+    #[serde(default, rename = "expires_at")]
+    _expires_at: Option<IgnoredAny>,
+    #[serde(default, rename = "fencing_token")]
+    _fencing_token: Option<IgnoredAny>,
+    #[serde(default, rename = "data")]
+    _data: Option<IgnoredAny>,
+}
+
+impl SetLock {
+    /// The member as a held lock of `owner`.
+    pub(super) fn held(self, owner: &str) -> HeldLock {
+        HeldLock {
+            resource: self.resource,
+            owner: owner.to_owned(),
+            lock_id: self.lock_id,
+            mode: self.mode.unwrap_or_default(),
+        }
+    }
+}
+
+/// What an acquire names: one resource, or a set.
+pub(super) enum Target {
+    One(String),
+    Set(Vec<(String, Mode)>),
+}
+
+/// What a release names: one lock, or a set's.
+pub(super) enum Held {
+    One(String, LockId),
+    Set(Vec<SetLock>),
+}
+
+/// Fields of a lock set to acquire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSet {
+    /// The members: resource and mode.
+    pub members: Vec<(String, Mode)>,
+    /// The owner of every member.
+    pub owner: String,
+    /// The lease of every member.
+    pub lease: Option<Duration>,
+}
+
+impl NewSet {
+    /// The set, refusing the fields a set does not take.
+    pub(super) fn new(
+        members: Vec<(String, Mode)>,
+        owner: String,
+        lease: Option<Duration>,
+        data: Option<String>,
+        fencing: bool,
+        only_if_exists: bool,
+    ) -> Result<Self, RequestError> {
+        for (field, given) in [
+            ("data", data.is_some()),
+            ("fencing", fencing),
+            ("only_if_exists", only_if_exists),
+        ] {
+            if given {
+                return Err(not_with(field, "resources"));
+            }
+        }
+        Ok(NewSet {
+            members,
+            owner,
+            lease,
+        })
+    }
+}
+
+/// The target of an acquire: exactly one of `resource` and `resources`; a set's mode is per
+/// member, so `mode` and `permits` go with `resource` only.
+pub(super) fn members(
+    resource: Option<String>,
+    resources: Option<Vec<SetMember>>,
+    mode: Option<Mode>,
+    permits: Option<u32>,
+) -> Result<Target, RequestError> {
+    match (resource, resources) {
+        (Some(resource), None) => Ok(Target::One(resource)),
+        (None, Some(members)) => {
+            if mode.is_some() {
+                return Err(RequestError::new(
+                    "mode",
+                    "cannot be used with `resources`: give each member its mode",
+                ));
+            }
+            if permits.is_some() {
+                return Err(not_with("permits", "resources"));
+            }
+            Ok(Target::Set(
+                members
+                    .into_iter()
+                    .map(|member| match member {
+                        SetMember::Name(resource) => (resource, Mode::Exclusive),
+                        SetMember::Member(Member { resource, mode }) => {
+                            (resource, mode.unwrap_or_default())
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        (Some(_), Some(_)) => Err(not_with("resources", "resource")),
+        (None, None) => Err(RequestError::new("resource", "is required")),
+    }
+}
+
+/// The target of a release: `locks`, or `resource` with `lock_id`.
+pub(super) fn held(
+    resource: Option<String>,
+    lock_id: Option<LockId>,
+    mode: Option<Mode>,
+    locks: Option<Vec<SetLock>>,
+    data: bool,
+) -> Result<Held, RequestError> {
+    match (locks, resource, lock_id) {
+        (Some(locks), None, None) => {
+            if mode.is_some() {
+                return Err(RequestError::new(
+                    "mode",
+                    "cannot be used with `locks`: give each member its mode",
+                ));
+            }
+            if data {
+                return Err(not_with("data", "locks"));
+            }
+            Ok(Held::Set(locks))
+        }
+        (Some(_), Some(_), _) => Err(not_with("locks", "resource")),
+        (Some(_), _, Some(_)) => Err(not_with("locks", "lock_id")),
+        (None, Some(resource), Some(lock_id)) => Ok(Held::One(resource, lock_id)),
+        (None, None, _) => Err(RequestError::new("resource", "is required")),
+        (None, Some(_), None) => Err(RequestError::new("lock_id", "is required")),
+    }
+}
+
+fn not_with(field: &str, other: &str) -> RequestError {
+    RequestError::new(field, format!("cannot be used with `{other}`"))
+}
