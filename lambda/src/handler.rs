@@ -328,9 +328,10 @@ impl Handler {
             }
             LockStatus::Shared {
                 holders,
+                intents,
                 writer_waiting,
             } => Done::new(
-                StatusResponse::shared(&resource, holders, writer_waiting),
+                StatusResponse::shared(&resource, holders, intents, writer_waiting),
                 "shared",
             ),
         })

@@ -129,6 +129,9 @@ pub struct StatusResponse {
     /// The live shared holders, the first lease to end first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holders: Option<Vec<SharedHolderResponse>>,
+    /// The live holders of path locks below this resource, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intents: Option<Vec<SharedHolderResponse>>,
     /// The owner of an exclusive acquirer waiting for the shared holders to leave (new shared
     /// holders are refused meanwhile).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -159,23 +162,32 @@ impl StatusResponse {
             data: None,
             mode: None,
             holders: None,
+            intents: None,
             writer_waiting: None,
         }
     }
 
-    pub(crate) fn shared(resource: &str, holders: Vec<Holder>, writer: Option<Holder>) -> Self {
-        let holders = holders
-            .into_iter()
-            .map(|holder| SharedHolderResponse {
-                acquired_at: timestamp::format(holder.acquired_at),
-                expires_at: timestamp::format(holder.expires_at),
-                owner: holder.owner,
-            })
-            .collect();
+    pub(crate) fn shared(
+        resource: &str,
+        holders: Vec<Holder>,
+        intents: Vec<Holder>,
+        writer: Option<Holder>,
+    ) -> Self {
+        let answer = |holders: Vec<Holder>| -> Vec<SharedHolderResponse> {
+            holders
+                .into_iter()
+                .map(|holder| SharedHolderResponse {
+                    acquired_at: timestamp::format(holder.acquired_at),
+                    expires_at: timestamp::format(holder.expires_at),
+                    owner: holder.owner,
+                })
+                .collect()
+        };
         StatusResponse {
             locked: true,
             mode: Some("shared"),
-            holders: Some(holders),
+            intents: (!intents.is_empty()).then(|| answer(intents)),
+            holders: Some(answer(holders)),
             writer_waiting: writer.map(|writer| writer.owner),
             ..StatusResponse::free(resource)
         }
@@ -193,6 +205,7 @@ impl StatusResponse {
             owner: Some(holder.owner),
             mode: None,
             holders: None,
+            intents: None,
             writer_waiting: None,
         }
     }

@@ -57,6 +57,12 @@ pub const FENCE_SK_VALUE: &str = "FENCE";
 /// absent while there are none (DynamoDB removes a set whose last element is deleted), so every
 /// exclusive acquisition's condition needs only `attribute_not_exists(#shared)`.
 pub const SHARED: &str = "Shared";
+/// The ids of the holders in [`Mode::IntentShared`](crate::Mode::IntentShared) (path locks
+/// below this resource, shared), a string set, absent while there are none.
+pub const INTENT_SHARED: &str = "IntentShared";
+/// The ids of the holders in [`Mode::IntentExclusive`](crate::Mode::IntentExclusive) (path
+/// locks below this resource, exclusive), a string set, absent while there are none.
+pub const INTENT_EXCLUSIVE: &str = "IntentExclusive";
 /// Prefix of the attribute of one shared holder: `Shared:<LockID>`, a map with that holder's
 /// `LockID`, `Owner`, `AcquiredAt`, `ExpiresAt`, `Version` and `LeaseMs`, the same names and
 /// formats as an exclusive holder's attributes.
@@ -86,7 +92,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 10] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 12] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -97,4 +103,6 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 10] = [
     ("#data", DATA),
     ("#shared", SHARED),
     ("#writer_waiting", WRITER_WAITING),
+    ("#intent_shared", INTENT_SHARED),
+    ("#intent_exclusive", INTENT_EXCLUSIVE),
 ];

@@ -65,6 +65,7 @@ mod lock_table;
 mod mode;
 mod options;
 mod outcome;
+mod path;
 mod record;
 mod schema;
 mod shared;
@@ -91,6 +92,7 @@ pub use options::AcquireOptions;
 pub use outcome::{
     AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
 };
+pub use path::LockPath;
 pub use schema::{TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX};
 pub use takeover::TakeoverRule;
 pub use wait::backoff::BackoffBounds;

@@ -30,6 +30,14 @@ pub enum Mode {
     Exclusive,
     /// Any number of shared holders together, and no exclusive one.
     Shared,
+    /// Intention to hold something below this resource shared: what a
+    /// [path lock](crate::LockPath) takes on each ancestor of a path it locks shared.
+    /// Excludes only exclusive holders.
+    IntentShared,
+    /// Intention to hold something below this resource exclusively: what a path lock takes on
+    /// each ancestor of a path it locks exclusively. Excludes exclusive and shared holders,
+    /// not other intentions.
+    IntentExclusive,
 }
 
 impl Mode {
@@ -38,13 +46,71 @@ impl Mode {
         match self {
             Mode::Exclusive => "exclusive",
             Mode::Shared => "shared",
+            Mode::IntentShared => "intent_shared",
+            Mode::IntentExclusive => "intent_exclusive",
+        }
+    }
+
+    /// Whether holders in `self` and in `other` can hold one resource at once (Gray's
+    /// multi-granularity compatibility matrix).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::Mode;
+    ///
+    /// assert!(Mode::Shared.compatible_with(Mode::IntentShared));
+    /// assert!(Mode::IntentExclusive.compatible_with(Mode::IntentExclusive));
+    /// assert!(!Mode::Shared.compatible_with(Mode::IntentExclusive));
+    /// assert!(!Mode::Exclusive.compatible_with(Mode::IntentShared));
+    /// ```
+    pub fn compatible_with(self, other: Mode) -> bool {
+        use Mode::{Exclusive, IntentExclusive, Shared};
+        !matches!(
+            (self, other),
+            (Exclusive, _) | (_, Exclusive) | (Shared, IntentExclusive) | (IntentExclusive, Shared)
+        )
+    }
+
+    /// The weakest mode that grants both `self` and `other` to one holder: what a lock set takes
+    /// on a resource it names (or a path's ancestor) twice. Shared and intention-exclusive
+    /// together (Gray's SIX) become exclusive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::Mode;
+    ///
+    /// assert_eq!(Mode::IntentShared.join(Mode::IntentExclusive), Mode::IntentExclusive);
+    /// assert_eq!(Mode::Shared.join(Mode::IntentShared), Mode::Shared);
+    /// assert_eq!(Mode::Shared.join(Mode::IntentExclusive), Mode::Exclusive);
+    /// ```
+    pub fn join(self, other: Mode) -> Mode {
+        use Mode::{Exclusive, IntentExclusive, IntentShared, Shared};
+        match (self, other) {
+            (a, b) if a == b => a,
+            (IntentShared, b) => b,
+            (a, IntentShared) => a,
+            (Exclusive, _)
+            | (_, Exclusive)
+            | (Shared, IntentExclusive)
+            | (IntentExclusive, Shared) => Exclusive,
+            (a, _) => a,
+        }
+    }
+
+    /// The intention mode a path lock in `self` takes on the path's ancestors.
+    pub(crate) fn intention(self) -> Mode {
+        match self {
+            Mode::Exclusive | Mode::IntentExclusive => Mode::IntentExclusive,
+            Mode::Shared | Mode::IntentShared => Mode::IntentShared,
         }
     }
 }
 
 /// A mode name other than `exclusive` or `shared`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a mode: `exclusive` or `shared`")]
+#[error("{0:?} is not a mode: `exclusive`, `shared`, `intent_shared` or `intent_exclusive`")]
 pub struct UnknownMode(pub String);
 
 impl FromStr for Mode {
@@ -64,6 +130,8 @@ impl FromStr for Mode {
         match s {
             "exclusive" => Ok(Mode::Exclusive),
             "shared" => Ok(Mode::Shared),
+            "intent_shared" => Ok(Mode::IntentShared),
+            "intent_exclusive" => Ok(Mode::IntentExclusive),
             other => Err(UnknownMode(other.to_owned())),
         }
     }

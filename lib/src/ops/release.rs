@@ -95,7 +95,7 @@ pub(crate) async fn send(
         acquired_by,
         mode,
     } = *release;
-    if let (Mode::Shared, Some(lock_id)) = (mode, lock_id) {
+    if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         if !matches!(change, DataChange::Keep) {
             return Err(InvalidInput::NotForMode {
                 field: "data",

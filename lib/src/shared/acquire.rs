@@ -1,5 +1,7 @@
-//! A shared acquisition: one conditional UpdateItem that adds this holder to the lock item's set
-//! and writes its entry, if no exclusive holder's lease stands, no exclusive acquirer is waiting,
+//! A shared acquisition (or one in an intention mode, for a path lock's ancestors): one
+//! conditional UpdateItem that adds this holder to its mode's set and writes its entry, if no
+//! exclusive holder's lease stands, no exclusive acquirer is waiting, no holder of the
+//! conflicting set is there (intention-exclusive for shared, shared for intention-exclusive),
 //! and (for a semaphore) a permit is free.
 //!
 //! A semaphore whose permits are all taken, some by holders whose leases have ended, is taken
@@ -18,7 +20,7 @@ use crate::mode::Mode;
 use crate::ops::acquire::{acquired, Attempt, Request};
 use crate::ops::in_flight::InFlightAcquisition;
 use crate::record::{self, Record};
-use crate::shared::holders;
+use crate::shared::{holders, writer};
 use crate::time::{after, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -33,8 +35,7 @@ use tokio::time::Instant;
 
 /// No live exclusive holder, no exclusive acquirer waiting, on a lock item or none.
 const FREE_FOR_SHARED: &str = "(attribute_not_exists(#owner) OR #expires_at < :now) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :now)";
-/// A semaphore's free permit.
-const PERMIT_FREE: &str = " AND (attribute_not_exists(#shared) OR size(#shared) < :permits)";
+
 /// The item is a lock item or there is none.
 const ANY_ITEM: &str = "(attribute_not_exists(#pk) OR attribute_exists(#lock_id)) AND ";
 /// The item is a lock item ([`AcquireOptions::only_if_exists`](crate::AcquireOptions::only_if_exists)).
@@ -103,6 +104,9 @@ pub(crate) async fn attempt(
                 });
             }
             Refusal::Reclaim(seen) => reclaim = seen,
+            Refusal::Clear(lapsed) => {
+                writer::clear_lapsed(table, request.resource, &lapsed, table.now()).await?;
+            }
             Refusal::Changed(holder) => last_seen = holder,
         }
     }
@@ -126,7 +130,7 @@ pub(crate) fn new_lock(
     let sent = Instant::now();
     let now = table.now();
     let handle = LockHandle::new(request.resource, request.owner, LockId::generate())
-        .with_mode(Mode::Shared);
+        .with_mode(request.mode);
     let expires_at = after(now, request.lease, "lease")?;
     let lock = Lock::new(handle, now, expires_at, sent + request.lease);
     Ok((lock, uuid::Uuid::new_v4().to_string(), now))
@@ -157,6 +161,10 @@ impl Write {
             ANY_ITEM
         });
         condition.push_str(FREE_FOR_SHARED);
+        let (own_set, _) = holders::set_of(request.mode);
+        if let Some(conflicting) = conflicting_set(request.mode) {
+            condition.push_str(&format!(" AND attribute_not_exists({conflicting})"));
+        }
         let mut remove: Vec<String> = vec![REMOVE_EXCLUSIVE.to_owned()];
         if table.schema.ttl_attribute_name().is_some() {
             // An exclusive holder's TTL could delete the item under this holder's lease.
@@ -169,17 +177,22 @@ impl Write {
         ]);
         let mut entry_names = vec![("#entry".to_owned(), holders::attribute(lock.lock_id()))];
         let update = if reclaim.is_empty() {
-            condition.push_str(PERMIT_FREE);
+            condition.push_str(&format!(
+                " AND (attribute_not_exists({own_set}) OR size({own_set}) < :permits)"
+            ));
             values.insert(
                 ":permits".into(),
                 AttributeValue::N(permits(request).to_string()),
             );
             values.insert(":ids".into(), holders::id_set([lock.lock_id()]));
-            format!("{SET_ENTRY} ADD #shared :ids REMOVE {}", remove.join(", "))
+            format!(
+                "{SET_ENTRY} ADD {own_set} :ids REMOVE {}",
+                remove.join(", ")
+            )
         } else {
             // The set is exactly the holders seen: its size, every one of them still there, the
             // lapsed ones still lapsed. It becomes the live ones and this one.
-            condition.push_str(" AND size(#shared) = :seen");
+            condition.push_str(&format!(" AND size({own_set}) = :seen"));
             values.insert(":seen".into(), AttributeValue::N(reclaim.len().to_string()));
             let mut kept = vec![lock.lock_id()];
             for (i, seen) in reclaim.iter().enumerate() {
@@ -194,7 +207,7 @@ impl Write {
                 entry_names.push((placeholder, holders::attribute(seen.lock_id)));
             }
             values.insert(":ids".into(), holders::id_set(kept));
-            format!("{SET_ENTRY}, #shared = :ids REMOVE {}", remove.join(", "))
+            format!("{SET_ENTRY}, {own_set} = :ids REMOVE {}", remove.join(", "))
         };
         let mut names = table.names_for(&[&update, &condition]);
         names.extend(entry_names);
@@ -241,6 +254,9 @@ pub(crate) enum Refusal {
     /// Every permit is taken, some by holders whose leases have ended: these are the holders
     /// seen, to be replaced by this one in a reclaim.
     Reclaim(Vec<Record>),
+    /// Holders of the conflicting set stand in the way, every one of them lapsed: these, to be
+    /// cleared before the next write.
+    Clear(Vec<(Mode, Record)>),
     /// Nothing in the item refuses a shared holder any more: it changed since the write was
     /// judged (a release, a reclaim by someone else). The holder seen last, if any.
     Changed(Option<Holder>),
@@ -254,7 +270,7 @@ pub(crate) fn read_refused(
     now: DateTime<Utc>,
 ) -> Result<Refusal, Error> {
     let resource = request.resource;
-    let shared = holders::decode(resource, item)?;
+    let shared = holders::decode(resource, item, request.mode)?;
     if shared.iter().any(|r| r.lock_id == ours) {
         return Ok(Refusal::OwnWrite);
     }
@@ -272,6 +288,18 @@ pub(crate) fn read_refused(
             return Ok(Refusal::Blocked(writer));
         }
     }
+    if let Some(conflicting) = conflicting_mode(request.mode) {
+        let in_the_way = holders::decode(resource, item, conflicting)?;
+        let last_live = holders::live(&in_the_way, now).max_by_key(|r| r.holder.expires_at);
+        if let Some(last) = last_live {
+            return Ok(Refusal::Blocked(last.holder.clone()));
+        }
+        if !in_the_way.is_empty() {
+            return Ok(Refusal::Clear(
+                in_the_way.into_iter().map(|r| (conflicting, r)).collect(),
+            ));
+        }
+    }
     let permits = permits(request) as usize;
     let first_free = holders::live(&shared, now)
         .min_by_key(|r| r.holder.expires_at)
@@ -282,6 +310,20 @@ pub(crate) fn read_refused(
         Some(holder) if live >= permits => Refusal::Blocked(holder),
         _ => Refusal::Reclaim(shared),
     })
+}
+
+/// The set-kept mode whose holders exclude holders in `mode`, besides an exclusive holder.
+fn conflicting_mode(mode: Mode) -> Option<Mode> {
+    match mode {
+        Mode::Shared => Some(Mode::IntentExclusive),
+        Mode::IntentExclusive => Some(Mode::Shared),
+        Mode::IntentShared | Mode::Exclusive => None,
+    }
+}
+
+/// The placeholder of [`conflicting_mode`]'s set.
+fn conflicting_set(mode: Mode) -> Option<&'static str> {
+    conflicting_mode(mode).map(|mode| holders::set_of(mode).0)
 }
 
 /// The most shared holders `request` lets in: its permits, or the bound on any shared lock.

@@ -11,7 +11,7 @@
 
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
-use crate::item::{s, Item, OWNER, SHARED};
+use crate::item::{s, Item, INTENT_EXCLUSIVE, INTENT_SHARED, OWNER, SHARED};
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::outcome::ReleaseOutcome;
@@ -28,12 +28,12 @@ use tracing::{debug, info};
 /// The exclusive extension's update and condition, inside the entry.
 const EXTEND_UPDATE: &str = "SET #entry.#expires_at = :expires_at, #entry.#version = :version, #entry.#lease_ms = :lease_ms";
 const EXTEND_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner AND #entry.#expires_at >= :now AND #entry.#expires_at <= :expires_at";
-/// The release: the entry and its id go together.
-const RELEASE_UPDATE: &str = "DELETE #shared :ids REMOVE #entry";
+/// The release: the entry and its id (in the set of the hold's mode) go together.
+const RELEASE_UPDATE: &str = "DELETE #set :ids REMOVE #entry";
 const RELEASE_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner";
 /// The deletion of an item the release left without any holder: a lock item, with no shared
 /// holder, no exclusive holder and no waiting writer.
-const DELETE_EMPTY_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#shared) AND attribute_not_exists(#owner) AND attribute_not_exists(#writer_waiting)";
+const DELETE_EMPTY_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND attribute_not_exists(#owner) AND attribute_not_exists(#writer_waiting)";
 
 /// One UpdateItem extending the shared hold `handle` to `expires_at` with `version`:
 /// `Ok(Ok(record))` as written, `Ok(Err(record))` with its entry in the refusing item, if any.
@@ -89,7 +89,7 @@ fn own_entry(
     if !item.contains_key(crate::item::LOCK_ID) {
         return Err(table.not_a_lock_item(item));
     }
-    Ok(holders::decode(handle.resource(), item)?
+    Ok(holders::decode(handle.resource(), item, handle.mode())?
         .into_iter()
         .find(|r| r.lock_id == handle.lock_id()))
 }
@@ -106,9 +106,11 @@ pub(crate) async fn release(
         (":lock_id".to_owned(), s(handle.lock_id().to_string())),
         (":owner".to_owned(), s(handle.owner())),
     ]);
+    let (_, set) = holders::set_of(handle.mode());
     let sent = table
         .update_item(resource, RELEASE_UPDATE, RELEASE_CONDITION)
         .expression_attribute_names("#entry", holders::attribute(handle.lock_id()))
+        .expression_attribute_names("#set", set)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
@@ -121,9 +123,12 @@ pub(crate) async fn release(
     match answer {
         Answer::Applied(out) => {
             info!(resource, owner = handle.owner(), lock_id = %handle.lock_id().short(), "shared lock released");
-            let empty = out
-                .attributes()
-                .is_some_and(|item| !item.contains_key(SHARED) && !item.contains_key(OWNER));
+            let empty = out.attributes().is_some_and(|item| {
+                !item.contains_key(OWNER)
+                    && [SHARED, INTENT_SHARED, INTENT_EXCLUSIVE]
+                        .iter()
+                        .all(|set| !item.contains_key(*set))
+            });
             if empty && table.delete_on_release {
                 delete_empty(table, resource).await?;
             }

@@ -1,6 +1,8 @@
 //! The shared holders of a lock item, as stored and as read back.
 //!
-//! `Shared` is a string set of the holders' `LockID`s; each holder has an attribute
+//! `Shared` is a string set of the shared holders' `LockID`s, `IntentShared` and
+//! `IntentExclusive` those of the holders in the two intention modes (path locks below the
+//! resource); each holder, whatever its set, has an attribute
 //! `Shared:<LockID>`, a map with the same attributes, in the same formats, as an exclusive
 //! holder's (`LockID`, `Owner`, `AcquiredAt`, `ExpiresAt`, `Version`, `LeaseMs`), so that one
 //! decoder ([`record::decode`]) reads both. The set and the maps change together in every write.
@@ -12,13 +14,37 @@
 
 use crate::error::Error;
 use crate::item::{
-    Item, ACQUIRED_AT, EXPIRES_AT, OWNER, SHARED, SHARED_HOLDER_PREFIX, WRITER_WAITING,
+    Item, ACQUIRED_AT, EXPIRES_AT, INTENT_EXCLUSIVE, INTENT_SHARED, OWNER, SHARED,
+    SHARED_HOLDER_PREFIX, WRITER_WAITING,
 };
 use crate::lock::{Holder, Lock, LockId};
+use crate::mode::Mode;
 use crate::record::{self, Record, Written};
 use crate::timestamp;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
+
+/// The modes whose holders live in sets of ids and entries, each with its set.
+pub(crate) const SET_MODES: [Mode; 3] = [Mode::Shared, Mode::IntentShared, Mode::IntentExclusive];
+
+/// The placeholder and attribute of the set of the holders in `mode` (an exclusive holder has
+/// none: `Shared` is returned, unused).
+pub(crate) fn set_of(mode: Mode) -> (&'static str, &'static str) {
+    match mode {
+        Mode::Shared | Mode::Exclusive => ("#shared", SHARED),
+        Mode::IntentShared => ("#intent_shared", INTENT_SHARED),
+        Mode::IntentExclusive => ("#intent_exclusive", INTENT_EXCLUSIVE),
+    }
+}
+
+/// Every holder of `item` kept in a set, live or not, with its mode.
+pub(crate) fn decode_all(resource: &str, item: &Item) -> Result<Vec<(Mode, Record)>, Error> {
+    let mut all = Vec::new();
+    for mode in SET_MODES {
+        all.extend(decode(resource, item, mode)?.into_iter().map(|r| (mode, r)));
+    }
+    Ok(all)
+}
 
 /// The attribute of the shared holder `lock_id`.
 pub(crate) fn attribute(lock_id: LockId) -> String {
@@ -41,14 +67,15 @@ pub(crate) fn id_set(ids: impl IntoIterator<Item = LockId>) -> AttributeValue {
     AttributeValue::Ss(ids.into_iter().map(|id| id.to_string()).collect())
 }
 
-/// The shared holders of `item` (of `resource`), live or not, in the order of the set.
-pub(crate) fn decode(resource: &str, item: &Item) -> Result<Vec<Record>, Error> {
+/// The holders of `item` (of `resource`) in `mode`'s set, live or not, in the order of the set.
+pub(crate) fn decode(resource: &str, item: &Item, mode: Mode) -> Result<Vec<Record>, Error> {
+    let (_, set) = set_of(mode);
     let malformed = |problem| Error::MalformedItem {
         resource: resource.to_owned(),
-        attribute: SHARED,
+        attribute: set,
         problem,
     };
-    let ids = match item.get(SHARED) {
+    let ids = match item.get(set) {
         None => return Ok(Vec::new()),
         Some(AttributeValue::Ss(ids)) => ids,
         Some(_) => return Err(malformed("is not a string set")),
@@ -128,7 +155,6 @@ pub(crate) fn live(holders: &[Record], now: DateTime<Utc>) -> impl Iterator<Item
 mod tests {
     use super::*;
     use crate::lock::LockHandle;
-    use crate::mode::Mode;
     use crate::record::samples::now;
     use chrono::TimeDelta;
     use tokio::time::Instant;
@@ -151,7 +177,7 @@ mod tests {
     fn holders_read_back_as_written() {
         let a = shared_lock("a", TimeDelta::seconds(5));
         let b = shared_lock("b", TimeDelta::seconds(-5));
-        let holders = decode("r", &item_with(&[&a, &b])).unwrap();
+        let holders = decode("r", &item_with(&[&a, &b]), Mode::Shared).unwrap();
         assert_eq!(holders.len(), 2);
         let a_read = holders.iter().find(|r| r.lock_id == a.lock_id()).unwrap();
         assert_eq!(a_read.holder.owner, "a");
@@ -163,7 +189,8 @@ mod tests {
 
     #[test]
     fn no_set_is_no_holder() {
-        assert!(decode("r", &Item::new()).unwrap().is_empty());
+        assert!(decode("r", &Item::new(), Mode::Shared).unwrap().is_empty());
+        assert!(decode_all("r", &Item::new()).unwrap().is_empty());
     }
 
     #[test]
@@ -171,7 +198,7 @@ mod tests {
         let a = shared_lock("a", TimeDelta::seconds(5));
         let mut item = item_with(&[&a]);
         item.remove(&attribute(a.lock_id()));
-        let err = decode("r", &item).unwrap_err();
+        let err = decode("r", &item, Mode::Shared).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -190,7 +217,7 @@ mod tests {
         let b = shared_lock("b", TimeDelta::seconds(5));
         let mut item = item_with(&[&a]);
         item.insert(attribute(a.lock_id()), entry(&b, "v1"));
-        assert!(decode("r", &item).is_err());
+        assert!(decode("r", &item, Mode::Shared).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::item::{s, Item};
 use crate::lock::{Holder, LockId};
 use crate::lock_table::LockTable;
+use crate::mode::Mode;
 use crate::record::Record;
 use crate::shared::holders;
 use crate::timestamp;
@@ -38,8 +39,8 @@ const WITHDRAW_UPDATE: &str = "REMOVE #writer_waiting";
 pub(crate) enum SharedRefusal {
     /// At least one shared holder is live: the one whose lease ends last.
     Live(Holder),
-    /// Every shared holder's lease has ended: these are to be cleared.
-    Lapsed(Vec<Record>),
+    /// Every shared holder's lease has ended: these (with their modes) are to be cleared.
+    Lapsed(Vec<(Mode, Record)>),
 }
 
 /// Reads the shared holders of `item`, which refused an exclusive acquisition at `now`; `None`
@@ -49,50 +50,68 @@ pub(crate) fn read_refused(
     item: &Item,
     now: DateTime<Utc>,
 ) -> Result<Option<SharedRefusal>, Error> {
-    let shared = holders::decode(resource, item)?;
-    if shared.is_empty() {
+    let held = holders::decode_all(resource, item)?;
+    if held.is_empty() {
         return Ok(None);
     }
-    Ok(Some(
-        match holders::live(&shared, now).max_by_key(|r| r.holder.expires_at) {
-            Some(last) => SharedRefusal::Live(last.holder.clone()),
-            None => SharedRefusal::Lapsed(shared),
-        },
-    ))
+    let last_live = held
+        .iter()
+        .map(|(_, record)| record)
+        .filter(|record| record.holder.is_live_at(now))
+        .max_by_key(|record| record.holder.expires_at);
+    Ok(Some(match last_live {
+        Some(last) => SharedRefusal::Live(last.holder.clone()),
+        None => SharedRefusal::Lapsed(held),
+    }))
 }
 
-/// Removes the shared holders `lapsed` from `resource`'s item if each one's lease is still over
-/// at `now` (none extended meanwhile); whether they were removed.
+/// Removes the holders `lapsed` (each in its mode's set) from `resource`'s item if each one's
+/// lease is still over at `now` (none extended meanwhile); whether they were removed.
 pub(crate) async fn clear_lapsed(
     table: &LockTable,
     resource: &str,
-    lapsed: &[Record],
+    lapsed: &[(Mode, Record)],
     now: DateTime<Utc>,
 ) -> Result<bool, Error> {
-    let ids: Vec<LockId> = lapsed.iter().map(|r| r.lock_id).collect();
-    if ids.is_empty() {
+    if lapsed.is_empty() {
         return Ok(true);
     }
     let mut names = HashMap::new();
+    let mut values = Item::from([(":now".to_owned(), s(timestamp::format(now)))]);
     let mut clauses = Vec::new();
     let mut removed = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
+    for (i, (_, record)) in lapsed.iter().enumerate() {
         let placeholder = format!("#h{i}");
         clauses.push(format!("{placeholder}.#expires_at < :now"));
         removed.push(placeholder.clone());
-        names.insert(placeholder, holders::attribute(*id));
+        names.insert(placeholder, holders::attribute(record.lock_id));
+    }
+    let mut deletes = Vec::new();
+    for mode in holders::SET_MODES {
+        let ids: Vec<LockId> = lapsed
+            .iter()
+            .filter(|(m, _)| *m == mode)
+            .map(|(_, record)| record.lock_id)
+            .collect();
+        if !ids.is_empty() {
+            let (set, _) = holders::set_of(mode);
+            let value = format!(":ids_{}", mode.as_str());
+            deletes.push(format!("{set} {value}"));
+            values.insert(value, holders::id_set(ids));
+        }
     }
     let condition = clauses.join(" AND ");
-    let update = format!("DELETE #shared :ids REMOVE {}", removed.join(", "));
+    let update = format!(
+        "DELETE {} REMOVE {}",
+        deletes.join(", "),
+        removed.join(", ")
+    );
     let mut all_names = table.names_for(&[&update, &condition]);
     all_names.extend(names);
     let sent = table
         .update_item(resource, &update, &condition)
         .set_expression_attribute_names(Some(all_names))
-        .set_expression_attribute_values(Some(Item::from([
-            (":now".to_owned(), s(timestamp::format(now))),
-            (":ids".to_owned(), holders::id_set(ids.iter().copied())),
-        ])))
+        .set_expression_attribute_values(Some(values))
         .send();
     let answer = answer("UpdateItem", sent.await, |err| {
         matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
@@ -100,7 +119,7 @@ pub(crate) async fn clear_lapsed(
     let cleared = matches!(answer, Answer::Applied(_));
     debug!(
         resource,
-        holders = ids.len(),
+        holders = lapsed.len(),
         cleared,
         "clearing shared holders whose leases ended"
     );

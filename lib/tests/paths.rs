@@ -1,0 +1,196 @@
+//! Hierarchical paths against the local endpoint: which path locks conflict (an ancestor, a
+//! descendant, the path itself, in conflicting modes) and which do not (siblings, shared with
+//! shared), unambiguous segment names, the cost of one, and crashed holders' intentions cleared.
+
+use ddb_lock::{AcquireOptions, LockClient, LockPath, LockStatus, Mode, SetAttempt};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, endpoint, lock_client, unique};
+use std::time::Duration;
+
+fn opts(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_secs(60))
+}
+
+/// A path under a root segment of its own, so that tests do not share items.
+fn path(root: &str, rest: &[&str]) -> LockPath {
+    LockPath::new(std::iter::once(root).chain(rest.iter().copied()))
+}
+
+async fn try_path(client: &LockClient, path: &LockPath, mode: Mode, owner: &str) -> SetAttempt {
+    client
+        .try_acquire_paths(&[(path.clone(), mode)], &opts(owner))
+        .await
+        .unwrap()
+}
+
+fn blocked_at(attempt: &SetAttempt) -> LockPath {
+    match attempt {
+        SetAttempt::Held { resource, .. } => LockPath::from_resource(resource).expect("a path"),
+        SetAttempt::Acquired(set) => panic!("acquired {set:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_exclusive_path_conflicts_with_its_ancestors_and_descendants_not_its_siblings() {
+    let client = lock_client().await;
+    let root = unique("tree");
+    let ab = path(&root, &["A", "B"]);
+    let SetAttempt::Acquired(held) = try_path(&client, &ab, Mode::Exclusive, "x").await else {
+        panic!("free");
+    };
+    assert_eq!(
+        held.locks().len(),
+        4,
+        "[], [root], [root, A] as intentions, then the path"
+    );
+
+    let a = path(&root, &["A"]);
+    for mode in [Mode::Shared, Mode::Exclusive] {
+        let refused = try_path(&client, &a, mode, "y").await;
+        assert_eq!(
+            blocked_at(&refused),
+            a,
+            "the ancestor's item holds an intention-exclusive holder"
+        );
+    }
+    let abc = path(&root, &["A", "B", "C"]);
+    for mode in [Mode::Shared, Mode::Exclusive] {
+        let refused = try_path(&client, &abc, mode, "y").await;
+        assert_eq!(
+            blocked_at(&refused),
+            ab,
+            "the exclusive holder refuses intentions below it"
+        );
+    }
+    assert_eq!(
+        blocked_at(&try_path(&client, &ab, Mode::Shared, "y").await),
+        ab
+    );
+    let root_path = LockPath::root();
+    assert_eq!(
+        blocked_at(&try_path(&client, &root_path, Mode::Shared, "y").await),
+        root_path
+    );
+
+    let ac = path(&root, &["A", "C"]);
+    let SetAttempt::Acquired(sibling) = try_path(&client, &ac, Mode::Exclusive, "y").await else {
+        panic!("a sibling does not conflict");
+    };
+    match client.status(&a.resource()).await.unwrap() {
+        LockStatus::Shared {
+            holders, intents, ..
+        } => {
+            assert!(holders.is_empty());
+            assert_eq!(
+                intents.len(),
+                2,
+                "both paths below hold an intention on [root, A]"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    client.release_set(&held).await;
+    client.release_set(&sibling).await;
+    let SetAttempt::Acquired(whole) = try_path(&client, &a, Mode::Exclusive, "z").await else {
+        panic!("free once both are released");
+    };
+    client.release_set(&whole).await;
+}
+
+#[tokio::test]
+async fn shared_paths_coexist_along_one_branch_and_exclude_writers_below_and_above() {
+    let client = lock_client().await;
+    let root = unique("tree-shared");
+    let a = path(&root, &["A"]);
+    let ab = path(&root, &["A", "B"]);
+    let SetAttempt::Acquired(r1) = try_path(&client, &a, Mode::Shared, "r1").await else {
+        panic!("free");
+    };
+    let SetAttempt::Acquired(r2) = try_path(&client, &ab, Mode::Shared, "r2").await else {
+        panic!("readers of an ancestor and a descendant share");
+    };
+    let abc = path(&root, &["A", "B", "C"]);
+    assert_eq!(
+        blocked_at(&try_path(&client, &abc, Mode::Exclusive, "w").await),
+        a,
+        "a writer below needs an intention-exclusive holder on [root, A], which the reader of A refuses"
+    );
+    let top = path(&root, &[]);
+    assert_eq!(
+        blocked_at(&try_path(&client, &top, Mode::Exclusive, "w").await),
+        top
+    );
+    client.release_set(&r1).await;
+    client.release_set(&r2).await;
+}
+
+#[tokio::test]
+async fn segments_with_the_separator_or_empty_are_paths_of_their_own() {
+    let client = lock_client().await;
+    let root = unique("tree-names");
+    let joined = path(&root, &["a/b"]);
+    let split = path(&root, &["a", "b"]);
+    let empty = path(&root, &["", "b"]);
+    let mut sets = Vec::new();
+    for p in [&joined, &split, &empty] {
+        match try_path(&client, p, Mode::Exclusive, "x").await {
+            SetAttempt::Acquired(set) => sets.push(set),
+            other => panic!("{p} is a path of its own: {other:?}"),
+        }
+    }
+    for set in &sets {
+        client.release_set(set).await;
+    }
+}
+
+#[tokio::test]
+async fn a_path_lock_is_one_transaction_of_its_depth_plus_one_items() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let root = unique("tree-cost");
+    let set = client
+        .acquire_paths(
+            &[(path(&root, &["a", "b", "c"]), Mode::Exclusive)],
+            &opts("x"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(proxy.total_requests(), 1);
+    assert_eq!(set.locks().len(), 5);
+    client.release_set(&set).await;
+    assert_eq!(
+        proxy.counts("UpdateItem").requests,
+        4,
+        "each intention holder leaves with one UpdateItem…"
+    );
+    // …and the path's own item and each item the release left empty are deleted: all but the
+    // root's, perhaps, which other tests' paths share.
+    let deletes = proxy.counts("DeleteItem").requests;
+    assert!((1 + 3..=1 + 4).contains(&deletes), "{deletes} DeleteItems");
+}
+
+#[tokio::test]
+async fn a_crashed_path_holders_intentions_are_cleared_when_their_leases_end() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let root = unique("tree-crash");
+    early
+        .acquire_paths(
+            &[(path(&root, &["a", "b"]), Mode::Exclusive)],
+            &opts("crashed").lease(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(6));
+    let set = late
+        .acquire_paths(&[(path(&root, &["a"]), Mode::Exclusive)], &opts("next"))
+        .await
+        .unwrap();
+    late.release_set(&set).await;
+}
