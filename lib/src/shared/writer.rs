@@ -1,7 +1,8 @@
 //! What an exclusive acquirer does about shared holders.
 //!
-//! Its acquisition's condition requires `attribute_not_exists(#shared)`, so shared holders refuse
-//! it like an exclusive holder would. Two things follow from such a refusal:
+//! Its acquisition's condition requires `attribute_not_exists(#shared)` (and the same of the two
+//! intention sets, see [`path`](crate::path)), so shared and intention holders refuse it like an
+//! exclusive holder would. Two things follow from such a refusal:
 //!
 //! - if every shared holder's lease has ended (crashed readers), one UpdateItem removes them,
 //!   conditioned on each one's lease still being over, and the acquisition is tried again at once;
