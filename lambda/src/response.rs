@@ -31,7 +31,9 @@ pub struct LockResponse {
     /// (`DDB_LOCK_DELETE_ON_RELEASE=false`), what the previous holder left.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
-    /// `shared` for a shared hold (pass it to `release` and `extend`); absent when exclusive.
+    /// The mode of a hold that is not exclusive (`shared`, or for a path's ancestors
+    /// `intent_shared` or `intent_exclusive`): pass it back to `release` and `extend`. Absent when
+    /// exclusive.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,
 }
@@ -48,7 +50,7 @@ impl LockResponse {
             waited_ms: None,
             attempts: None,
             data: lock.data().map(payload),
-            mode: (lock.mode() == Mode::Shared).then_some(Mode::Shared.as_str()),
+            mode: (lock.mode() != Mode::Exclusive).then(|| lock.mode().as_str()),
         }
     }
 }

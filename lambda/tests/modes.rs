@@ -232,3 +232,50 @@ async fn set_fields_are_checked_and_named() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_path_is_locked_with_its_ancestors_and_conflicts_as_paths_do() {
+    let handler = handler().await;
+    let root = unique("h-path");
+    let ab = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "x", "path": [root, "A", "B"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ab["locks"].as_array().unwrap().len(), 4);
+    let parent = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "y", "path": [root, "A"], "mode": "shared"}),
+    )
+    .await;
+    assert_eq!(error_name(parent), "LockHeld");
+    let sibling = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "y", "path": [root, "A", "C"]}),
+    )
+    .await
+    .unwrap();
+    let status = invoke(&handler, json!({"op": "status", "path": [root, "A"]}))
+        .await
+        .unwrap();
+    assert_eq!(status["intents"].as_array().unwrap().len(), 2, "{status}");
+    for (owner, set) in [("x", &ab), ("y", &sibling)] {
+        invoke(
+            &handler,
+            json!({"op": "release", "owner": owner, "locks": set["locks"]}),
+        )
+        .await
+        .unwrap();
+    }
+    let status = invoke(&handler, json!({"op": "status", "path": [root, "A"]}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], false, "{status}");
+    let bad = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "o", "path": ["a"], "resource": "a"}),
+    )
+    .await;
+    assert_eq!(invalid_field(bad), "path");
+}

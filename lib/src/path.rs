@@ -132,8 +132,18 @@ impl LockPath {
     }
 
     /// The lock-set members that lock this path in `mode`: each ancestor in the matching
-    /// intention mode, then the path itself.
-    pub(crate) fn members(&self, mode: Mode) -> Vec<(String, Mode)> {
+    /// intention mode, then the path itself (what [`acquire_paths`](LockClient::acquire_paths)
+    /// passes to [`acquire_set`](LockClient::acquire_set)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::{LockPath, Mode};
+    ///
+    /// let members = LockPath::new(["A"]).members(Mode::Shared);
+    /// assert_eq!(members, [("path:".to_owned(), Mode::IntentShared), ("path:/A".to_owned(), Mode::Shared)]);
+    /// ```
+    pub fn members(&self, mode: Mode) -> Vec<(String, Mode)> {
         let intention = mode.intention();
         self.ancestors()
             .map(|ancestor| (ancestor.resource(), intention))

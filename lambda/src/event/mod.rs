@@ -240,6 +240,8 @@ enum Event {
         resource: Option<String>,
         #[serde(default)]
         resources: Option<Vec<SetMember>>,
+        #[serde(default)]
+        path: Option<Vec<String>>,
         owner: String,
         #[serde(default, deserialize_with = "duration")]
         lease_ms: Option<Duration>,
@@ -261,6 +263,8 @@ enum Event {
         resource: Option<String>,
         #[serde(default)]
         resources: Option<Vec<SetMember>>,
+        #[serde(default)]
+        path: Option<Vec<String>>,
         owner: String,
         #[serde(default, deserialize_with = "duration")]
         lease_ms: Option<Duration>,
@@ -310,7 +314,10 @@ enum Event {
         data: Option<Option<String>>,
     },
     Status {
-        resource: String,
+        #[serde(default)]
+        resource: Option<String>,
+        #[serde(default)]
+        path: Option<Vec<String>>,
     },
     ForceRelease {
         resource: String,
@@ -327,6 +334,7 @@ impl Event {
             Event::Acquire {
                 resource,
                 resources,
+                path,
                 owner,
                 lease_ms,
                 wait_ms,
@@ -335,7 +343,7 @@ impl Event {
                 only_if_exists,
                 mode,
                 permits,
-            } => match set::members(resource, resources, mode, permits)? {
+            } => match set::members(resource, resources, path, mode, permits)? {
                 Target::One(resource) => Request::Acquire {
                     lock: NewLock {
                         resource,
@@ -357,6 +365,7 @@ impl Event {
             Event::TryAcquire {
                 resource,
                 resources,
+                path,
                 owner,
                 lease_ms,
                 data,
@@ -364,7 +373,7 @@ impl Event {
                 only_if_exists,
                 mode,
                 permits,
-            } => match set::members(resource, resources, mode, permits)? {
+            } => match set::members(resource, resources, path, mode, permits)? {
                 Target::One(resource) => Request::TryAcquire {
                     lock: NewLock {
                         resource,
@@ -430,7 +439,9 @@ impl Event {
                 lease: lease_ms,
                 data,
             },
-            Event::Status { resource } => Request::Status { resource },
+            Event::Status { resource, path } => Request::Status {
+                resource: set::one_resource(resource, path)?,
+            },
             Event::ForceRelease { resource } => Request::ForceRelease { resource },
             Event::Cleanup { cursor } => Request::Cleanup { cursor },
         })

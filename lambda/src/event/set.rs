@@ -3,7 +3,7 @@
 //! place of `resource` and `lock_id` (each member as acquire returned it).
 
 use super::{lock_id, mode, HeldLock, RequestError};
-use ddb_lock::{LockId, Mode};
+use ddb_lock::{LockId, LockPath, Mode};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use std::time::Duration;
@@ -109,14 +109,39 @@ impl NewSet {
     }
 }
 
-/// The target of an acquire: exactly one of `resource` and `resources`; a set's mode is per
-/// member, so `mode` and `permits` go with `resource` only.
+/// The target of an acquire: exactly one of `resource`, `resources` and `path`. A set's mode is
+/// per member, so `mode` goes with `resource` and `path`; `permits` with `resource` only. A path
+/// is the lock set of its ancestors' intentions and itself.
 pub(super) fn members(
     resource: Option<String>,
     resources: Option<Vec<SetMember>>,
+    path: Option<Vec<String>>,
     mode: Option<Mode>,
     permits: Option<u32>,
 ) -> Result<Target, RequestError> {
+    if let Some(path) = path {
+        if resource.is_some() || resources.is_some() {
+            return Err(not_with(
+                "path",
+                if resource.is_some() {
+                    "resource"
+                } else {
+                    "resources"
+                },
+            ));
+        }
+        if permits.is_some() {
+            return Err(not_with("permits", "path"));
+        }
+        let mode = mode.unwrap_or_default();
+        if !matches!(mode, Mode::Exclusive | Mode::Shared) {
+            return Err(RequestError::new(
+                "mode",
+                "of a path is `exclusive` or `shared`",
+            ));
+        }
+        return Ok(Target::Set(LockPath::new(path).members(mode)));
+    }
     match (resource, resources) {
         (Some(resource), None) => Ok(Target::One(resource)),
         (None, Some(members)) => {
@@ -172,6 +197,19 @@ pub(super) fn held(
         (None, Some(resource), Some(lock_id)) => Ok(Held::One(resource, lock_id)),
         (None, None, _) => Err(RequestError::new("resource", "is required")),
         (None, Some(_), None) => Err(RequestError::new("lock_id", "is required")),
+    }
+}
+
+/// The resource a `status` names: `resource`, or `path`'s.
+pub(super) fn one_resource(
+    resource: Option<String>,
+    path: Option<Vec<String>>,
+) -> Result<String, RequestError> {
+    match (resource, path) {
+        (Some(resource), None) => Ok(resource),
+        (None, Some(path)) => Ok(LockPath::new(path).resource()),
+        (Some(_), Some(_)) => Err(not_with("path", "resource")),
+        (None, None) => Err(RequestError::new("resource", "is required")),
     }
 }
 
