@@ -807,7 +807,7 @@ mod tests {
         let problem = |event: Value| parse(&event).unwrap_err().to_string();
         assert_eq!(
             problem(json!({"op": "acquire", "owner": "o"})),
-            "`resource` is required"
+            "`resource` is required, or `resources` or `path` in its place (null is absent, not a name)"
         );
         assert_eq!(problem(json!({"resource": "r"})), "`op` is required");
         assert!(

@@ -167,7 +167,7 @@ pub(super) fn members(
             ))
         }
         (Some(_), Some(_)) => Err(not_with("resources", "resource")),
-        (None, None) => Err(RequestError::new("resource", "is required")),
+        (None, None) => Err(resource_required("`resources` or `path`")),
     }
 }
 
@@ -195,7 +195,7 @@ pub(super) fn held(
         (Some(_), Some(_), _) => Err(not_with("locks", "resource")),
         (Some(_), _, Some(_)) => Err(not_with("locks", "lock_id")),
         (None, Some(resource), Some(lock_id)) => Ok(Held::One(resource, lock_id)),
-        (None, None, _) => Err(RequestError::new("resource", "is required")),
+        (None, None, _) => Err(resource_required("`locks`")),
         (None, Some(_), None) => Err(RequestError::new("lock_id", "is required")),
     }
 }
@@ -209,8 +209,16 @@ pub(super) fn one_resource(
         (Some(resource), None) => Ok(resource),
         (None, Some(path)) => Ok(LockPath::new(path).resource()),
         (Some(_), Some(_)) => Err(not_with("path", "resource")),
-        (None, None) => Err(RequestError::new("resource", "is required")),
+        (None, None) => Err(resource_required("`path`")),
     }
+}
+
+/// `resource` is missing (absent or `null`) and so are its alternatives.
+fn resource_required(alternatives: &str) -> RequestError {
+    RequestError::new(
+        "resource",
+        format!("is required, or {alternatives} in its place (null is absent, not a name)"),
+    )
 }
 
 fn not_with(field: &str, other: &str) -> RequestError {
