@@ -6,6 +6,7 @@ use crate::error::{Error, InvalidInput};
 use crate::global_tables::GlobalTables;
 use crate::limits::{self, MIN_LEASE};
 use crate::lock_table::LockTable;
+use crate::namespace::Namespace;
 use crate::schema::{self, TableSchema};
 use crate::takeover::TakeoverRule;
 use crate::wait::backoff::BackoffBounds;
@@ -46,6 +47,7 @@ pub struct LockClientBuilder {
     takeover: TakeoverRule,
     delete_on_release: bool,
     global_tables: GlobalTables,
+    namespace: Option<Namespace>,
 }
 
 impl LockClientBuilder {
@@ -72,6 +74,7 @@ impl LockClientBuilder {
             takeover: TakeoverRule::WallClock,
             delete_on_release: true,
             global_tables: GlobalTables::Refuse,
+            namespace: None,
         }
     }
 
@@ -108,6 +111,29 @@ impl LockClientBuilder {
     /// ```
     pub fn schema(mut self, schema: TableSchema) -> Self {
         self.schema = schema;
+        self
+    }
+
+    /// Every lock of the client lives in `namespace`, apart from the locks of clients without
+    /// one and of other namespaces, and [`LockClient::list`] finds it there. See
+    /// [`Namespace`]; [`LockClient::in_namespace`] makes a client of another namespace from
+    /// this one.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::LockClient;
+    ///
+    /// let config = aws_config::load_from_env().await;
+    /// let client = LockClient::builder(aws_sdk_dynamodb::Client::new(&config))
+    ///     .table_name("locks")
+    ///     .namespace("billing".parse()?)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn namespace(mut self, namespace: Namespace) -> Self {
+        self.namespace = Some(namespace);
         self
     }
 
@@ -218,7 +244,11 @@ impl LockClientBuilder {
             field: "table_name",
         })?;
         limits::table_name(&table_name)?;
-        self.schema.validate()?;
+        let schema = match self.namespace {
+            Some(namespace) => self.schema.in_namespace(namespace),
+            None => self.schema,
+        };
+        schema.validate()?;
         let owner = self
             .owner
             .unwrap_or_else(|| format!("ddb-lock-{}", uuid::Uuid::new_v4()));
@@ -238,7 +268,7 @@ impl LockClientBuilder {
         let table = LockTable {
             dynamodb: self.dynamodb,
             name: table_name,
-            schema: self.schema,
+            schema,
             ttl_grace: self.ttl_grace,
             clock: self.clock,
             takeover: self.takeover,

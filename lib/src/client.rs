@@ -63,6 +63,19 @@ pub(crate) struct Settings {
     pub(crate) backoff: BackoffBounds,
 }
 
+impl Settings {
+    /// The same defaults over another `table`.
+    pub(crate) fn with_table(&self, table: LockTable) -> Settings {
+        Settings {
+            table: Arc::new(table),
+            owner: self.owner.clone(),
+            lease: self.lease,
+            acquire_timeout: self.acquire_timeout,
+            backoff: self.backoff,
+        }
+    }
+}
+
 impl LockClient {
     /// Starts configuring a client over an SDK client, which brings its own region, endpoint,
     /// credentials and retry settings.

@@ -256,6 +256,17 @@ pub enum InvalidInput {
         /// The option.
         field: &'static str,
     },
+    /// A [`Namespace`](crate::Namespace) name breaks its rules.
+    #[error("`namespace` {name:?} must be 1 to 64 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
+    Namespace {
+        /// The name given.
+        name: String,
+    },
+    /// The [`TableSchema`](crate::TableSchema)'s key formats leave no room for namespaces: a
+    /// namespaced key (`NS#<namespace>#` before the lock key format) could equal the key of a
+    /// lock or fence item without a namespace, as with an empty key prefix.
+    #[error("`namespace` keys could equal other lock keys under this schema's key formats (an empty key prefix, or one starting with `NS#`); give the schema another key prefix")]
+    NamespaceOverlap,
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -292,6 +303,7 @@ impl InvalidInput {
             InvalidInput::MalformedLockId => "lock_id",
             InvalidInput::DataNotKept => "data",
             InvalidInput::TableName { .. } => "table_name",
+            InvalidInput::Namespace { .. } | InvalidInput::NamespaceOverlap => "namespace",
         }
     }
 }

@@ -71,6 +71,11 @@ pub const SHARED_HOLDER_PREFIX: &str = "Shared:";
 /// until which no new shared holder may join (its deadline).
 pub const WRITER_WAITING: &str = "WriterWaiting";
 
+/// The [`Namespace`](crate::Namespace) of a lock item made by a client in one: the partition key
+/// of the sparse index [`list`](crate::LockClient::list) queries. Absent on the items of a
+/// client without a namespace, which the index therefore never holds (nor any fence item).
+pub const NAMESPACE: &str = "Namespace";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -92,7 +97,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 12] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 13] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -105,4 +110,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 12] = [
     ("#writer_waiting", WRITER_WAITING),
     ("#intent_shared", INTENT_SHARED),
     ("#intent_exclusive", INTENT_EXCLUSIVE),
+    ("#namespace", NAMESPACE),
 ];

@@ -63,6 +63,7 @@ mod lock;
 mod lock_set;
 mod lock_table;
 mod mode;
+mod namespace;
 mod options;
 mod outcome;
 mod path;
@@ -87,12 +88,15 @@ pub use limits::duration_from_millis;
 pub use lock::{Holder, Lock, LockHandle, LockId};
 pub use lock_set::{LockSet, SetAttempt};
 pub use mode::{Mode, UnknownMode};
+pub use namespace::{ListedLock, Namespace, MAX_NAMESPACE_BYTES, NAMESPACE_KEY_PREFIX};
 pub use ops::cleanup::{CleanupCursor, CleanupReport, InvalidCleanupCursor};
 pub use options::AcquireOptions;
 pub use outcome::{
     AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
 };
 pub use path::LockPath;
-pub use schema::{TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX};
+pub use schema::{
+    TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX, DEFAULT_NAMESPACE_INDEX,
+};
 pub use takeover::TakeoverRule;
 pub use wait::backoff::BackoffBounds;

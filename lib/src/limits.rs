@@ -15,6 +15,9 @@ pub const MAX_SORT_KEY_BYTES: usize = 1024;
 /// DynamoDB's maximum length of a key attribute's name, in bytes.
 pub const MAX_KEY_ATTRIBUTE_NAME_BYTES: usize = 255;
 
+/// DynamoDB's maximum length of an index name, in bytes.
+pub const MAX_INDEX_NAME_BYTES: usize = 255;
+
 /// DynamoDB's maximum length of any other attribute's name, in bytes (64 KB).
 pub const MAX_ATTRIBUTE_NAME_BYTES: usize = 64 * 1024 - 1;
 

@@ -57,6 +57,26 @@ pub(crate) struct LockTable {
 }
 
 impl LockTable {
+    /// A table of the same table and settings under `schema` (another namespace), with a memory
+    /// of its own.
+    pub(crate) fn with_schema(&self, schema: TableSchema) -> LockTable {
+        LockTable {
+            dynamodb: self.dynamodb.clone(),
+            name: self.name.clone(),
+            schema,
+            ttl_grace: self.ttl_grace,
+            clock: Arc::clone(&self.clock),
+            takeover: self.takeover,
+            delete_on_release: self.delete_on_release,
+            global_tables: self.global_tables,
+            observations: Default::default(),
+            queues: Default::default(),
+            holds: Default::default(),
+            background: Default::default(),
+            token_offset: Default::default(),
+        }
+    }
+
     /// The clock's reading at the stored precision, so that every `Lock` and `Holder` carries
     /// exactly the timestamps DynamoDB holds.
     pub(crate) fn now(&self) -> DateTime<Utc> {

@@ -8,7 +8,8 @@
 use crate::error::Error;
 use crate::fencing::FencingToken;
 use crate::item::{
-    self, s, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, LEASE_MS, LOCK_ID, OWNER, VERSION,
+    self, s, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, LEASE_MS, LOCK_ID, NAMESPACE,
+    OWNER, VERSION,
 };
 use crate::lock::{Holder, Lock, LockId};
 use crate::timestamp;
@@ -31,11 +32,18 @@ pub(crate) struct Written<'a> {
     /// The TTL attribute and its epoch seconds, if the schema has one.
     pub(crate) ttl: Option<(&'a str, i64)>,
     pub(crate) data: Option<&'a [u8]>,
+    /// The client's namespace, written on the lock item (not on a shared holder's entry).
+    pub(crate) namespace: Option<&'a str>,
 }
 
 /// The full item written by acquire, under the lock item's primary `key`.
 pub(crate) fn encode(key: Item, lock: &Lock, written: &Written<'_>) -> Item {
-    let Written { version, ttl, data } = *written;
+    let Written {
+        version,
+        ttl,
+        data,
+        namespace,
+    } = *written;
     let lease = (lock.expires_at() - lock.acquired_at())
         .to_std()
         .unwrap_or_default();
@@ -65,6 +73,9 @@ pub(crate) fn encode(key: Item, lock: &Lock, written: &Written<'_>) -> Item {
     }
     if let Some(data) = data {
         item.insert(DATA.to_owned(), AttributeValue::B(Blob::new(data)));
+    }
+    if let Some(namespace) = namespace {
+        item.insert(NAMESPACE.to_owned(), s(namespace));
     }
     item
 }
@@ -218,6 +229,7 @@ mod tests {
                 version: "v1",
                 ttl: Some((TTL, 1_800_000_000)),
                 data: Some(b"{}"),
+                namespace: None,
             },
         );
         assert_eq!(item[PK], s("LOCK#orders/42"));
@@ -242,6 +254,7 @@ mod tests {
                 version: "v1",
                 ttl: None,
                 data: None,
+                namespace: None,
             },
         );
         item.insert(EXPIRES_AT.into(), s("tomorrow"));

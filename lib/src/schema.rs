@@ -20,13 +20,14 @@
 use crate::error::InvalidInput;
 use crate::item::{
     self, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, INTENT_EXCLUSIVE,
-    INTENT_SHARED, LEASE_MS, LOCK_ID, OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION,
+    INTENT_SHARED, LEASE_MS, LOCK_ID, NAMESPACE, OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION,
     WRITER_WAITING,
 };
 use crate::limits::{
-    MAX_ATTRIBUTE_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES, MAX_PARTITION_KEY_BYTES,
-    MAX_SORT_KEY_BYTES,
+    MAX_ATTRIBUTE_NAME_BYTES, MAX_INDEX_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES,
+    MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES,
 };
+use crate::namespace::{Namespace, NAMESPACE_KEY_PREFIX};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -34,6 +35,8 @@ use std::collections::HashMap;
 pub const DEFAULT_KEY_PREFIX: &str = "LOCK#";
 /// The default prefix of a fence item's partition key in a table without a sort key.
 pub const DEFAULT_FENCE_KEY_PREFIX: &str = "FENCE#";
+/// The default name of the namespace index, see [`TableSchema::namespace_index`].
+pub const DEFAULT_NAMESPACE_INDEX: &str = "Namespace";
 
 /// Where lock items live in the table: the key attributes and values, and the TTL attribute.
 /// Hand it to [`LockClientBuilder::schema`](crate::LockClientBuilder::schema); the builder's
@@ -70,6 +73,9 @@ pub struct TableSchema {
     lock_key: KeyFormat,
     fence_key: KeyFormat,
     ttl_attribute: Option<String>,
+    /// The namespace of the client, whose keys start with `NS#<namespace>#` before the formats.
+    namespace: Option<Namespace>,
+    namespace_index: String,
 }
 
 /// The sort key attribute and the values lock and fence items use.
@@ -94,6 +100,17 @@ impl KeyFormat {
 
     fn affix_bytes(&self) -> usize {
         self.prefix.len() + self.suffix.len()
+    }
+
+    /// This format inside `namespace`: `NS#<namespace>#` before the prefix.
+    fn in_namespace(&self, namespace: Option<&Namespace>) -> KeyFormat {
+        match namespace {
+            Some(namespace) => KeyFormat {
+                prefix: format!("{NAMESPACE_KEY_PREFIX}{namespace}#{}", self.prefix),
+                suffix: self.suffix.clone(),
+            },
+            None => self.clone(),
+        }
     }
 
     /// Whether some resource name under `self` and some under `other` make the same key. They
@@ -127,12 +144,14 @@ impl Default for TableSchema {
                 suffix: String::new(),
             },
             ttl_attribute: Some(TTL.to_owned()),
+            namespace: None,
+            namespace_index: DEFAULT_NAMESPACE_INDEX.to_owned(),
         }
     }
 }
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 12] = [
+const LOCK_ATTRIBUTES: [&str; 13] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -145,6 +164,7 @@ const LOCK_ATTRIBUTES: [&str; 12] = [
     WRITER_WAITING,
     INTENT_SHARED,
     INTENT_EXCLUSIVE,
+    NAMESPACE,
 ];
 
 impl TableSchema {
@@ -312,6 +332,65 @@ impl TableSchema {
         self
     }
 
+    /// Lock items in `namespace`: their partition keys start with `NS#<namespace>#` before the
+    /// lock key format, and they carry a `Namespace` attribute for the namespace index. Usually
+    /// set through [`LockClientBuilder::namespace`](crate::LockClientBuilder::namespace) or
+    /// [`LockClient::in_namespace`](crate::LockClient::in_namespace).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let schema = ddb_lock::TableSchema::new().in_namespace("billing".parse()?);
+    /// assert_eq!(schema.describe_key(&schema.lock_key("a")), "PK=NS#billing#LOCK#a, SK=LOCK");
+    /// # Ok::<(), ddb_lock::InvalidInput>(())
+    /// ```
+    pub fn in_namespace(mut self, namespace: Namespace) -> Self {
+        self.namespace = Some(namespace);
+        self
+    }
+
+    /// The name of the global secondary index [`list`](crate::LockClient::list) queries (default
+    /// `Namespace`): partition key `Namespace` (a string), projecting all attributes. Only items
+    /// of clients in a namespace carry the attribute, so the index holds nothing else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let schema = ddb_lock::TableSchema::new().namespace_index("locks-by-namespace");
+    /// assert_eq!(schema.namespace_index_name(), "locks-by-namespace");
+    /// ```
+    pub fn namespace_index(mut self, name: impl Into<String>) -> Self {
+        self.namespace_index = name.into();
+        self
+    }
+
+    /// The namespace, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(ddb_lock::TableSchema::new().namespace(), None);
+    /// ```
+    pub fn namespace(&self) -> Option<&Namespace> {
+        self.namespace.as_ref()
+    }
+
+    /// The name of the namespace index.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(ddb_lock::TableSchema::new().namespace_index_name(), "Namespace");
+    /// ```
+    pub fn namespace_index_name(&self) -> &str {
+        &self.namespace_index
+    }
+
+    /// The namespace's name, as lock items store it.
+    pub(crate) fn namespace_name(&self) -> Option<&str> {
+        self.namespace.as_ref().map(Namespace::as_str)
+    }
+
     /// The partition key attribute.
     ///
     /// # Examples
@@ -358,7 +437,7 @@ impl TableSchema {
     /// ```
     pub fn lock_key(&self, resource: &str) -> HashMap<String, AttributeValue> {
         let sort = self.sort_key.as_ref().map(|sk| (&sk.name, &sk.lock_value));
-        self.key_of(self.lock_key.key(resource), sort)
+        self.key_of(self.lock_format().key(resource), sort)
     }
 
     /// The primary key of `resource`'s fence item (its fencing-token counter).
@@ -375,10 +454,10 @@ impl TableSchema {
     pub fn fence_key(&self, resource: &str) -> HashMap<String, AttributeValue> {
         match &self.sort_key {
             Some(sk) => self.key_of(
-                self.lock_key.key(resource),
+                self.lock_format().key(resource),
                 Some((&sk.name, &sk.fence_value)),
             ),
-            None => self.key_of(self.fence_key.key(resource), None),
+            None => self.key_of(self.fence_format().key(resource), None),
         }
     }
 
@@ -424,21 +503,39 @@ impl TableSchema {
 
     /// Whether `key` is the key of some resource's lock item.
     pub(crate) fn is_lock_key(&self, key: &Item) -> bool {
+        self.resource_of(key).is_some()
+    }
+
+    /// The resource whose lock item has `key` (any item's key attributes), if it is one.
+    pub(crate) fn resource_of(&self, key: &Item) -> Option<String> {
         let string = |name: &str| key.get(name).and_then(|v| v.as_s().ok());
         let sort_matches = self
             .sort_key
             .as_ref()
             .is_none_or(|sk| string(&sk.name) == Some(&sk.lock_value));
+        let format = self.lock_format();
         let resource = string(&self.partition_key).and_then(|pk| {
-            pk.strip_prefix(self.lock_key.prefix.as_str())?
-                .strip_suffix(self.lock_key.suffix.as_str())
+            pk.strip_prefix(format.prefix.as_str())?
+                .strip_suffix(format.suffix.as_str())
         });
-        sort_matches && resource.is_some_and(|r| !r.is_empty())
+        resource
+            .filter(|r| sort_matches && !r.is_empty())
+            .map(str::to_owned)
     }
 
     /// The prefix every lock item's partition key starts with.
-    pub(crate) fn lock_key_prefix(&self) -> &str {
-        &self.lock_key.prefix
+    pub(crate) fn lock_key_prefix(&self) -> String {
+        self.lock_format().prefix
+    }
+
+    /// The format of lock items' partition keys, in the namespace.
+    fn lock_format(&self) -> KeyFormat {
+        self.lock_key.in_namespace(self.namespace.as_ref())
+    }
+
+    /// The format of fence items' partition keys without a sort key, in the namespace.
+    fn fence_format(&self) -> KeyFormat {
+        self.fence_key.in_namespace(self.namespace.as_ref())
     }
 
     /// The sort-key value of lock items, if the table has a sort key.
@@ -450,9 +547,9 @@ impl TableSchema {
     pub(crate) fn max_resource_bytes(&self) -> usize {
         let fence = match self.sort_key {
             Some(_) => 0,
-            None => self.fence_key.affix_bytes(),
+            None => self.fence_format().affix_bytes(),
         };
-        MAX_PARTITION_KEY_BYTES.saturating_sub(self.lock_key.affix_bytes().max(fence))
+        MAX_PARTITION_KEY_BYTES.saturating_sub(self.lock_format().affix_bytes().max(fence))
     }
 
     /// The attribute each placeholder of the expressions stands for under this schema.
@@ -513,6 +610,14 @@ impl TableSchema {
         } else if self.lock_key.can_collide_with(&self.fence_key) {
             return Err(InvalidInput::KeysOverlap { field: "fence_key" });
         }
+        if self.namespace.is_some() && !self.namespaced_keys_are_apart() {
+            return Err(InvalidInput::NamespaceOverlap);
+        }
+        within_limit(
+            "namespace_index",
+            &self.namespace_index,
+            MAX_INDEX_NAME_BYTES,
+        )?;
         if let Some(ttl) = &self.ttl_attribute {
             within_limit("ttl_attribute", ttl, MAX_ATTRIBUTE_NAME_BYTES)?;
             not_taken("ttl_attribute", ttl, &taken)?;
@@ -520,11 +625,34 @@ impl TableSchema {
         if self.max_resource_bytes() == 0 {
             return Err(InvalidInput::TooLarge {
                 field: "key_prefix",
-                bytes: self.lock_key.affix_bytes(),
+                bytes: self.lock_format().affix_bytes(),
                 limit: MAX_PARTITION_KEY_BYTES - 1,
             });
         }
         Ok(())
+    }
+}
+
+impl TableSchema {
+    /// Whether this namespace's keys can never equal the keys of the schema without a namespace
+    /// (the formats of lock items, and of fence items without a sort key), nor each other. Two
+    /// namespaces' keys never can: their prefixes differ where one namespace has a character
+    /// and the other the `#` that ends it.
+    fn namespaced_keys_are_apart(&self) -> bool {
+        let mut plain = vec![&self.lock_key];
+        let mut namespaced = vec![self.lock_format()];
+        if self.sort_key.is_none() {
+            plain.push(&self.fence_key);
+            namespaced.push(self.fence_format());
+        }
+        let apart_from_plain = namespaced
+            .iter()
+            .all(|ns| plain.iter().all(|format| !ns.can_collide_with(format)));
+        let apart_from_each_other = match namespaced.as_slice() {
+            [lock, fence] => !lock.can_collide_with(fence),
+            _ => true,
+        };
+        apart_from_plain && apart_from_each_other
     }
 }
 
@@ -731,6 +859,57 @@ pub(crate) mod tests {
                 prop_assert!(collision(&lock, &fence).is_some(), "{lock:?} {fence:?}");
             }
         }
+    }
+
+    proptest! {
+        /// With namespaces, no two items have one key: for every pair of key formats in play
+        /// (lock and fence formats, without a namespace and in the namespaces `a`, `ab`, `b`),
+        /// the names that would make their keys equal if the formats were comparable (see
+        /// [`collision`]) make different keys, over formats validation accepts, with and
+        /// without a sort key. And `resource_of` reads a namespaced lock key back.
+        #[test]
+        fn namespaced_keys_are_apart(lock in format(), fence in format(), sorted in any::<bool>()) {
+            let base = TableSchema {
+                lock_key: lock,
+                fence_key: fence,
+                ..if sorted { TableSchema::new() } else { TableSchema::new().without_sort_key() }
+            };
+            let schemas: Vec<TableSchema> = std::iter::once(base.clone())
+                .chain(["a", "ab", "b"].map(|ns| base.clone().in_namespace(Namespace::new(ns).unwrap())))
+                .collect();
+            prop_assume!(schemas.iter().all(|schema| schema.validate().is_ok()));
+            // (schema, is a fence item): every kind of item in play.
+            let items: Vec<(&TableSchema, bool)> =
+                schemas.iter().flat_map(|schema| [(schema, false), (schema, true)]).collect();
+            let key = |(schema, fence): (&TableSchema, bool), name: &str| {
+                if fence { schema.fence_key(name) } else { schema.lock_key(name) }
+            };
+            let format = |(schema, fence): (&TableSchema, bool)| {
+                if fence && schema.sort_key.is_none() { schema.fence_format() } else { schema.lock_format() }
+            };
+            for (i, &one) in items.iter().enumerate() {
+                for &other in &items[i + 1..] {
+                    if let Some((a, b)) = collision(&format(one), &format(other)) {
+                        prop_assert_ne!(key(one, &a), key(other, &b), "{:?} {:?}", one, other);
+                    }
+                }
+                if !one.1 {
+                    prop_assert_eq!(one.0.resource_of(&one.0.lock_key("x#y")), Some("x#y".to_owned()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_namespace_shortens_the_longest_resource_name() {
+        let plain = TableSchema::new();
+        let ns = plain
+            .clone()
+            .in_namespace(Namespace::new("billing").unwrap());
+        assert_eq!(
+            plain.max_resource_bytes() - ns.max_resource_bytes(),
+            "NS#billing#".len()
+        );
     }
 
     /// A pair of resource names (`under_lock`, `under_fence`) with the same key, if the affixes

@@ -159,23 +159,33 @@ pub(crate) struct NewItem {
 
 impl NewItem {
     /// What is written besides `lock`'s own values.
-    fn written<'a>(&'a self, request: &Request<'a>) -> Written<'a> {
+    fn written<'a>(&'a self, table: &'a LockTable, request: &Request<'a>) -> Written<'a> {
         Written {
             version: &self.version,
             ttl: self.ttl.as_ref().map(|(name, at)| (name.as_str(), *at)),
             data: request.data,
+            namespace: table.schema.namespace_name(),
         }
     }
 
     /// The lock item of `lock` (a variant of this item's lock, such as with a fencing token).
     pub(crate) fn encode(&self, table: &LockTable, lock: &Lock, request: &Request<'_>) -> Item {
-        record::encode(table.key(lock.resource()), lock, &self.written(request))
+        record::encode(
+            table.key(lock.resource()),
+            lock,
+            &self.written(table, request),
+        )
     }
 
     /// The update that writes `lock` over a kept item, keeping its payload unless `request` sets
     /// one, and the values of both the update and the condition.
-    pub(crate) fn kept_update(&self, lock: &Lock, request: &Request<'_>) -> (String, Item) {
-        let (update, mut values) = kept::acquire_update(lock, &self.written(request));
+    pub(crate) fn kept_update(
+        &self,
+        table: &LockTable,
+        lock: &Lock,
+        request: &Request<'_>,
+    ) -> (String, Item) {
+        let (update, mut values) = kept::acquire_update(lock, &self.written(table, request));
         values.extend(self.values.clone().unwrap_or_default());
         (update, values)
     }
@@ -285,7 +295,7 @@ async fn update(
     request: &Request<'_>,
     new: NewItem,
 ) -> Result<Attempt, Error> {
-    let (update, values) = new.kept_update(&new.lock, request);
+    let (update, values) = new.kept_update(table, &new.lock, request);
     let in_flight = InFlightAcquisition::new(table, new.lock.handle());
     let sent = table
         .update_item(request.resource, &update, new.condition)

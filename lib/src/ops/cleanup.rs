@@ -294,9 +294,10 @@ fn scan_values(schema: &TableSchema, cutoff: &AttributeValue) -> Item {
         .filter(|p| !p.is_empty())
         .map(|p| (":prefix", p));
     sort_key
+        .map(|(name, value)| (name, value.to_owned()))
         .into_iter()
         .chain(prefix)
-        .map(|(name, value)| (name.to_owned(), AttributeValue::S(value.to_owned())))
+        .map(|(name, value)| (name.to_owned(), AttributeValue::S(value)))
         .chain([(":cutoff".to_owned(), cutoff.clone())])
         .collect()
 }

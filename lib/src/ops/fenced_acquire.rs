@@ -162,7 +162,7 @@ pub(crate) fn lock_write(
             .map_err(built)?;
         TransactWriteItem::builder().put(put).build()
     } else {
-        let (update, values) = new.kept_update(lock, request);
+        let (update, values) = new.kept_update(table, lock, request);
         let update = Update::builder()
             .table_name(&table.name)
             .set_key(Some(table.key(request.resource)))

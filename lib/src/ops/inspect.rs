@@ -16,7 +16,7 @@ use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
-use crate::item::LOCK_ID;
+use crate::item::{Item, LOCK_ID};
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
@@ -45,15 +45,24 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .send()
         .await
         .map_err(|e| Error::backend("GetItem", e))?;
-    let now = table.now();
-    if let Some(item) = out.item().filter(|item| item.contains_key(LOCK_ID)) {
+    item_status(table, resource, out.item(), table.now())
+}
+
+/// The status at `now` of the lock whose item (or none) is `item`.
+pub(crate) fn item_status(
+    table: &LockTable,
+    resource: &str,
+    item: Option<&Item>,
+    now: DateTime<Utc>,
+) -> Result<LockStatus, Error> {
+    if let Some(item) = item.filter(|item| item.contains_key(LOCK_ID)) {
         let shared = holders::decode_all(resource, item)?;
         let writer = holders::writer_waiting(resource, item)?;
         if let Some(status) = shared_status_of(shared, writer, now) {
             return Ok(status);
         }
     }
-    let record = table.record(resource, out.item())?;
+    let record = table.record(resource, item)?;
     Ok(status_of(record, now))
 }
 

@@ -12,7 +12,7 @@
 use super::extend::DataChange;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
-use crate::item::{self, s, Item, DATA, LOCK_ID, VERSION};
+use crate::item::{self, s, Item, DATA, LOCK_ID, NAMESPACE, VERSION};
 use crate::limits;
 use crate::lock::{Lock, LockId};
 use crate::lock_table::LockTable;
@@ -33,6 +33,8 @@ pub(crate) const ACQUIRE_SET_TTL: &str = ", #ttl = :ttl";
 pub(crate) const ACQUIRE_SET_TOKEN: &str = ", #fencing_token = :fencing_token";
 /// …and the payload, if the acquisition sets one (otherwise the payload found stays)…
 pub(crate) const ACQUIRE_SET_DATA: &str = ", #data = :data";
+/// …and the client's namespace, on an item the acquisition may create…
+pub(crate) const SET_NAMESPACE: &str = ", #namespace = :namespace";
 /// …and removes the marker of an exclusive acquirer waiting for shared holders (this one, or
 /// another that can announce itself again)…
 pub(crate) const ACQUIRE_REMOVE_WAITER: &str = " REMOVE #writer_waiting";
@@ -80,6 +82,10 @@ pub(crate) fn acquire_update(lock: &Lock, written: &Written<'_>) -> (String, Ite
         expression.push_str(ACQUIRE_SET_DATA);
         values.insert(":data".into(), AttributeValue::B(Blob::new(data)));
     }
+    if let Some(namespace) = written.namespace {
+        expression.push_str(SET_NAMESPACE);
+        values.insert(":namespace".into(), s(namespace));
+    }
     expression.push_str(ACQUIRE_REMOVE_WAITER);
     if lock.fencing_token().is_none() {
         expression.push_str(ACQUIRE_REMOVE_TOKEN);
@@ -123,6 +129,9 @@ pub(crate) async fn create(
     item.insert(VERSION.into(), s(uuid::Uuid::new_v4().to_string()));
     if let Some(data) = data {
         item.insert(DATA.into(), AttributeValue::B(Blob::new(data)));
+    }
+    if let Some(namespace) = table.schema.namespace_name() {
+        item.insert(NAMESPACE.into(), s(namespace));
     }
     let sent = table
         .dynamodb
@@ -168,6 +177,7 @@ mod tests {
             version: "v1",
             ttl,
             data,
+            namespace: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub(crate) mod fenced_acquire;
 pub(crate) mod in_flight;
 pub(crate) mod inspect;
 pub(crate) mod kept;
+pub(crate) mod list;
 pub(crate) mod release;
 pub(crate) mod table;
 

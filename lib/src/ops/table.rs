@@ -2,7 +2,8 @@
 //!
 //! The table needs the key schema the client's [`TableSchema`] describes (string partition key,
 //! and string sort key unless it has none), and time to live on its TTL attribute unless it has
-//! none. [`create`] makes one (on-demand billing) or accepts a matching one, never touching the
+//! none. [`create`] makes one (on-demand billing, with the namespace index that
+//! [`list`](super::list) queries) or accepts a matching one, never touching the
 //! TTL of a table whose key schema is not the schema's; [`check`] verifies an existing table at
 //! start-up so that a misconfigured table fails loudly before the first lock, naming every
 //! difference at once rather than one per restart. Both refuse a global table unless told that
@@ -11,14 +12,16 @@
 
 use crate::error::{Error, TableDifference, TableProblem};
 use crate::global_tables::{self, GlobalTables};
+use crate::item::NAMESPACE;
 use crate::lock_table::LockTable;
 use crate::schema::TableSchema;
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TableDescription, TimeToLiveSpecification, TimeToLiveStatus,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TableDescription, TimeToLiveSpecification,
+    TimeToLiveStatus,
 };
 use std::time::Duration;
 
@@ -106,6 +109,20 @@ async fn create_unless_exists(table: &LockTable) -> Result<(), Error> {
             .attribute_definitions(definition(name)?)
             .key_schema(key(name, key_type)?);
     }
+    // The sparse index of namespaced lock items, which only they write to.
+    let namespace_index = GlobalSecondaryIndex::builder()
+        .index_name(table.schema.namespace_index_name())
+        .key_schema(key(NAMESPACE, KeyType::Hash)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(|e| Error::backend_other("CreateTable", e))?;
+    request = request
+        .attribute_definitions(definition(NAMESPACE)?)
+        .global_secondary_indexes(namespace_index);
     match request.send().await {
         Ok(_) => {}
         Err(err)

@@ -19,6 +19,7 @@ use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::ops::acquire::{acquired, Attempt, Request};
 use crate::ops::in_flight::InFlightAcquisition;
+use crate::ops::kept::SET_NAMESPACE;
 use crate::record::{self, Record};
 use crate::shared::{holders, writer};
 use crate::time::{after, span};
@@ -175,6 +176,13 @@ impl Write {
             (":entry".to_owned(), holders::entry(lock, version)),
             (":lock_id".to_owned(), s(lock.lock_id().to_string())),
         ]);
+        let set_entry = match table.schema.namespace_name() {
+            Some(namespace) => {
+                values.insert(":namespace".into(), s(namespace));
+                format!("{SET_ENTRY}{SET_NAMESPACE}")
+            }
+            None => SET_ENTRY.to_owned(),
+        };
         let mut entry_names = vec![("#entry".to_owned(), holders::attribute(lock.lock_id()))];
         let update = if reclaim.is_empty() {
             condition.push_str(&format!(
@@ -186,7 +194,7 @@ impl Write {
             );
             values.insert(":ids".into(), holders::id_set([lock.lock_id()]));
             format!(
-                "{SET_ENTRY} ADD {own_set} :ids REMOVE {}",
+                "{set_entry} ADD {own_set} :ids REMOVE {}",
                 remove.join(", ")
             )
         } else {
@@ -207,7 +215,7 @@ impl Write {
                 entry_names.push((placeholder, holders::attribute(seen.lock_id)));
             }
             values.insert(":ids".into(), holders::id_set(kept));
-            format!("{SET_ENTRY}, {own_set} = :ids REMOVE {}", remove.join(", "))
+            format!("{set_entry}, {own_set} = :ids REMOVE {}", remove.join(", "))
         };
         let mut names = table.names_for(&[&update, &condition]);
         names.extend(entry_names);

@@ -57,6 +57,7 @@ pub(crate) fn entry(lock: &Lock, version: &str) -> AttributeValue {
         version,
         ttl: None,
         data: None,
+        namespace: None,
     };
     AttributeValue::M(record::encode(Item::new(), lock, &written))
 }
