@@ -4,7 +4,8 @@ Resolves the template's conditions and intrinsic functions (Ref, If, Equals, Not
 parameters) for given parameter values, without AWS, and asserts for the default schema, a
 `pk`/`sk` single-table design, a table keyed by `id` alone without TTL, and an existing table:
 the table's key schema and TTL, every function's DDB_LOCK_* variables, and that the IAM actions
-are the least-privilege ones (UpdateItem for force release only when items are kept).
+are the least-privilege ones (UpdateItem for force release only when items are kept, Query on
+the namespace index only).
 
 Run by scripts/check-infra.sh with the pinned cfn-lint's template reader.
 """
@@ -95,7 +96,12 @@ def check(name, overrides, keys, ttl, expected_env, force_actions):
         found = [(k["AttributeName"], k["KeyType"]) for k in props["KeySchema"]]
         assert found == keys, f"{name}: key schema {found}"
         defined = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
-        assert defined == {n: "S" for n, _ in keys}, f"{name}: attributes {defined}"
+        expected = {n: "S" for n, _ in keys} | {"Namespace": "S"}
+        assert defined == expected, f"{name}: attributes {defined}"
+        indexes = props["GlobalSecondaryIndexes"]
+        assert indexes == [{"IndexName": "Namespace",
+                            "KeySchema": [{"AttributeName": "Namespace", "KeyType": "HASH"}],
+                            "Projection": {"ProjectionType": "ALL"}}], f"{name}: indexes {indexes}"
         assert props.get("TimeToLiveSpecification") == ttl, f"{name}: TTL {props.get('TimeToLiveSpecification')}"
     for function in ("LockFunction", "ForceReleaseFunction"):
         variables = resources[function]["Properties"]["Environment"]["Variables"]
@@ -103,12 +109,20 @@ def check(name, overrides, keys, ttl, expected_env, force_actions):
             assert variables.get(var) == value, f"{name}: {function} {var}={variables.get(var)!r}"
     lock_actions = actions(resources["LockFunction"])
     assert lock_actions == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-                            "dynamodb:DeleteItem"}, f"{name}: {lock_actions}"
+                            "dynamodb:DeleteItem", "dynamodb:Query"}, f"{name}: {lock_actions}"
     assert actions(resources["ForceReleaseFunction"]) == force_actions, name
     for function in ("LockFunction", "ForceReleaseFunction"):
         for policy in resources[function]["Properties"]["Policies"]:
             for statement in policy.get("Statement", []):
                 table_arn = statement["Resource"]
+                if statement["Action"] == ["dynamodb:Query"]:
+                    # list: the namespace index, not the table.
+                    index = "/index/Namespace"
+                    assert table_arn.endswith(index), f"{name}: {table_arn}"
+                    table_arn = table_arn.removesuffix(index)
+                    if keys is not None:
+                        assert table_arn == "${LockTable.Arn}", f"{name}: {table_arn}"
+                        continue
                 if keys is None:
                     assert table_arn.endswith(":table/app-table"), f"{name}: {table_arn}"
                 else:

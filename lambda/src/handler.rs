@@ -2,16 +2,16 @@
 
 use crate::config::Config;
 use crate::error::HandlerError;
-use crate::event::{self, HeldLock, NewLock, NewSet, Request};
+use crate::event::{self, HeldLock, NewLock, NewSet, Request, RequestError};
 use crate::metrics::{emf_line, OperationMetrics};
 use crate::response::{
-    CleanupResponse, ForceReleaseResponse, LockResponse, LockSetResponse, ReleaseResponse,
-    ReleaseSetResponse, Response, StatusResponse,
+    CleanupResponse, ForceReleaseResponse, ListResponse, LockResponse, LockSetResponse,
+    ReleaseResponse, ReleaseSetResponse, Response, StatusResponse,
 };
 use chrono::{DateTime, Utc};
 use ddb_lock::{
-    AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode, ReleaseOutcome,
-    SetAttempt,
+    AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode, Namespace,
+    ReleaseOutcome, SetAttempt,
 };
 use futures_util::future::join_all;
 use lambda_runtime::LambdaEvent;
@@ -93,10 +93,13 @@ impl Handler {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let mut attempts = 0;
-        let result = match event::parse(&payload) {
-            Ok(request) => {
+        let result = match event::namespace(&payload)
+            .and_then(|namespace| event::parse(&payload).map(|request| (namespace, request)))
+        {
+            Ok((namespace, request)) => {
                 let budget = wait_budget(context.deadline, now_ms(), self.config.deadline_margin);
-                self.execute(request, budget, &mut attempts).await
+                self.execute(namespace, request, budget, &mut attempts)
+                    .await
             }
             Err(invalid) => Err(invalid.into()),
         };
@@ -121,41 +124,60 @@ impl Handler {
         result.map(|done| done.answer)
     }
 
-    /// Runs `request` within the time `budget`, counting its conditional writes in `attempts`
-    /// (each is billed, so they are counted whether the operation succeeds or not).
+    /// Runs `request` in `namespace` within the time `budget`, counting its conditional writes in
+    /// `attempts` (each is billed, so they are counted whether the operation succeeds or not).
     async fn execute(
         &self,
+        namespace: Option<Namespace>,
         request: Request,
         budget: Option<Duration>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
-        match request {
-            Request::Acquire { lock, wait } => self.acquire(lock, wait, budget, attempts).await,
-            Request::TryAcquire { lock } => self.try_acquire(lock, attempts).await,
-            Request::AcquireSet { set, wait } => {
-                self.acquire_set(set, wait, budget, attempts).await
+        let scoped;
+        let client = match &namespace {
+            Some(namespace) => {
+                scoped = self.client.in_namespace(namespace.clone())?;
+                &scoped
             }
-            Request::TryAcquireSet { set } => self.try_acquire_set(set, attempts).await,
-            Request::ReleaseSet { owner, locks } => self.release_set(owner, locks, attempts).await,
-            Request::Release { lock, data } => self.release(lock, data, attempts).await,
+            None => &self.client,
+        };
+        match request {
+            Request::Acquire { lock, wait } => {
+                self.acquire(client, lock, wait, budget, attempts).await
+            }
+            Request::TryAcquire { lock } => self.try_acquire(client, lock, attempts).await,
+            Request::AcquireSet { set, wait } => {
+                self.acquire_set(client, set, wait, budget, attempts).await
+            }
+            Request::TryAcquireSet { set } => self.try_acquire_set(client, set, attempts).await,
+            Request::ReleaseSet { owner, locks } => {
+                self.release_set(client, owner, locks, attempts).await
+            }
+            Request::Release { lock, data } => self.release(client, lock, data, attempts).await,
             Request::ReleaseExecution {
                 resource,
                 owner,
                 stopped_at,
             } => {
-                self.release_execution(resource, owner, stopped_at, attempts)
+                self.release_execution(client, resource, owner, stopped_at, attempts)
                     .await
             }
-            Request::Extend { lock, lease, data } => self.extend(lock, lease, data, attempts).await,
-            Request::Status { resource } => self.status(resource).await,
-            Request::ForceRelease { resource } => self.force_release(resource, attempts).await,
-            Request::Cleanup { cursor } => self.cleanup(cursor, budget, attempts).await,
+            Request::Extend { lock, lease, data } => {
+                self.extend(client, lock, lease, data, attempts).await
+            }
+            Request::Status { resource } => self.status(client, resource).await,
+            Request::ForceRelease { resource } => {
+                self.force_release(client, resource, attempts).await
+            }
+            Request::Cleanup { cursor } => self.cleanup(client, cursor, budget, attempts).await,
+            Request::List => self.list(client, namespace).await,
         }
     }
 
     /// Waits up to `wait` (the configured default if `None`), but never past the `budget`.
     async fn acquire(
         &self,
+        client: &LockClient,
         lock: NewLock,
         wait: Option<Duration>,
         budget: Option<Duration>,
@@ -164,7 +186,7 @@ impl Handler {
         let wait = wait.unwrap_or(self.config.default_wait);
         let wait = budget.map_or(wait, |budget| wait.min(budget));
         let opts = acquire_options(&lock).timeout(wait);
-        let (result, stats) = self.client.acquire_with_stats(&lock.resource, &opts).await;
+        let (result, stats) = client.acquire_with_stats(&lock.resource, &opts).await;
         *attempts = stats.attempts;
         let mut answer = LockResponse::new(&result?);
         answer.waited_ms = Some(u64::try_from(stats.waited.as_millis()).unwrap_or(u64::MAX));
@@ -172,10 +194,14 @@ impl Handler {
         Ok(Done::new(answer, "acquired"))
     }
 
-    async fn try_acquire(&self, lock: NewLock, attempts: &mut u32) -> Result<Done, HandlerError> {
+    async fn try_acquire(
+        &self,
+        client: &LockClient,
+        lock: NewLock,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
         *attempts = 1;
-        let attempt = self
-            .client
+        let attempt = client
             .try_acquire_with_holder(&lock.resource, &acquire_options(&lock))
             .await?;
         let acquired = HandlerError::from_try_acquire(&lock.resource, attempt)?;
@@ -185,6 +211,7 @@ impl Handler {
     /// Waits up to `wait` (within `budget`) for every member of `set`.
     async fn acquire_set(
         &self,
+        client: &LockClient,
         set: NewSet,
         wait: Option<Duration>,
         budget: Option<Duration>,
@@ -194,8 +221,7 @@ impl Handler {
         let wait = wait.unwrap_or(self.config.default_wait);
         let wait = budget.map_or(wait, |budget| wait.min(budget));
         let members = set_members(&set);
-        let acquired = self
-            .client
+        let acquired = client
             .acquire_set(&members, &set_options(&set).timeout(wait))
             .await?;
         Ok(Done::new(
@@ -205,14 +231,15 @@ impl Handler {
     }
 
     /// One attempt at every member of `set`.
-    async fn try_acquire_set(&self, set: NewSet, attempts: &mut u32) -> Result<Done, HandlerError> {
+    async fn try_acquire_set(
+        &self,
+        client: &LockClient,
+        set: NewSet,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
         *attempts = 1;
         let members = set_members(&set);
-        match self
-            .client
-            .try_acquire_set(&members, &set_options(&set))
-            .await?
-        {
+        match client.try_acquire_set(&members, &set_options(&set)).await? {
             SetAttempt::Acquired(acquired) => Ok(Done::new(
                 LockSetResponse::new(&set.owner, &acquired),
                 "acquired",
@@ -228,13 +255,14 @@ impl Handler {
     /// `released: false`; one of another owner fails the whole answer, as a single release does.
     async fn release_set(
         &self,
+        client: &LockClient,
         owner: String,
         locks: Vec<HeldLock>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
         *attempts = u32::try_from(locks.len()).unwrap_or(u32::MAX);
         let handles: Vec<LockHandle> = locks.iter().map(handle).collect();
-        let outcomes = join_all(handles.iter().map(|h| self.client.release(h))).await;
+        let outcomes = join_all(handles.iter().map(|h| client.release(h))).await;
         let mut released = Vec::new();
         for (lock, outcome) in locks.into_iter().zip(outcomes) {
             let done = release_answer(
@@ -257,6 +285,7 @@ impl Handler {
     /// item for the next holder.
     async fn release(
         &self,
+        client: &LockClient,
         lock: HeldLock,
         data: Option<Option<String>>,
         attempts: &mut u32,
@@ -264,10 +293,10 @@ impl Handler {
         *attempts = 1;
         let held = handle(&lock);
         let outcome = match data {
-            None => self.client.release(&held).await?,
+            None => client.release(&held).await?,
             Some(data) => {
                 let data = data.map(String::into_bytes);
-                self.client.release_and_replace_data(&held, data).await?
+                client.release_and_replace_data(&held, data).await?
             }
         };
         let lock_id = Some(lock.lock_id.to_string());
@@ -278,6 +307,7 @@ impl Handler {
     /// acquired no later.
     async fn release_execution(
         &self,
+        client: &LockClient,
         resource: String,
         owner: String,
         stopped_at: Option<DateTime<Utc>>,
@@ -286,11 +316,11 @@ impl Handler {
         *attempts = 1;
         let outcome = match stopped_at {
             Some(stopped_at) => {
-                self.client
+                client
                     .release_owned_acquired_by(&resource, &owner, stopped_at)
                     .await?
             }
-            None => self.client.release_owned(&resource, &owner).await?,
+            None => client.release_owned(&resource, &owner).await?,
         };
         release_answer(resource, owner, None, outcome)
     }
@@ -299,6 +329,7 @@ impl Handler {
     /// data when `data` is `Some`.
     async fn extend(
         &self,
+        client: &LockClient,
         lock: HeldLock,
         lease: Option<Duration>,
         data: Option<Option<String>>,
@@ -308,38 +339,52 @@ impl Handler {
         let lease = lease.unwrap_or(self.config.default_lease);
         let held = handle(&lock);
         let outcome = match data {
-            None => self.client.extend(&held, lease).await?,
+            None => client.extend(&held, lease).await?,
             Some(data) => {
                 let data = data.map(String::into_bytes);
-                self.client
-                    .extend_and_replace_data(&held, lease, data)
-                    .await?
+                client.extend_and_replace_data(&held, lease, data).await?
             }
         };
         let extended = HandlerError::from_extend(lock, outcome)?;
         Ok(Done::new(LockResponse::new(&extended), "extended"))
     }
 
-    async fn status(&self, resource: String) -> Result<Done, HandlerError> {
-        Ok(match self.client.status(&resource).await? {
-            LockStatus::Free => Done::new(StatusResponse::free(&resource), "free"),
-            LockStatus::Held { holder, remaining } => {
-                Done::new(StatusResponse::held(&resource, holder, remaining), "held")
-            }
-            LockStatus::Shared {
-                holders,
-                intents,
-                writer_waiting,
-            } => Done::new(
-                StatusResponse::shared(&resource, holders, intents, writer_waiting),
-                "shared",
-            ),
-        })
+    async fn status(&self, client: &LockClient, resource: String) -> Result<Done, HandlerError> {
+        let status = client.status(&resource).await?;
+        let outcome = match status {
+            LockStatus::Free => "free",
+            LockStatus::Held { .. } => "held",
+            LockStatus::Shared { .. } => "shared",
+        };
+        Ok(Done::new(StatusResponse::of(&resource, status), outcome))
+    }
+
+    /// The live locks of `namespace`.
+    async fn list(
+        &self,
+        client: &LockClient,
+        namespace: Option<Namespace>,
+    ) -> Result<Done, HandlerError> {
+        let namespace = namespace.ok_or_else(|| {
+            RequestError::new("namespace", "is required: list names the namespace")
+        })?;
+        let locks = client
+            .list(&namespace)
+            .await?
+            .into_iter()
+            .map(|listed| StatusResponse::of(&listed.resource, listed.status))
+            .collect();
+        let answer = ListResponse {
+            namespace: namespace.to_string(),
+            locks,
+        };
+        Ok(Done::new(answer, "listed"))
     }
 
     /// Deletes the lock whoever holds it, if this deployment allows it.
     async fn force_release(
         &self,
+        client: &LockClient,
         resource: String,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
@@ -347,7 +392,7 @@ impl Handler {
             return Err(HandlerError::ForceReleaseDisabled);
         }
         *attempts = 1;
-        let removed = self.client.force_release(&resource).await?;
+        let removed = client.force_release(&resource).await?;
         let outcome = if removed.is_some() {
             "force_released"
         } else {
@@ -367,6 +412,7 @@ impl Handler {
     /// in the answer's `next_cursor`, for the caller to pass back.
     async fn cleanup(
         &self,
+        client: &LockClient,
         cursor: Option<CleanupCursor>,
         budget: Option<Duration>,
         attempts: &mut u32,
@@ -377,8 +423,7 @@ impl Handler {
         let mut longest = Duration::ZERO;
         loop {
             let started = Instant::now();
-            let report = self
-                .client
+            let report = client
                 .delete_expired(
                     self.config.cleanup_expired_for,
                     max_deletes - answer.deleted,

@@ -1,6 +1,6 @@
 //! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
 
-use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, LockSet, Mode};
+use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, LockSet, LockStatus, Mode};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -140,6 +140,15 @@ pub struct StatusResponse {
     pub writer_waiting: Option<String>,
 }
 
+/// The answer to `list`: the live locks of a namespace, each as `status` answers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ListResponse {
+    /// The namespace.
+    pub namespace: String,
+    /// Its live locks, by resource.
+    pub locks: Vec<StatusResponse>,
+}
+
 /// One shared holder in a `status` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SharedHolderResponse {
@@ -152,6 +161,21 @@ pub struct SharedHolderResponse {
 }
 
 impl StatusResponse {
+    /// The answer for `resource`'s lock in `status`.
+    pub(crate) fn of(resource: &str, status: LockStatus) -> Self {
+        match status {
+            LockStatus::Free => StatusResponse::free(resource),
+            LockStatus::Held { holder, remaining } => {
+                StatusResponse::held(resource, holder, remaining)
+            }
+            LockStatus::Shared {
+                holders,
+                intents,
+                writer_waiting,
+            } => StatusResponse::shared(resource, holders, intents, writer_waiting),
+        }
+    }
+
     pub(crate) fn free(resource: &str) -> Self {
         StatusResponse {
             resource: resource.to_owned(),
@@ -297,6 +321,14 @@ pub enum Response {
     ForceRelease(ForceReleaseResponse),
     /// `cleanup`.
     Cleanup(CleanupResponse),
+    /// `list`.
+    List(ListResponse),
+}
+
+impl From<ListResponse> for Response {
+    fn from(r: ListResponse) -> Self {
+        Response::List(r)
+    }
 }
 
 impl From<LockResponse> for Response {

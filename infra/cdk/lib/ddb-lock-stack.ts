@@ -16,6 +16,9 @@ import { Construct } from 'constructs';
 /** The repository root, where the Cargo workspace is. */
 const REPO_ROOT = path.join(__dirname, '..', '..', '..');
 
+/** The namespace index's name: the library's default (`TableSchema::namespace_index`). */
+export const NAMESPACE_INDEX = 'Namespace';
+
 /** Every DynamoDB action a lock function needs: one item at a time, on the lock table only. */
 export const LOCK_ACTIONS = [
   'dynamodb:GetItem',
@@ -104,6 +107,14 @@ export class DdbLockStack extends cdk.Stack {
         encryption: dynamodb.TableEncryption.AWS_MANAGED,
         removalPolicy: cdk.RemovalPolicy.DESTROY,
       });
+    if (!props.existingTable) {
+      // The sparse index of namespaced lock items, which `list` queries (never a Scan).
+      (this.table as dynamodb.Table).addGlobalSecondaryIndex({
+        indexName: NAMESPACE_INDEX,
+        partitionKey: { name: 'Namespace', type: dynamodb.AttributeType.STRING },
+        projectionType: dynamodb.ProjectionType.ALL,
+      });
+    }
     this.schemaEnvironment = {
       DDB_LOCK_TABLE: this.table.tableName,
       DDB_LOCK_PARTITION_KEY: partitionKey,
@@ -124,6 +135,15 @@ export class DdbLockStack extends cdk.Stack {
       DDB_LOCK_ALLOW_FORCE_RELEASE: 'false',
     });
     this.grant(this.lockFunction, 'LockItems', LOCK_ACTIONS);
+    // `list`: a Query of the namespace index, and of nothing else.
+    this.lockFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'ListNamespace',
+        effect: iam.Effect.ALLOW,
+        actions: ['dynamodb:Query'],
+        resources: [`${this.table.tableArn}/index/${NAMESPACE_INDEX}`],
+      }),
+    );
 
     if (props.enableForceRelease) {
       const admin = this.rustFunction('ForceReleaseFunction', { DDB_LOCK_ALLOW_FORCE_RELEASE: 'true' });

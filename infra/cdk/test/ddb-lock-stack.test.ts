@@ -58,6 +58,19 @@ describe('lock table', () => {
     });
   });
 
+  test('has the sparse namespace index list queries: Namespace as its key, every attribute projected', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      AttributeDefinitions: Match.arrayWith([{ AttributeName: 'Namespace', AttributeType: 'S' }]),
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'Namespace',
+          KeySchema: [{ AttributeName: 'Namespace', KeyType: 'HASH' }],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
+  });
+
   test('deletion protection is a setting', () => {
     synth({ deletionProtection: false }).hasResourceProperties('AWS::DynamoDB::Table', {
       DeletionProtectionEnabled: false,
@@ -82,12 +95,17 @@ describe('lock function', () => {
     });
   });
 
-  test('may do exactly GetItem, PutItem, UpdateItem and DeleteItem, on the lock table only', () => {
+  test('may do exactly GetItem, PutItem, UpdateItem and DeleteItem on the lock table, and Query on its namespace index only', () => {
     const statements = statementsOf(template, 'false');
-    expect(dynamodbActions(statements)).toEqual([...LOCK_ACTIONS].sort());
+    expect(dynamodbActions(statements)).toEqual([...LOCK_ACTIONS, 'dynamodb:Query'].sort());
     for (const statement of statements.filter((s) => dynamodbActions([s]).length > 0)) {
-      expect(statement.Resource).toEqual(expect.objectContaining({ 'Fn::GetAtt': expect.any(Array) }));
       expect(JSON.stringify(statement.Resource)).toMatch(/LockTable/);
+      if (dynamodbActions([statement]).includes('dynamodb:Query')) {
+        expect(dynamodbActions([statement])).toEqual(['dynamodb:Query']);
+        expect(JSON.stringify(statement.Resource)).toMatch(/\/index\/Namespace"/);
+      } else {
+        expect(statement.Resource).toEqual(expect.objectContaining({ 'Fn::GetAtt': expect.any(Array) }));
+      }
     }
   });
 
@@ -107,7 +125,7 @@ describe('lock function', () => {
     expect(dynamodbActions(statementsOf(template, 'false'))).not.toContain('dynamodb:Scan');
     const withCleanup = synth({ cleanupSchedule: events.Schedule.rate(cdk.Duration.hours(1)) });
     expect(dynamodbActions(statementsOf(withCleanup, 'false'))).toEqual(
-      [...LOCK_ACTIONS, 'dynamodb:Scan'].sort(),
+      [...LOCK_ACTIONS, 'dynamodb:Query', 'dynamodb:Scan'].sort(),
     );
     withCleanup.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(1 hour)',
@@ -208,7 +226,7 @@ describe('table schema', () => {
         Environment: { Variables: { ...variables, DDB_LOCK_ALLOW_FORCE_RELEASE: forceRelease } },
       });
     }
-    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual(LOCK_ACTIONS);
+    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual([...LOCK_ACTIONS, 'dynamodb:Query'].sort());
     expect(dynamodbActions(statementsOf(template, 'true'))).toEqual(['dynamodb:DeleteItem', 'dynamodb:GetItem']);
   });
 
@@ -220,7 +238,10 @@ describe('table schema', () => {
     });
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-      AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+      AttributeDefinitions: [
+        { AttributeName: 'id', AttributeType: 'S' },
+        { AttributeName: 'Namespace', AttributeType: 'S' },
+      ],
       TimeToLiveSpecification: Match.absent(),
     });
     template.hasResourceProperties('AWS::Lambda::Function', {
@@ -234,7 +255,7 @@ describe('table schema', () => {
         },
       },
     });
-    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual(LOCK_ACTIONS);
+    expect(dynamodbActions(statementsOf(template, 'false'))).toEqual([...LOCK_ACTIONS, 'dynamodb:Query'].sort());
     expect(dynamodbActions(statementsOf(template, 'true'))).toEqual([
       'dynamodb:DeleteItem',
       'dynamodb:GetItem',
@@ -256,7 +277,7 @@ describe('table schema', () => {
     const template = Template.fromStack(stack);
     template.resourceCountIs('AWS::DynamoDB::Table', 0);
     const statements = statementsOf(template, 'false');
-    expect(dynamodbActions(statements)).toEqual(LOCK_ACTIONS);
+    expect(dynamodbActions(statements)).toEqual([...LOCK_ACTIONS, 'dynamodb:Query'].sort());
     for (const statement of statements) {
       expect(JSON.stringify(statement.Resource)).toContain('AppTable');
     }

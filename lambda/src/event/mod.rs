@@ -6,7 +6,7 @@
 //! readers below give durations, instants, lock ids and cursors their checks and messages.
 
 use chrono::{DateTime, TimeZone, Utc};
-use ddb_lock::{CleanupCursor, LockId, Mode};
+use ddb_lock::{CleanupCursor, LockId, Mode, Namespace, MAX_NAMESPACE_BYTES};
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -102,6 +102,8 @@ pub enum Request {
         /// Where an earlier cleanup stopped (its `next_cursor`); `None`: from the start.
         cursor: Option<CleanupCursor>,
     },
+    /// The live locks of the event's namespace (see [`namespace`]).
+    List,
 }
 
 /// Fields of a lock to acquire.
@@ -157,7 +159,39 @@ impl RequestError {
     }
 }
 
-/// Parses an invocation event.
+/// The field naming the namespace an op works in.
+const NAMESPACE: &str = "namespace";
+
+/// The namespace an event's op works in (its `namespace` field), if any; `list` needs one.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock_lambda::event::namespace;
+/// use serde_json::json;
+///
+/// let ns = namespace(&json!({"op": "status", "resource": "r", "namespace": "billing"})).unwrap();
+/// assert_eq!(ns.unwrap().as_str(), "billing");
+/// assert_eq!(namespace(&json!({"op": "status", "resource": "r"})).unwrap(), None);
+/// assert_eq!(namespace(&json!({"op": "list", "namespace": "a#b"})).unwrap_err().field, "namespace");
+/// ```
+pub fn namespace(event: &Value) -> Result<Option<Namespace>, RequestError> {
+    match event.get(NAMESPACE) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) => Namespace::new(name.as_str()).map(Some).map_err(|_| {
+            RequestError::new(
+                NAMESPACE,
+                format!("{name:?} must be 1 to {MAX_NAMESPACE_BYTES} characters of a-z, A-Z, 0-9, '_', '-', '.'"),
+            )
+        }),
+        Some(other) => Err(RequestError::new(
+            NAMESPACE,
+            format!("must be a string, not {}", kind(other)),
+        )),
+    }
+}
+
+/// Parses an invocation event (its `namespace` aside: see [`namespace`]).
 ///
 /// # Examples
 ///
@@ -188,6 +222,8 @@ pub fn parse(event: &Value) -> Result<Request, RequestError> {
         ));
     }
     let mut fields = fields.clone();
+    // Every op takes it; `namespace` reads it.
+    fields.remove(NAMESPACE);
     let op = match fields.remove("op") {
         Some(Value::String(op)) => op,
         Some(other) => {
@@ -326,6 +362,7 @@ enum Event {
         #[serde(default, deserialize_with = "cursor")]
         cursor: Option<CleanupCursor>,
     },
+    List {},
 }
 
 impl Event {
@@ -444,6 +481,7 @@ impl Event {
             },
             Event::ForceRelease { resource } => Request::ForceRelease { resource },
             Event::Cleanup { cursor } => Request::Cleanup { cursor },
+            Event::List {} => Request::List,
         })
     }
 }
