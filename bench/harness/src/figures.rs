@@ -26,6 +26,8 @@ pub struct Sizes {
     pub hold_ms: u64,
     /// Acquisitions per worker, 64 workers on 64 resources.
     pub many: usize,
+    /// Rounds of a 10-resource set, one worker.
+    pub sets: usize,
 }
 
 impl Sizes {
@@ -35,6 +37,7 @@ impl Sizes {
         contended: 2,
         hold_ms: 10,
         many: 1,
+        sets: 2,
     };
     /// The documented run.
     pub const FULL: Sizes = Sizes {
@@ -42,8 +45,16 @@ impl Sizes {
         contended: 10,
         hold_ms: 10,
         many: 10,
+        sets: 20,
     };
 }
+
+/// Workers of the contended scenarios (hand-off, readers, semaphore).
+pub const CONTENDED_WORKERS: usize = 8;
+/// The semaphore's permits in the semaphore scenario.
+pub const PERMITS: usize = 4;
+/// Resources per acquisition in the set scenario.
+pub const SET_SIZE: usize = 10;
 
 /// A lock implementation and the command that runs its driver.
 #[derive(Debug, Clone)]
@@ -60,6 +71,10 @@ pub struct Contender {
     pub command: Vec<String>,
     /// A table of its own, in the schema it wants.
     pub table: String,
+    /// Whether its driver takes the lock kinds (`--shared`, `--permits`): ddb-lock's library.
+    pub kinds: bool,
+    /// Whether its driver runs the `set` scenario.
+    pub sets: bool,
 }
 
 impl Contender {
@@ -77,6 +92,8 @@ impl Contender {
                     .map(|s| (*s).to_owned())
                     .collect(),
                 table: format!("bench-{contender}"),
+                kinds: contender == "ddb-lock",
+                sets: contender != "ddb-lock-lambda",
             };
         let python = root.join("bench/python");
         let node = root.join("bench/node");
@@ -92,6 +109,8 @@ impl Contender {
             .chain(extra.iter().map(|s| (*s).to_owned()))
             .collect(),
             table: "bench-python-dynamodb-lock".into(),
+            kinds: false,
+            sets: false,
         };
         let js = |name: &str, extra: &[&str]| Contender {
             name: name.into(),
@@ -105,6 +124,8 @@ impl Contender {
             .chain(extra.iter().map(|s| (*s).to_owned()))
             .collect(),
             table: "bench-dynamodb-lock-client".into(),
+            kinds: false,
+            sets: false,
         };
         vec![
             rust("ddb-lock", "ddb-lock", true, true, &[]),
@@ -193,6 +214,15 @@ pub struct Figures {
     /// From SIGKILL of the holder to the next acquisition, in ms; NaN if no takeover happened
     /// within 5 leases (a lock without a lease is never taken over).
     pub takeover_ms: f64,
+    /// The contended scenario in shared mode: acquisitions per second (NaN: no shared mode).
+    pub readers_per_s: f64,
+    /// The contended scenario with [`PERMITS`] permits: acquisitions per second (NaN: none).
+    pub semaphore_per_s: f64,
+    /// [`SET_SIZE`] resources together, one worker: acquire + release p50 and p99 in ms (NaN:
+    /// the driver has no set scenario).
+    pub set_round_ms: (f64, f64),
+    /// Requests per acquire + release of [`SET_SIZE`] resources together.
+    pub requests_per_set: f64,
 }
 
 impl Figures {
@@ -335,15 +365,19 @@ async fn scenario(
     workers: usize,
     ops: usize,
     hold_ms: u64,
+    extra: &[&str],
 ) -> Result<(Value, usize, Vec<Acquisition>), String> {
-    let args = [
+    let args: Vec<String> = [
         "--workers".to_owned(),
         workers.to_string(),
         "--ops".into(),
         ops.to_string(),
         "--hold-ms".into(),
         hold_ms.to_string(),
-    ];
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|s| (*s).to_owned()))
+    .collect();
     let mut driver = Driver::start(contender, proxy, name, &fresh_resource(), &args);
     let settings = driver.ready().await?;
     let before = proxy.total_requests();
@@ -366,8 +400,16 @@ pub async fn measure(
     sizes: Sizes,
     _run: usize,
 ) -> Result<Figures, String> {
-    let (settings, uncontended_requests, rounds) =
-        scenario(contender, proxy, "uncontended", 1, sizes.uncontended, 0).await?;
+    let (settings, uncontended_requests, rounds) = scenario(
+        contender,
+        proxy,
+        "uncontended",
+        1,
+        sizes.uncontended,
+        0,
+        &[],
+    )
+    .await?;
     let round_ms = sorted(
         rounds
             .iter()
@@ -379,9 +421,10 @@ pub async fn measure(
         contender,
         proxy,
         "contended",
-        8,
+        CONTENDED_WORKERS,
         sizes.contended,
         sizes.hold_ms,
+        &[],
     )
     .await?;
     let mut by_acquisition = contended.clone();
@@ -392,11 +435,7 @@ pub async fn measure(
             .map(|w| ms(w[1].acquired.saturating_sub(w[0].released)))
             .collect(),
     );
-    let span = |all: &[Acquisition]| {
-        let first = all.iter().map(|a| a.wait_start).min().unwrap_or(0);
-        let last = all.iter().map(|a| a.released).max().unwrap_or(0);
-        (last - first) as f64 / 1e9
-    };
+
     let longest_wait = contended
         .iter()
         .map(|a| ms(a.acquired - a.wait_start))
@@ -408,7 +447,42 @@ pub async fn measure(
         return Err("contended holds overlapped".into());
     }
 
-    let (_, _, many) = scenario(contender, proxy, "many", 64, sizes.many, 0).await?;
+    let (_, _, many) = scenario(contender, proxy, "many", 64, sizes.many, 0, &[]).await?;
+    let (readers_per_s, semaphore_per_s) = if contender.kinds {
+        (
+            kind_throughput(contender, proxy, sizes, &["--shared"], None).await?,
+            kind_throughput(
+                contender,
+                proxy,
+                sizes,
+                &["--permits", &PERMITS.to_string()],
+                Some(PERMITS),
+            )
+            .await?,
+        )
+    } else {
+        (f64::NAN, f64::NAN)
+    };
+    let (set_round_ms, requests_per_set) = if contender.sets {
+        let size = SET_SIZE.to_string();
+        let (_, requests, sets) = scenario(
+            contender,
+            proxy,
+            "set",
+            1,
+            sizes.sets,
+            0,
+            &["--set-size", &size],
+        )
+        .await?;
+        let round_ms = sorted(sets.iter().map(|a| ms(a.released - a.wait_start)).collect());
+        (
+            (percentile(&round_ms, 50.0), percentile(&round_ms, 99.0)),
+            requests as f64 / sets.len() as f64,
+        )
+    } else {
+        ((f64::NAN, f64::NAN), f64::NAN)
+    };
 
     Ok(Figures {
         settings,
@@ -420,7 +494,63 @@ pub async fn measure(
         longest_wait_ms: longest_wait,
         many_per_s: many.len() as f64 / span(&many),
         takeover_ms: takeover(contender, proxy).await.unwrap_or(f64::NAN),
+        readers_per_s,
+        semaphore_per_s,
+        set_round_ms,
+        requests_per_set,
     })
+}
+
+/// The seconds from the first wait to the last release.
+fn span(all: &[Acquisition]) -> f64 {
+    let first = all.iter().map(|a| a.wait_start).min().unwrap_or(0);
+    let last = all.iter().map(|a| a.released).max().unwrap_or(0);
+    (last - first) as f64 / 1e9
+}
+
+/// The contended scenario in a lock kind (`extra`: `--shared`, `--permits N`): acquisitions per
+/// second. With `at_most` holders allowed, more at once (by the drivers' time stamps, from
+/// acquired to release start) is an error.
+async fn kind_throughput(
+    contender: &Contender,
+    proxy: &Proxy,
+    sizes: Sizes,
+    extra: &[&str],
+    at_most: Option<usize>,
+) -> Result<f64, String> {
+    let (_, _, held) = scenario(
+        contender,
+        proxy,
+        "contended",
+        CONTENDED_WORKERS,
+        sizes.contended,
+        sizes.hold_ms,
+        extra,
+    )
+    .await?;
+    if let Some(limit) = at_most {
+        let most = most_at_once(&held);
+        if most > limit {
+            return Err(format!("{most} holders at once, over {limit} permits"));
+        }
+    }
+    Ok(held.len() as f64 / span(&held))
+}
+
+/// The most acquisitions held at one moment (held from `acquired` to `release_start`).
+fn most_at_once(all: &[Acquisition]) -> usize {
+    let mut events: Vec<(u64, i32)> = all
+        .iter()
+        .flat_map(|a| [(a.acquired, 1), (a.release_start, -1)])
+        .collect();
+    // At one instant, a release before an acquisition: touching holds do not overlap.
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, change) in events {
+        now += change;
+        most = most.max(now);
+    }
+    usize::try_from(most).unwrap_or(0)
 }
 
 fn fresh_resource() -> String {

@@ -1,7 +1,9 @@
 //! The report: `docs/benchmarks.md` (tables of min / median / max over runs, and ratios to the best
 //! peer) and `docs/benchmarks.svg` (hand-off throughput and crash takeover, side by side).
 
-use crate::figures::{Contender, Figures, LambdaFigures, Sizes, LEASE_MS};
+use crate::figures::{
+    Contender, Figures, LambdaFigures, Sizes, CONTENDED_WORKERS, LEASE_MS, PERMITS, SET_SIZE,
+};
 use crate::load::{Ceiling, Level, Sweep};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -148,6 +150,129 @@ fn like_for_like(md: &mut String, results: &[(Contender, Vec<Figures>)]) {
     }
 }
 
+/// A figure of the lock kinds: name, which way is better, how to read it of a contender that has
+/// the kind, and what stands in for it in one that has not (a peer's mutex, through which its
+/// readers or semaphore holders can only take turns).
+struct KindColumn {
+    name: &'static str,
+    better: Better,
+    read: fn(&Figures) -> f64,
+    stand_in: Option<fn(&Figures) -> f64>,
+}
+
+const KIND_COLUMNS: [KindColumn; 5] = [
+    KindColumn {
+        name: "readers/s, 8 on one lock",
+        better: Better::Higher,
+        read: |f| f.readers_per_s,
+        stand_in: Some(|f| f.handoff_per_s),
+    },
+    KindColumn {
+        name: "semaphore of 4: acquisitions/s, 8 workers",
+        better: Better::Higher,
+        read: |f| f.semaphore_per_s,
+        stand_in: Some(|f| f.handoff_per_s),
+    },
+    KindColumn {
+        name: "10 resources together: acquire+release p50 ms",
+        better: Better::Lower,
+        read: |f| f.set_round_ms.0,
+        stand_in: None,
+    },
+    KindColumn {
+        name: "10 resources: p99 ms",
+        better: Better::Lower,
+        read: |f| f.set_round_ms.1,
+        stand_in: None,
+    },
+    KindColumn {
+        name: "requests / 10 resources",
+        better: Better::Lower,
+        read: |f| f.requests_per_set,
+        stand_in: None,
+    },
+];
+
+/// The lock kinds: readers and a semaphore (ours) against the peers' mutex, which their readers
+/// can only take in turn, and ten resources taken together (our lock set, one transaction)
+/// against a peer taking ten leases one after another.
+fn kinds_section(md: &mut String, results: &[(Contender, Vec<Figures>)], sizes: Sizes) {
+    let _ = writeln!(
+        md,
+        "
+## Lock kinds
+"
+    );
+    let _ = writeln!(
+        md,
+        "Medians. Readers: {CONTENDED_WORKERS} workers on one lock in shared mode, {} \
+         acquisitions each, holding {} ms; semaphore: the same with {PERMITS} permits (never more \
+         than {PERMITS} holders at once, checked on the time stamps). The peers have no shared \
+         mode: their figure (*mutex*) is their contended hand-off rate, the most a reader \
+         workload can get from them. Ten resources: one worker takes `PREFIX/0` … `PREFIX/{}` \
+         together and releases them, {} times: ddb-lock as one lock set (one \
+         TransactWriteItems), dynamodb-lease one lease after another in name order; the Python \
+         and Node drivers have no such scenario (–).\n",
+        sizes.contended,
+        sizes.hold_ms,
+        SET_SIZE - 1,
+        sizes.sets
+    );
+    let _ = write!(md, "| contender |");
+    for column in &KIND_COLUMNS {
+        let _ = write!(md, " {} |", column.name);
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &KIND_COLUMNS {
+        let _ = write!(md, "---:|");
+    }
+    let _ = writeln!(md);
+    // A peer without the kind is shown, and compared, by its stand-in.
+    let figure = |contender: &Contender, runs: &[Figures], column: &KindColumn| {
+        median(runs, column.read).map(|m| (m, false)).or_else(|| {
+            column
+                .stand_in
+                .filter(|_| !contender.ours)
+                .and_then(|stand_in| median(runs, stand_in))
+                .map(|m| (m, true))
+        })
+    };
+    for (contender, runs) in results {
+        let _ = write!(md, "| {} |", contender.name);
+        for column in &KIND_COLUMNS {
+            let _ = match figure(contender, runs, column) {
+                Some((m, false)) => write!(md, " {} |", number(m)),
+                Some((m, true)) => write!(md, " {} *mutex* |", number(m)),
+                None => write!(md, " – |"),
+            };
+        }
+        let _ = writeln!(md);
+    }
+    for (contender, runs) in results.iter().filter(|(c, _)| c.ours) {
+        let _ = write!(md, "| *{} vs best peer* |", contender.name);
+        for column in &KIND_COLUMNS {
+            let ours = median(runs, column.read);
+            let peers = results
+                .iter()
+                .filter(|(c, _)| !c.ours)
+                .filter_map(|(c, runs)| figure(c, runs, column).map(|(m, _)| m));
+            let best = match column.better {
+                Better::Higher => peers.reduce(f64::max),
+                Better::Lower => peers.reduce(f64::min),
+            };
+            let ratio = ours.zip(best).map(|(ours, best)| match column.better {
+                Better::Higher => ours / best,
+                Better::Lower => best / ours,
+            });
+            let _ = match ratio.filter(|r| r.is_finite()) {
+                Some(r) => write!(md, " ×{} |", number(r)),
+                None => write!(md, " – |"),
+            };
+        }
+        let _ = writeln!(md);
+    }
+}
+
 /// Our median against the best peer's, oriented so that above 1 is better for us.
 fn ratio(runs: &[Figures], peers: &[(Contender, Vec<Figures>)], column: &Column) -> Option<f64> {
     median(runs, column.2)
@@ -238,6 +363,7 @@ pub fn markdown(
         let _ = writeln!(md);
     }
     like_for_like(&mut md, results);
+    kinds_section(&mut md, results, sizes);
     ceiling_section(&mut md, results, ceilings, cores);
     let _ = writeln!(md, "\n## The Lambda function\n");
     let _ = writeln!(md, "| figure | value |");
@@ -591,6 +717,8 @@ mod tests {
             queues_in_process: false,
             command: Vec::new(),
             table: String::new(),
+            kinds: false,
+            sets: false,
         }
     }
 
@@ -605,7 +733,57 @@ mod tests {
             longest_wait_ms: 1.0,
             many_per_s: 1.0,
             takeover_ms: 1.0,
+            readers_per_s: f64::NAN,
+            semaphore_per_s: f64::NAN,
+            set_round_ms: (f64::NAN, f64::NAN),
+            requests_per_set: f64::NAN,
         }
+    }
+
+    #[test]
+    fn kinds_compare_ours_with_the_peers_mutex_and_their_sets() {
+        let ours = Contender {
+            ours: true,
+            kinds: true,
+            sets: true,
+            ..contender("ours")
+        };
+        let ours_figures = Figures {
+            readers_per_s: 400.0,
+            semaphore_per_s: 200.0,
+            set_round_ms: (10.0, 20.0),
+            requests_per_set: 2.0,
+            ..figures(Value::Null)
+        };
+        let peer_figures = Figures {
+            handoff_per_s: 50.0,
+            set_round_ms: (40.0, 80.0),
+            requests_per_set: 20.0,
+            ..figures(Value::Null)
+        };
+        let results = vec![
+            (ours, vec![ours_figures]),
+            (contender("peer"), vec![peer_figures]),
+            (contender("other"), vec![figures(Value::Null)]),
+        ];
+        let mut md = String::new();
+        kinds_section(&mut md, &results, Sizes::QUICK);
+        assert!(
+            md.contains("| ours | 400 | 200 | 10.0 | 20.0 | 2.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| peer | 50.0 *mutex* | 50.0 *mutex* | 40.0 | 80.0 | 20.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| other | 1.00 *mutex* | 1.00 *mutex* | – | – | – |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| *ours vs best peer* | ×8.00 | ×4.00 | ×4.00 | ×4.00 | ×10.0 |"),
+            "{md}"
+        );
     }
 
     #[test]

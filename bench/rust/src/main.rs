@@ -39,6 +39,13 @@
 //!   heartbeat, the Lambda's `extend` every lease/3, dynamodb-lease's own extension), print, sleep
 //!   until killed. If the lock is lost meanwhile, print an error and exit 1.
 //! - `takeover`: acquire `PREFIX/0`, waiting up to max(10 × lease, 60 s), print, release, exit 0.
+//! - `set`: like `contended`, but each acquisition takes `PREFIX/0` … `PREFIX/{N-1}` (`--set-size
+//!   N`) together: ddb-lock in one lock set (`acquire_set`, one transaction; `release_set`),
+//!   dynamodb-lease one lease after another in name order (the deadlock-free way to take several
+//!   without sets), released together. Not for the Lambda contender.
+//!
+//! Lock kinds (ddb-lock only): `--shared` takes every acquisition in shared mode (readers), and
+//! `--permits N` in shared mode with at most N holders (a semaphore).
 //!
 //! Each acquisition is held `--hold-ms` (0: released at once) before it is released. A release
 //! that finds the lock lost (held past its lease: outside `hold`, only dynamodb-lease extends its
@@ -61,7 +68,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification, TimeToLiveStatus,
 };
 use clap::{Parser, ValueEnum};
-use ddb_lock::{AcquireOptions, BackoffBounds, LockClient, ReleaseOutcome};
+use ddb_lock::{AcquireOptions, BackoffBounds, LockClient, LockSet, Mode, ReleaseOutcome};
 use ddb_lock_lambda::{Config, Handler, HandlerError};
 use lambda_runtime::{Context, LambdaEvent};
 use nix::time::{clock_gettime, ClockId};
@@ -123,6 +130,15 @@ struct Args {
     /// ddb-lock only: one client per worker instead of one shared by all.
     #[arg(long)]
     client_per_worker: bool,
+    /// ddb-lock only: shared mode (readers).
+    #[arg(long)]
+    shared: bool,
+    /// ddb-lock only: shared mode with at most this many holders (a semaphore).
+    #[arg(long)]
+    permits: Option<u32>,
+    /// `set`: resources per acquisition.
+    #[arg(long, default_value_t = 10)]
+    set_size: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -142,6 +158,7 @@ enum Scenario {
     Many,
     Hold,
     Takeover,
+    Set,
 }
 
 /// One acquisition's time stamps.
@@ -223,6 +240,10 @@ enum Contestant {
     DdbLock {
         /// One shared by the workers, or one per worker.
         clients: Vec<LockClient>,
+        /// Exclusive, or shared (`--shared`, `--permits`).
+        mode: Mode,
+        /// A semaphore's permits.
+        permits: Option<u32>,
     },
     Lambda {
         handler: Arc<Handler>,
@@ -247,6 +268,11 @@ enum Held {
         lock_id: String,
     },
     Lease(dynamodb_lease::Lease),
+    DdbLockSet {
+        set: LockSet,
+        client: LockClient,
+    },
+    Leases(Vec<dynamodb_lease::Lease>),
 }
 
 impl Contestant {
@@ -257,7 +283,7 @@ impl Contestant {
         let heartbeat = (args.scenario == Scenario::Hold).then(|| millis(lease / 3));
         let wait = wait_for(args.scenario, lease);
         let mut settings = json!({
-            "contender": args.contender.to_possible_value().map(|v| v.get_name().to_owned()),
+            "driver": args.contender.to_possible_value().map(|v| v.get_name().to_owned()),
             "scenario": args.scenario.to_possible_value().map(|v| v.get_name().to_owned()),
             "table": args.table,
             "workers": workers,
@@ -268,6 +294,25 @@ impl Contestant {
             "poll_ms": args.poll_ms,
             "sdk_clients": 1,
         });
+        let kinds = args.shared || args.permits.is_some();
+        if kinds && args.contender != Contender::DdbLock {
+            return Err("--shared and --permits are for ddb-lock only".to_owned());
+        }
+        if args.scenario == Scenario::Set {
+            if args.contender == Contender::DdbLockLambda {
+                return Err("the set scenario is not for the Lambda contender".to_owned());
+            }
+            merge(
+                &mut settings,
+                json!({
+                    "set_size": args.set_size,
+                    "set_acquisition": match args.contender {
+                        Contender::DynamodbLease => "one lease after another, in name order",
+                        _ => "one lock set: one TransactWriteItems",
+                    },
+                }),
+            );
+        }
         let contestant = match args.contender {
             Contender::DdbLock => {
                 let backoff = match args.poll_ms {
@@ -306,7 +351,16 @@ impl Contestant {
                         },
                     }),
                 );
-                Contestant::DdbLock { clients }
+                let mode = if kinds { Mode::Shared } else { Mode::Exclusive };
+                merge(
+                    &mut settings,
+                    json!({ "mode": mode.to_string(), "permits": args.permits }),
+                );
+                Contestant::DdbLock {
+                    clients,
+                    mode,
+                    permits: args.permits,
+                }
             }
             Contender::DdbLockLambda => {
                 let table = args.table.clone();
@@ -409,8 +463,16 @@ impl Contestant {
         wait: Duration,
     ) -> Result<Held> {
         match self {
-            Contestant::DdbLock { clients } => {
+            Contestant::DdbLock {
+                clients,
+                mode,
+                permits,
+            } => {
                 let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
+                let opts = match permits {
+                    Some(permits) => opts.permits(*permits),
+                    None => opts.mode(*mode),
+                };
                 client
                     .acquire(resource, &opts)
                     .await
@@ -443,6 +505,49 @@ impl Contestant {
                     .await
                     .map(Held::Lease)
                     .map_err(|e| format!("acquire: {e:#}"))
+            }
+        }
+    }
+
+    /// Acquires every one of `resources` together, waiting up to `wait`: a lock set, or one
+    /// lease after another in name order.
+    async fn acquire_set(
+        &self,
+        worker: &Worker,
+        resources: &[String],
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Held> {
+        match self {
+            Contestant::DdbLock { clients, .. } => {
+                let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
+                let members: Vec<(&str, Mode)> = resources
+                    .iter()
+                    .map(|r| (r.as_str(), Mode::Exclusive))
+                    .collect();
+                client
+                    .acquire_set(&members, &opts)
+                    .await
+                    .map(|set| Held::DdbLockSet {
+                        set,
+                        client: client.clone(),
+                    })
+                    .map_err(|e| format!("acquire_set: {}", describe(&e)))
+            }
+            Contestant::Lease { .. } => {
+                let mut sorted = resources.to_vec();
+                sorted.sort();
+                let mut leases = Vec::with_capacity(sorted.len());
+                for resource in &sorted {
+                    match self.acquire(worker, resource, lease, wait).await? {
+                        Held::Lease(one) => leases.push(one),
+                        _ => return Err("acquire: an acquisition of another contender".to_owned()),
+                    }
+                }
+                Ok(Held::Leases(leases))
+            }
+            Contestant::Lambda { .. } => {
+                Err("the set scenario is not for the Lambda contender".to_owned())
             }
         }
     }
@@ -480,6 +585,29 @@ impl Contestant {
             (Contestant::Lease { .. }, Held::Lease(lease)) => {
                 lease.release().await.map_err(|e| format!("release: {e:#}"))
             }
+            (Contestant::DdbLock { .. }, Held::DdbLockSet { set, client }) => {
+                for (handle, outcome) in client.release_set(&set).await {
+                    match outcome.map_err(|e| format!("release: {}", describe(&e)))? {
+                        ReleaseOutcome::Released => {}
+                        other => {
+                            return Err(format!(
+                                "release: {} was lost: {other:?}",
+                                handle.resource()
+                            ))
+                        }
+                    }
+                }
+                Ok(())
+            }
+            (Contestant::Lease { .. }, Held::Leases(leases)) => {
+                for lease in leases {
+                    lease
+                        .release()
+                        .await
+                        .map_err(|e| format!("release: {e:#}"))?;
+                }
+                Ok(())
+            }
             _ => Err("release: an acquisition of another contender".to_owned()),
         }
     }
@@ -494,7 +622,7 @@ impl Contestant {
         wait: Duration,
     ) -> Result<tokio::task::JoinHandle<String>> {
         match self {
-            Contestant::DdbLock { clients } => {
+            Contestant::DdbLock { clients, .. } => {
                 let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
                 let guard = client
                     .lock(resource, &opts)
@@ -669,20 +797,31 @@ async fn create_lease_table(sdk: &aws_sdk_dynamodb::Client, table: &str) -> Resu
     Ok(())
 }
 
-/// Runs `ops` acquisitions of `resource` by `worker`, printing one record each.
+/// Runs `ops` acquisitions of `resources` by `worker` (one resource, or a set), printing one
+/// record each.
 async fn work(
     contestant: Arc<Contestant>,
     worker: Worker,
-    resource: String,
+    resources: Vec<String>,
     ops: usize,
     lease: Duration,
     hold: Duration,
 ) -> Result<()> {
+    let resource = resources.join(",");
     for _ in 0..ops {
         let wait_start_ns = now_ns();
-        let held = contestant
-            .acquire(&worker, &resource, lease, ACQUIRE_TIMEOUT)
-            .await?;
+        let held = match resources.as_slice() {
+            [one] => {
+                contestant
+                    .acquire(&worker, one, lease, ACQUIRE_TIMEOUT)
+                    .await?
+            }
+            set => {
+                contestant
+                    .acquire_set(&worker, set, lease, ACQUIRE_TIMEOUT)
+                    .await?
+            }
+        };
         let acquired_ns = now_ns();
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
@@ -719,7 +858,7 @@ async fn run(args: Args) -> Result<()> {
         return Err("--lease-ms must be positive".to_owned());
     }
     let workers = match args.scenario {
-        Scenario::Contended | Scenario::Many => args.workers,
+        Scenario::Contended | Scenario::Many | Scenario::Set => args.workers,
         Scenario::Uncontended | Scenario::Hold | Scenario::Takeover => 1,
     };
     if workers == 0 {
@@ -738,18 +877,21 @@ async fn run(args: Args) -> Result<()> {
     wait_for_go()?;
 
     match args.scenario {
-        Scenario::Uncontended | Scenario::Contended | Scenario::Many => {
+        Scenario::Uncontended | Scenario::Contended | Scenario::Many | Scenario::Set => {
             let contestant = Arc::new(contestant);
             let mut tasks = JoinSet::new();
             for index in 0..workers {
-                let resource = match args.scenario {
-                    Scenario::Many => format!("{}/{index}", args.resource),
-                    _ => first.clone(),
+                let resources = match args.scenario {
+                    Scenario::Many => vec![format!("{}/{index}", args.resource)],
+                    Scenario::Set => (0..args.set_size)
+                        .map(|i| format!("{}/{i}", args.resource))
+                        .collect(),
+                    _ => vec![first.clone()],
                 };
                 tasks.spawn(work(
                     Arc::clone(&contestant),
                     owner(index),
-                    resource,
+                    resources,
                     args.ops,
                     lease,
                     hold,
