@@ -497,7 +497,7 @@ fn set_members(set: &NewSet) -> Vec<(&str, Mode)> {
 /// A set's options: its owner and lease (sets are not handed back to their owner: the library
 /// refuses `idempotent` for sets).
 fn set_options(set: &NewSet) -> AcquireOptions {
-    let opts = AcquireOptions::new().owner(&set.owner);
+    let opts = AcquireOptions::new().owner(&set.owner).fencing(set.fencing);
     match set.lease {
         Some(lease) => opts.lease(lease),
         None => opts,

@@ -208,8 +208,8 @@ async fn set_fields_are_checked_and_named() {
             "mode",
         ),
         (
-            json!({"op": "try_acquire", "owner": "o", "resources": ["a"], "fencing": true}),
-            "fencing",
+            json!({"op": "try_acquire", "owner": "o", "resources": ["a"], "data": {"x": 1}}),
+            "data",
         ),
         (
             json!({"op": "try_acquire", "owner": "o", "resources": []}),
@@ -278,4 +278,28 @@ async fn a_path_is_locked_with_its_ancestors_and_conflicts_as_paths_do() {
     )
     .await;
     assert_eq!(invalid_field(bad), "path");
+}
+
+#[tokio::test]
+async fn a_fenced_set_answers_a_token_for_each_exclusive_member() {
+    let handler = handler().await;
+    let (a, b) = (unique("h-fenced-a"), unique("h-fenced-b"));
+    let answer = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "o", "fencing": true,
+            "resources": [a, {"resource": b, "mode": "shared"}]}),
+    )
+    .await
+    .unwrap();
+    let lock = |resource: &str| {
+        answer["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["resource"] == resource)
+            .cloned()
+            .unwrap()
+    };
+    assert!(lock(&a)["fencing_token"].is_u64(), "{answer}");
+    assert!(lock(&b).get("fencing_token").is_none(), "{answer}");
 }

@@ -250,6 +250,17 @@ pub enum InvalidInput {
         /// The most a set can hold.
         max: usize,
     },
+    /// A fenced lock set whose members and fence items (one per exclusive member) are more
+    /// writes than one transaction takes.
+    #[error("`resources`: {members} members and {fences} fence items are {total} writes, over the limit of {max} (one DynamoDB transaction)", total = members + fences)]
+    TooManyWrites {
+        /// Distinct resources named.
+        members: usize,
+        /// Exclusive members, each with its fence item.
+        fences: usize,
+        /// The most writes of one transaction.
+        max: usize,
+    },
     /// An option lock sets do not offer yet.
     #[error("`{field}` cannot be used with a lock set")]
     NotForSets {
@@ -297,7 +308,9 @@ impl InvalidInput {
             | InvalidInput::KeysOverlap { field }
             | InvalidInput::NotForMode { field, .. }
             | InvalidInput::NotForSets { field } => field,
-            InvalidInput::EmptySet | InvalidInput::TooManyMembers { .. } => "resources",
+            InvalidInput::EmptySet
+            | InvalidInput::TooManyMembers { .. }
+            | InvalidInput::TooManyWrites { .. } => "resources",
             InvalidInput::Permits { .. } => "permits",
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",

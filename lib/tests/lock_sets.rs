@@ -129,6 +129,21 @@ async fn sets_are_checked_before_any_request() {
         .iter()
         .map(|n| (n.as_str(), Mode::Exclusive))
         .collect();
+    // 50 exclusive members and their fences, and one shared member (no fence): 101 writes.
+    let too_many_fenced: Vec<(&str, Mode)> = names[..51]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.as_str(),
+                if i < 50 {
+                    Mode::Exclusive
+                } else {
+                    Mode::Shared
+                },
+            )
+        })
+        .collect();
     type Case<'a> = (Vec<(&'a str, Mode)>, AcquireOptions, InvalidInput);
     let cases: Vec<Case<'_>> = vec![
         (vec![], opts("s"), InvalidInput::EmptySet),
@@ -141,9 +156,13 @@ async fn sets_are_checked_before_any_request() {
             },
         ),
         (
-            vec![("a", Mode::Exclusive)],
+            too_many_fenced,
             opts("s").fencing(true),
-            InvalidInput::NotForSets { field: "fencing" },
+            InvalidInput::TooManyWrites {
+                members: 51,
+                fences: 50,
+                max: 100,
+            },
         ),
         (
             vec![("a", Mode::Exclusive)],
@@ -336,4 +355,94 @@ async fn with_lock_set_runs_the_work_under_every_member_and_releases_them() {
     for guard in guards {
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
+}
+
+#[tokio::test]
+async fn a_fenced_set_gives_each_exclusive_member_a_growing_token_in_the_same_transaction() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let (a, b, r) = (
+        unique("set/fenced-a"),
+        unique("set/fenced-b"),
+        unique("set/fenced-r"),
+    );
+    let members = [
+        (a.as_str(), Mode::Exclusive),
+        (b.as_str(), Mode::Exclusive),
+        (r.as_str(), Mode::Shared),
+    ];
+    let first = client
+        .acquire_set(&members, &opts("s").fencing(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        proxy.total_requests(),
+        1,
+        "members and fences in one transaction"
+    );
+    let token =
+        |set: &ddb_lock::LockSet, resource: &str| set.get(resource).unwrap().fencing_token();
+    assert!(token(&first, &a).is_some() && token(&first, &b).is_some());
+    assert_eq!(token(&first, &r), None, "a shared member takes no token");
+    // The single fenced acquisition's tokens and the set's come from one counter per resource.
+    for (_, outcome) in client.release_set(&first).await {
+        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
+    }
+    let single = client
+        .acquire(&a, &opts("one").fencing(true))
+        .await
+        .unwrap();
+    assert!(single.fencing_token() > token(&first, &a));
+    client.release(&single).await.unwrap();
+    let second = client
+        .acquire_set(&members, &opts("s").fencing(true))
+        .await
+        .unwrap();
+    assert!(token(&second, &a) > single.fencing_token());
+    assert!(token(&second, &b) > token(&first, &b));
+    // The status shows the member's token as its holder's.
+    match client.status(&a).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.fencing_token, token(&second, &a)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_fenced_set_behind_a_clock_learns_the_token_from_the_fence_and_tries_again() {
+    lock_client().await;
+    let (a, b) = (unique("set/stale-a"), unique("set/stale-b"));
+    // A client an hour ahead issues tokens from its clock…
+    let ahead = builder(dynamodb())
+        .clock(ddb_lock_test_kit::OffsetClock::shared(
+            chrono::TimeDelta::hours(1),
+        ))
+        .build()
+        .unwrap();
+    let high = ahead
+        .acquire(&b, &opts("ahead").fencing(true))
+        .await
+        .unwrap();
+    ahead.release(&high).await.unwrap();
+    // …so a client on time guesses a stale token for b: the fence refuses it and says its token.
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let set = client
+        .acquire_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+            &opts("s").fencing(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        proxy.counts("TransactWriteItems").requests,
+        2,
+        "refused once by b's fence, then applied"
+    );
+    assert!(set.get(&b).unwrap().fencing_token() > high.fencing_token());
+    assert!(set.get(&a).unwrap().fencing_token().is_some());
+    // The offset was raised: the next guess is not stale.
+    let c = unique("set/stale-c");
+    let next = client.acquire(&c, &opts("s").fencing(true)).await.unwrap();
+    assert!(next.fencing_token() > high.fencing_token());
 }

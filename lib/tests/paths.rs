@@ -194,3 +194,19 @@ async fn a_crashed_path_holders_intentions_are_cleared_when_their_leases_end() {
         .unwrap();
     late.release_set(&set).await;
 }
+
+#[tokio::test]
+async fn a_fenced_exclusive_path_gets_a_token_and_its_ancestors_intentions_none() {
+    let client = lock_client().await;
+    let root = unique("fenced-tree");
+    let ab = path(&root, &["A", "B"]);
+    let set = client
+        .acquire_paths(&[(ab.clone(), Mode::Exclusive)], &opts("x").fencing(true))
+        .await
+        .unwrap();
+    for lock in set.locks() {
+        let is_path = lock.resource() == ab.resource();
+        assert_eq!(lock.fencing_token().is_some(), is_path, "{lock:?}");
+    }
+    client.release_set(&set).await;
+}

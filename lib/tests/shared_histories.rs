@@ -8,7 +8,9 @@
 //!
 //! - no exclusive interval overlaps any other interval on its resource (a set's members are
 //!   recorded one interval each);
-//! - at no moment are more than `PERMITS` semaphore intervals open.
+//! - at no moment are more than `PERMITS` semaphore intervals open;
+//! - the fencing tokens of the exclusive holds of a resource (sets and single acquisitions are
+//!   fenced at random) grow in the order of the holds.
 //!
 //! `SHARED_HISTORY_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
 
@@ -52,6 +54,7 @@ struct Interval {
     kind: Kind,
     start: Instant,
     end: Instant,
+    token: Option<u64>,
 }
 
 fn seeds() -> std::ops::Range<u64> {
@@ -105,6 +108,10 @@ async fn random_histories_of_shared_exclusive_and_semaphore_holds_keep_the_invar
             history.iter().any(|i| i.resource == rw2),
             "seed {seed}: the history took lock sets"
         );
+        assert!(
+            history.iter().filter(|i| i.token.is_some()).count() > 1,
+            "seed {seed}: the history took fenced holds"
+        );
     }
 }
 
@@ -127,13 +134,15 @@ async fn run_worker(
                 kind,
                 start,
                 end,
+                token: lock.fencing_token().map(|t| t.value()),
             });
         };
         if rng.random_bool(0.25) {
             // Both read-write resources as one set, each in a random mode.
             let modes = [random_mode(&mut rng), random_mode(&mut rng)];
             let members = [(rw.as_str(), modes[0]), (rw2.as_str(), modes[1])];
-            let Ok(set) = client.acquire_set(&members, &base).await else {
+            let fenced = base.clone().fencing(rng.random_bool(0.5));
+            let Ok(set) = client.acquire_set(&members, &fenced).await else {
                 continue;
             };
             let start = Instant::now();
@@ -158,7 +167,7 @@ async fn run_worker(
             _ => Kind::Permit,
         };
         let (resource, opts) = match kind {
-            Kind::Exclusive => (rw, base),
+            Kind::Exclusive => (rw, base.fencing(rng.random_bool(0.5))),
             Kind::Shared => (rw, base.mode(Mode::Shared)),
             Kind::Permit => (sem, base.permits(PERMITS)),
         };
@@ -240,6 +249,21 @@ fn check(seed: u64, history: &[Interval]) {
                 "seed {seed}: an exclusive hold of worker {} overlapped one of worker {}: {a:?} and {b:?}",
                 a.worker,
                 b.worker
+            );
+        }
+    }
+    for resource in rw.iter().map(|i| &i.resource) {
+        let mut fenced: Vec<&&Interval> = rw
+            .iter()
+            .filter(|i| &i.resource == resource && i.kind == Kind::Exclusive && i.token.is_some())
+            .collect();
+        fenced.sort_by_key(|i| i.start);
+        for pair in fenced.windows(2) {
+            assert!(
+                pair[0].token < pair[1].token,
+                "seed {seed}: fencing tokens out of hold order on {resource}: {:?} then {:?}",
+                pair[0],
+                pair[1]
             );
         }
     }

@@ -80,6 +80,8 @@ pub struct NewSet {
     pub owner: String,
     /// The lease of every member.
     pub lease: Option<Duration>,
+    /// Whether each exclusive member gets a fencing token.
+    pub fencing: bool,
 }
 
 impl NewSet {
@@ -92,11 +94,7 @@ impl NewSet {
         fencing: bool,
         only_if_exists: bool,
     ) -> Result<Self, RequestError> {
-        for (field, given) in [
-            ("data", data.is_some()),
-            ("fencing", fencing),
-            ("only_if_exists", only_if_exists),
-        ] {
+        for (field, given) in [("data", data.is_some()), ("only_if_exists", only_if_exists)] {
             if given {
                 return Err(not_with(field, "resources"));
             }
@@ -105,6 +103,7 @@ impl NewSet {
             members,
             owner,
             lease,
+            fencing,
         })
     }
 }

@@ -114,7 +114,6 @@ fn member_options(
     opts: &AcquireOptions,
 ) -> Result<Vec<AcquireOptions>, InvalidInput> {
     let unsupported = [
-        ("fencing", opts.is_fencing()),
         ("idempotent", opts.is_idempotent()),
         ("data", opts.data_bytes().is_some()),
         ("only_if_exists", opts.is_only_if_exists()),
@@ -127,9 +126,19 @@ fn member_options(
     if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
         return Err(InvalidInput::NotForSets { field });
     }
+    // Fencing orders the writes of exclusive holders; a shared member takes no token.
+    let fenced = |mode: Mode| opts.is_fencing() && mode == Mode::Exclusive;
+    let fences = members.iter().filter(|(_, mode)| fenced(*mode)).count();
+    if members.len() + fences > MAX_SET_MEMBERS {
+        return Err(InvalidInput::TooManyWrites {
+            members: members.len(),
+            fences,
+            max: MAX_SET_MEMBERS,
+        });
+    }
     Ok(members
         .iter()
-        .map(|(_, mode)| opts.clone().mode(*mode))
+        .map(|(_, mode)| opts.clone().mode(*mode).fencing(fenced(*mode)))
         .collect())
 }
 
@@ -139,7 +148,9 @@ impl LockClient {
     /// then nothing was taken.
     ///
     /// `members` are `(resource, mode)` pairs; a resource named twice is taken once, in the
-    /// stronger mode. The options' owner and lease apply to every member; fencing, payloads,
+    /// stronger mode. The options' owner, lease and fencing apply to every member (fencing gives
+    /// each exclusive member a token, raised in the same transaction: at most 100 members and
+    /// fence items together, [`InvalidInput::TooManyWrites`]; a shared member takes none); payloads,
     /// `idempotent`, `only_if_exists` and `permits` are not offered for sets
     /// ([`InvalidInput::NotForSets`]).
     ///

@@ -3,7 +3,12 @@
 //!
 //! ```text
 //! TransactWriteItems  [member 1's write] [member 2's write] …     (each asks for ALL_OLD)
+//!                     [fence of fenced member 1] …                 (fenced sets: one per exclusive member)
 //! ```
+//!
+//! A fenced set's exclusive members each raise their fence item's token in the same transaction,
+//! guessed as a single fenced acquisition guesses it; a fence that refuses a stale guess gives its
+//! current token, and the set is sent again with the next one.
 //!
 //! A cancellation carries one reason per member, in order. A member whose condition failed is read
 //! as its single acquisition would read it: held (the set is refused, naming it and its holder),
@@ -56,6 +61,7 @@ pub(crate) enum Attempt {
 enum Member<'r> {
     Exclusive {
         request: &'r Request<'r>,
+        /// Its lock carries the token guessed for it, if fenced.
         new: NewItem,
     },
     Shared {
@@ -77,6 +83,17 @@ impl Member<'_> {
 
     fn resource(&self) -> &str {
         self.lock().resource()
+    }
+
+    /// The fence item raise of a fenced exclusive member.
+    fn fence(&self, table: &LockTable) -> Option<Result<TransactWriteItem, Error>> {
+        match self {
+            Member::Exclusive { new, .. } => new.lock.fencing_token().map(|token| {
+                fenced_acquire::fence_write(table, new.lock.resource(), token)
+                    .map(|update| TransactWriteItem::builder().update(update).build())
+            }),
+            Member::Shared { .. } => None,
+        }
     }
 
     fn write(&self, table: &LockTable) -> Result<TransactWriteItem, Error> {
@@ -117,10 +134,15 @@ pub(crate) async fn attempt(
         .iter()
         .map(|request| {
             Ok(match request.mode {
-                Mode::Exclusive => Member::Exclusive {
-                    request,
-                    new: acquire::new_item(table, request)?,
-                },
+                Mode::Exclusive => {
+                    let mut new = acquire::new_item(table, request)?;
+                    if request.fencing {
+                        let token =
+                            fenced_acquire::first_guess(table, new.lock.acquired_at(), None);
+                        new.lock = new.lock.clone().with_fencing_token(Some(token));
+                    }
+                    Member::Exclusive { request, new }
+                }
                 Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                     let (lock, version, now) = shared_acquire::new_lock(table, request)?;
                     Member::Shared {
@@ -138,6 +160,7 @@ pub(crate) async fn attempt(
         let writes = members
             .iter()
             .map(|member| member.write(table))
+            .chain(members.iter().filter_map(|member| member.fence(table)))
             .collect::<Result<Vec<_>, Error>>()?;
         let in_flight: Vec<InFlightAcquisition<'_>> = members
             .iter()
@@ -193,14 +216,41 @@ pub(crate) async fn attempt(
                 holder: holder.clone(),
             });
         }
+        // The fences' reasons follow the members', in the order of the fenced members.
+        let mut stale = Vec::new();
+        let fenced = members
+            .iter()
+            .enumerate()
+            .filter(|(_, member)| member.lock().fencing_token().is_some());
+        for ((index, member), reason) in fenced.zip(reasons.iter().skip(members.len())) {
+            match reason.code() {
+                Some("ConditionalCheckFailed") => {
+                    let lock = member.lock();
+                    let next = fenced_acquire::next_guess(
+                        table,
+                        lock.resource(),
+                        lock.acquired_at(),
+                        reason.item(),
+                    )?;
+                    stale.push((index, next));
+                }
+                Some("TransactionConflict") => conflict = true,
+                _ => {}
+            }
+        }
         if conflict {
             return Ok(Attempt::Conflict);
         }
-        if refusals.is_empty() {
+        if refusals.is_empty() && stale.is_empty() {
             return Err(Error::UnexpectedResponse {
                 operation: "TransactWriteItems",
                 detail: "the transaction was cancelled without a reason this library reads",
             });
+        }
+        for (index, token) in stale {
+            if let Some(Member::Exclusive { new, .. }) = members.get_mut(index) {
+                new.lock = new.lock.clone().with_fencing_token(Some(token));
+            }
         }
         for (member, refusal) in members.iter_mut().zip(refusals) {
             match (member, refusal) {

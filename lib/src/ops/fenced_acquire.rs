@@ -57,10 +57,7 @@ pub(crate) async fn put(
     new: NewItem,
     floor: Option<FencingToken>,
 ) -> Result<Attempt, Error> {
-    let clock_micros = u64::try_from(new.lock.acquired_at().timestamp_micros()).unwrap_or(0);
-    let offset = &table.token_offset;
-    let guess = clock_micros.saturating_add(offset.load(Ordering::Relaxed));
-    let mut token = FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)));
+    let mut token = first_guess(table, new.lock.acquired_at(), floor);
     for _ in 0..MAX_FENCE_TRIES {
         let lock = new.lock.clone().with_fencing_token(Some(token));
         let (write, fence) = transaction(table, request, &new, &lock, token)?;
@@ -100,16 +97,14 @@ pub(crate) async fn put(
             // clean-up in the background must not delete.
             Cancellation::FenceRefused(item) => {
                 in_flight.answered();
-                let current = match current_token(request.resource, item.as_ref())? {
-                    Some(current) => current,
-                    None => return Err(table.not_a_lock_item(&item.unwrap_or_default())),
-                };
-                debug!(resource = request.resource, %current, guessed = %token, "fencing token guess was stale");
-                token = FencingToken::new(current.value() + 1);
-                offset.fetch_max(
-                    token.value().saturating_sub(clock_micros),
-                    Ordering::Relaxed,
-                );
+                let next = next_guess(
+                    table,
+                    request.resource,
+                    new.lock.acquired_at(),
+                    item.as_ref(),
+                )?;
+                debug!(resource = request.resource, %next, guessed = %token, "fencing token guess was stale");
+                token = next;
             }
             Cancellation::Conflict => return Ok(Attempt::Conflict),
         }
@@ -126,19 +121,60 @@ fn transaction(
     lock: &Lock,
     token: FencingToken,
 ) -> Result<(TransactWriteItem, Update), Error> {
-    let built = |e| Error::backend_other("TransactWriteItems", e);
     let write = lock_write(table, request, new, lock)?;
-    let fence = Update::builder()
+    Ok((write, fence_write(table, request.resource, token)?))
+}
+
+/// The raise of `resource`'s fence item to `token`, inside a transaction, asking for the refused
+/// item (whose token a stale guess then learns).
+pub(crate) fn fence_write(
+    table: &LockTable,
+    resource: &str,
+    token: FencingToken,
+) -> Result<Update, Error> {
+    Update::builder()
         .table_name(&table.name)
-        .set_key(Some(table.schema.fence_key(request.resource)))
+        .set_key(Some(table.schema.fence_key(resource)))
         .update_expression(FENCE_UPDATE)
         .condition_expression(FENCE_CONDITION)
         .set_expression_attribute_names(Some(table.names_for(&[FENCE_UPDATE, FENCE_CONDITION])))
         .expression_attribute_values(":fencing_token", item::token(token))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
-        .map_err(built)?;
-    Ok((write, fence))
+        .map_err(|e| Error::backend_other("TransactWriteItems", e))
+}
+
+/// The first token to guess for an acquisition at `acquired_at`: the clock in microseconds plus
+/// the client's offset, and above `floor` (a token known to be issued).
+pub(crate) fn first_guess(
+    table: &LockTable,
+    acquired_at: chrono::DateTime<chrono::Utc>,
+    floor: Option<FencingToken>,
+) -> FencingToken {
+    let clock_micros = u64::try_from(acquired_at.timestamp_micros()).unwrap_or(0);
+    let guess = clock_micros.saturating_add(table.token_offset.load(Ordering::Relaxed));
+    FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)))
+}
+
+/// The next guess after the fence item `item` refused one made at `acquired_at`: one more than
+/// its token. Raises the client's offset so that its next first guess is not stale either.
+pub(crate) fn next_guess(
+    table: &LockTable,
+    resource: &str,
+    acquired_at: chrono::DateTime<chrono::Utc>,
+    item: Option<&Item>,
+) -> Result<FencingToken, Error> {
+    let current = match current_token(resource, item)? {
+        Some(current) => current,
+        None => return Err(table.not_a_lock_item(&item.cloned().unwrap_or_default())),
+    };
+    let token = FencingToken::new(current.value() + 1);
+    let clock_micros = u64::try_from(acquired_at.timestamp_micros()).unwrap_or(0);
+    table.token_offset.fetch_max(
+        token.value().saturating_sub(clock_micros),
+        Ordering::Relaxed,
+    );
+    Ok(token)
 }
 
 /// The lock item's write of an exclusive acquisition inside a transaction: the acquire's Put (an
