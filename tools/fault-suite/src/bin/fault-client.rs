@@ -1,6 +1,7 @@
 //! One client process of the fault suite: until its time is up, it acquires a random resource with
-//! a fenced lock, claims the resource's register, reads its counter, writes the counter + 1 (both
-//! writes fenced), and releases; every step is recorded in a history file.
+//! a fenced lock (or, a third of the time, every resource as one fenced lock set), claims each
+//! resource's register, reads its counter, writes the counter + 1 (both writes fenced), and
+//! releases; every step is recorded in a history file, a set's once per member.
 //!
 //! Configured by environment (set by the suite): `FAULT_ENDPOINT`, `FAULT_SCHEMA`, `FAULT_CLIENT`,
 //! `FAULT_RESOURCES` (comma-separated), `FAULT_LEASE_MS`, `FAULT_DURATION_MS`,
@@ -9,12 +10,13 @@
 //! no lock and unfenced writes, which must produce violations.
 
 use chrono::TimeDelta;
-use ddb_lock::{AcquireOptions, Error, ReleaseOutcome, TakeoverRule};
+use ddb_lock::{AcquireOptions, Error, LockSet, Mode, ReleaseOutcome, TakeoverRule};
 use ddb_lock_fault_suite::history::{Op, Outcome, Recorder};
 use ddb_lock_fault_suite::layout::Layout;
 use ddb_lock_fault_suite::register;
 use ddb_lock_test_kit::{dynamodb_with, OffsetClock};
 use rand::seq::IndexedRandom;
+use rand::Rng;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -91,56 +93,108 @@ async fn main() {
             }
             continue;
         }
-        let seq = history.invoke(Op::Acquire, resource, None);
-        let lock = match client.acquire(resource, &opts).await {
-            Ok(lock) => lock,
+        // A third of the critical sections take every resource as one fenced lock set (not
+        // under the observed-lease rule, which sets do not take).
+        let as_set = takeover == TakeoverRule::WallClock
+            && resources.len() > 1
+            && rand::rng().random_bool(1.0 / 3.0);
+        let members: Vec<&str> = if as_set {
+            resources.iter().map(String::as_str).collect()
+        } else {
+            vec![resource.as_str()]
+        };
+        let seqs: Vec<u64> = members
+            .iter()
+            .map(|member| history.invoke(Op::Acquire, member, None))
+            .collect();
+        let acquired = if as_set {
+            let set: Vec<(&str, Mode)> = members.iter().map(|m| (*m, Mode::Exclusive)).collect();
+            client
+                .acquire_set(&set, &opts)
+                .await
+                .map(LockSet::into_locks)
+        } else {
+            client.acquire(resource, &opts).await.map(|lock| vec![lock])
+        };
+        let locks = match acquired {
+            Ok(locks) => locks,
             Err(err) => {
                 let outcome = match err {
                     Error::Timeout { .. } => Outcome::Fail,
                     _ => Outcome::Info,
                 };
-                history.complete(seq, Op::Acquire, resource, outcome, None, None);
+                for (seq, member) in seqs.iter().zip(&members) {
+                    history.complete(*seq, Op::Acquire, member, outcome, None, None);
+                }
                 continue;
             }
         };
-        let token = lock.fencing_token().map(|t| t.value());
-        history.complete(seq, Op::Acquire, resource, Outcome::Ok, token, None);
-        let token = token.expect("fenced acquisitions carry a token");
-
-        let seq = history.invoke(Op::Claim, resource, Some(token));
-        let claimed = register::claim(&dynamodb, resource, &client_name, token).await;
-        history.complete(seq, Op::Claim, resource, claimed, Some(token), None);
-        if claimed == Outcome::Ok {
-            let seq = history.invoke(Op::Read, resource, Some(token));
-            let read = register::read(&dynamodb, resource).await;
-            let counter = read.as_ref().map(|r| r.counter.unwrap_or(0));
-            let outcome = if read.is_some() {
-                Outcome::Ok
-            } else {
-                Outcome::Info
-            };
-            history.complete(seq, Op::Read, resource, outcome, Some(token), counter);
-            if let Some(counter) = counter {
-                let seq = history.invoke(Op::Write, resource, Some(token));
-                let written =
-                    register::write(&dynamodb, resource, &client_name, token, counter + 1).await;
-                history.complete(
-                    seq,
-                    Op::Write,
-                    resource,
-                    written,
-                    Some(token),
-                    Some(counter + 1),
-                );
-            }
+        for (seq, lock) in seqs.iter().zip(&locks) {
+            let token = lock.fencing_token().map(|t| t.value());
+            history.complete(*seq, Op::Acquire, lock.resource(), Outcome::Ok, token, None);
+        }
+        for lock in &locks {
+            let token = lock
+                .fencing_token()
+                .expect("fenced acquisitions carry a token")
+                .value();
+            critical_section(
+                &dynamodb,
+                &mut history,
+                &client_name,
+                lock.resource(),
+                token,
+            )
+            .await;
         }
 
-        let seq = history.invoke(Op::Release, resource, Some(token));
-        let outcome = match client.release(&lock).await {
-            Ok(ReleaseOutcome::Released) => Outcome::Ok,
-            Ok(_) => Outcome::Fail,
-            Err(_) => Outcome::Info,
-        };
-        history.complete(seq, Op::Release, resource, outcome, Some(token), None);
+        for lock in &locks {
+            let token = lock.fencing_token().map(|t| t.value());
+            let seq = history.invoke(Op::Release, lock.resource(), token);
+            let outcome = match client.release(lock).await {
+                Ok(ReleaseOutcome::Released) => Outcome::Ok,
+                Ok(_) => Outcome::Fail,
+                Err(_) => Outcome::Info,
+            };
+            history.complete(seq, Op::Release, lock.resource(), outcome, token, None);
+        }
+    }
+}
+
+/// The critical section on `resource`'s register with `token`: claim it (raising its fence),
+/// read its counter, write the counter + 1, each recorded.
+async fn critical_section(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    history: &mut Recorder,
+    client_name: &str,
+    resource: &str,
+    token: u64,
+) {
+    let seq = history.invoke(Op::Claim, resource, Some(token));
+    let claimed = register::claim(dynamodb, resource, client_name, token).await;
+    history.complete(seq, Op::Claim, resource, claimed, Some(token), None);
+    if claimed != Outcome::Ok {
+        return;
+    }
+    let seq = history.invoke(Op::Read, resource, Some(token));
+    let read = register::read(dynamodb, resource).await;
+    let counter = read.as_ref().map(|r| r.counter.unwrap_or(0));
+    let outcome = if read.is_some() {
+        Outcome::Ok
+    } else {
+        Outcome::Info
+    };
+    history.complete(seq, Op::Read, resource, outcome, Some(token), counter);
+    if let Some(counter) = counter {
+        let seq = history.invoke(Op::Write, resource, Some(token));
+        let written = register::write(dynamodb, resource, client_name, token, counter + 1).await;
+        history.complete(
+            seq,
+            Op::Write,
+            resource,
+            written,
+            Some(token),
+            Some(counter + 1),
+        );
     }
 }
