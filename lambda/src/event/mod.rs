@@ -2,20 +2,23 @@
 //! [`Request`] or a [`RequestError`] naming the offending field.
 //!
 //! Parsing is strict: an unknown or inapplicable field is an error, so a typo (`leaseMs`) fails
-//! loudly instead of silently taking a default. Serde reads the fields (see `Event`); the custom
-//! readers below give durations, instants, lock ids and cursors their checks and messages.
+//! loudly instead of silently taking a default. Serde reads the fields (see `Event`); the readers
+//! of `fields` give durations, instants, lock ids and cursors their checks and messages, and `set`
+//! reads the targets of lock sets and paths.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use ddb_lock::{CleanupCursor, LockId, Mode, Namespace, MAX_NAMESPACE_BYTES};
-use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_path_to_error::Segment;
-use std::fmt;
 use std::time::Duration;
 
+mod fields;
 mod set;
 
+use fields::{
+    cursor, duration, epoch_millis, flag, json_text, lock_id, mode, optional_lock_id, replacement,
+};
 pub use set::NewSet;
 use set::{Held, SetLock, SetMember, Target};
 
@@ -505,88 +508,6 @@ fn execution_resource(input: &str, field: &str) -> Result<String, RequestError> 
     }
 }
 
-/// A duration in whole, non-negative milliseconds.
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    d.deserialize_option(Millis {
-        expecting: "a whole number of milliseconds, not negative",
-        convert: |ms| u64::try_from(ms).ok().map(Duration::from_millis),
-    })
-}
-
-/// An instant in milliseconds since the epoch, as EventBridge's Step Functions events carry it.
-fn epoch_millis<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-    d.deserialize_option(Millis {
-        expecting: "a whole number of milliseconds since the epoch",
-        convert: |ms| Utc.timestamp_millis_opt(ms).single(),
-    })
-}
-
-/// Reads an optional whole number of milliseconds and converts it; serde's errors then say what
-/// was `expecting` (`1.5` is "floating point `1.5`, expected a whole number of milliseconds…").
-struct Millis<T> {
-    expecting: &'static str,
-    convert: fn(i64) -> Option<T>,
-}
-
-impl<'de, T> Visitor<'de> for Millis<T> {
-    type Value = Option<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(self.expecting)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
-        d.deserialize_i64(self)
-    }
-
-    fn visit_i64<E: de::Error>(self, ms: i64) -> Result<Option<T>, E> {
-        match (self.convert)(ms) {
-            Some(value) => Ok(Some(value)),
-            None => Err(E::invalid_value(Unexpected::Signed(ms), &self)),
-        }
-    }
-
-    fn visit_u64<E: de::Error>(self, ms: u64) -> Result<Option<T>, E> {
-        match i64::try_from(ms).ok().and_then(self.convert) {
-            Some(value) => Ok(Some(value)),
-            None => Err(E::invalid_value(Unexpected::Unsigned(ms), &self)),
-        }
-    }
-}
-
-/// `true` or `false`; absent or `null` is `false`.
-fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    Option::<bool>::deserialize(d).map(Option::unwrap_or_default)
-}
-
-/// Any JSON value, kept as its text; `null` is none.
-fn json_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Option::<Value>::deserialize(d).map(|value| value.as_ref().map(Value::to_string))
-}
-
-/// A present `data` of `extend`: a value replaces the data, `null` removes it.
-fn replacement<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    json_text(d).map(Some)
-}
-
-/// `exclusive` or `shared`; `null` is none.
-pub(crate) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
-    let Some(mode) = Option::<String>::deserialize(d)? else {
-        return Ok(None);
-    };
-    mode.parse()
-        .map(Some)
-        .map_err(|_| de::Error::invalid_value(Unexpected::Str(&mode), &"`exclusive` or `shared`"))
-}
-
 /// The mode of an acquisition: as the event says, else shared for a semaphore (`permits`),
 /// else exclusive. An explicit `exclusive` with `permits` is refused by the library.
 fn acquired_mode(mode: Option<Mode>, permits: Option<u32>) -> Mode {
@@ -594,43 +515,6 @@ fn acquired_mode(mode: Option<Mode>, permits: Option<u32>) -> Mode {
         Mode::Shared
     } else {
         Mode::Exclusive
-    })
-}
-
-/// A lock id, or `null`.
-fn optional_lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LockId>, D::Error> {
-    Option::<String>::deserialize(d)?
-        .map(|id| {
-            LockId::parse(&id).map_err(|_| {
-                de::Error::invalid_value(
-                    Unexpected::Str(&id),
-                    &"a lock id returned by acquire (a UUID)",
-                )
-            })
-        })
-        .transpose()
-}
-
-pub(crate) fn lock_id<'de, D: Deserializer<'de>>(d: D) -> Result<LockId, D::Error> {
-    let id = String::deserialize(d)?;
-    LockId::parse(&id).map_err(|_| {
-        de::Error::invalid_value(
-            Unexpected::Str(&id),
-            &"a lock id returned by acquire (a UUID)",
-        )
-    })
-}
-
-/// The `next_cursor` of an earlier cleanup; `null` is the start of the table.
-fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CleanupCursor>, D::Error> {
-    let Some(cursor) = Option::<String>::deserialize(d)? else {
-        return Ok(None);
-    };
-    cursor.parse().map(Some).map_err(|_| {
-        de::Error::invalid_value(
-            Unexpected::Str(&cursor),
-            &"the next_cursor of an earlier cleanup",
-        )
     })
 }
 

@@ -2,7 +2,8 @@
 //! `resource` (each member a name, taken exclusive, or `{"resource", "mode"}`), and `locks` in
 //! place of `resource` and `lock_id` (each member as acquire returned it).
 
-use super::{lock_id, mode, HeldLock, RequestError};
+use super::fields::{lock_id, mode};
+use super::{HeldLock, RequestError};
 use ddb_lock::{LockId, LockPath, Mode};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
