@@ -50,6 +50,7 @@ mod wait;
 mod ops;
 
 // Shared pieces the operations build on.
+mod backend;
 mod background;
 mod clock;
 mod conditional;
@@ -75,6 +76,9 @@ mod time;
 pub mod timestamp;
 mod wait_queues;
 
+pub use backend::{
+    BackendError, BackendFuture, BackendLock, DynamoDbBackend, LockBackend, MemoryBackend,
+};
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};

@@ -1,0 +1,101 @@
+//! [`LockBackend`] over a [`LockClient`]: `try_lock` is `try_acquire` (one conditional PutItem,
+//! or the fenced transaction), `renew` is `extend`, `release` is `release`. `cleanup` is the
+//! trait's default: DynamoDB's time to live deletes expired items (or
+//! [`delete_expired`](LockClient::delete_expired), which scans, when you call it).
+
+use super::{BackendError, BackendFuture, BackendLock, LockBackend};
+use crate::client::LockClient;
+use crate::options::AcquireOptions;
+use crate::outcome::{ExtendOutcome, ReleaseOutcome};
+use std::time::Duration;
+
+/// The DynamoDB [`LockBackend`]: locks of a [`LockClient`], owned by the client's owner.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::BackendError> {
+/// use ddb_lock::{DynamoDbBackend, LockBackend};
+/// use std::time::Duration;
+///
+/// let locks = DynamoDbBackend::new(client).fencing(true);
+/// if let Some(lock) = locks.try_lock("nightly-report", Duration::from_secs(60)).await? {
+///     println!("token {:?}", lock.fencing_token());
+///     locks.release(lock).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DynamoDbBackend {
+    client: LockClient,
+    fencing: bool,
+}
+
+impl DynamoDbBackend {
+    /// A backend taking `client`'s locks, without fencing tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: ddb_lock::LockClient) {
+    /// let locks = ddb_lock::DynamoDbBackend::new(client);
+    /// # }
+    /// ```
+    pub fn new(client: LockClient) -> Self {
+        DynamoDbBackend {
+            client,
+            fencing: false,
+        }
+    }
+
+    /// Whether every lock gets a fencing token (an acquisition is then one `TransactWriteItems`
+    /// of the lock and its fence item instead of one PutItem).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: ddb_lock::LockClient) {
+    /// let locks = ddb_lock::DynamoDbBackend::new(client).fencing(true);
+    /// # }
+    /// ```
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+}
+
+impl LockBackend for DynamoDbBackend {
+    fn name(&self) -> &str {
+        "dynamodb"
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BackendFuture<'a, Option<BackendLock>> {
+        Box::pin(async move {
+            let opts = AcquireOptions::new().lease(ttl).fencing(self.fencing);
+            let lock = self.client.try_acquire(key, &opts).await?;
+            Ok(lock.map(|lock| BackendLock::new(lock.handle().clone(), ttl, lock.fencing_token())))
+        })
+    }
+
+    fn renew<'a>(&'a self, lock: &'a BackendLock) -> BackendFuture<'a, ()> {
+        Box::pin(async move {
+            match self.client.extend(lock.handle(), lock.ttl()).await? {
+                ExtendOutcome::Extended(_) => Ok(()),
+                _ => Err(BackendError::not_held(lock.key())),
+            }
+        })
+    }
+
+    fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
+        Box::pin(async move {
+            match self.client.release(lock.handle()).await? {
+                ReleaseOutcome::Released => Ok(()),
+                _ => Err(BackendError::not_held(lock.key())),
+            }
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! The in-process [`LockBackend`]: a map of keys to holders behind a mutex, for local
+//! development, single-instance deployments and tests of code written against the trait. Not
+//! distributed: two processes never see each other's locks.
+//!
+//! It answers as [`DynamoDbBackend`](super::DynamoDbBackend) answers on the default table
+//! layout, call for call: a key is held while its expiry is not before now (by the backend's
+//! [`Clock`], at millisecond precision, as DynamoDB stores it); a lapsed lock is taken over by the
+//! next `try_lock`, cannot be renewed, but can still be released by its holder until someone
+//! takes it; keys and times to live are checked against the same limits. Entries whose time to
+//! live ended more than [`SWEEP_AFTER`](MemoryBackend::SWEEP_AFTER) ago are swept on every call
+//! (as DynamoDB's time to live deletes items), so a dead holder never wedges a key or memory.
+//! Fencing tokens count acquisitions per key, from 1.
+
+use super::{BackendError, BackendFuture, BackendLock, LockBackend};
+use crate::clock::{Clock, SystemClock};
+use crate::fencing::FencingToken;
+use crate::limits;
+use crate::lock::{LockHandle, LockId};
+use crate::schema::TableSchema;
+use chrono::{DateTime, SubsecRound, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The owner every in-memory lock is held by (the token tells holders apart).
+const OWNER: &str = "memory";
+
+/// The in-process [`LockBackend`].
+///
+/// # Examples
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ddb_lock::{LockBackend, MemoryBackend};
+/// use std::time::Duration;
+///
+/// let locks = MemoryBackend::new();
+/// let held = locks.try_lock("job", Duration::from_secs(30)).await?.expect("free");
+/// assert!(locks.try_lock("job", Duration::from_secs(30)).await?.is_none(), "contention is not an error");
+/// locks.release(held).await?;
+/// # Ok::<(), ddb_lock::BackendError>(()) }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct MemoryBackend {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    max_key_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    held: HashMap<String, Holder>,
+    /// The last fencing token issued per key (kept when the lock is released or swept).
+    fences: HashMap<String, u64>,
+}
+
+#[derive(Debug)]
+struct Holder {
+    token: LockId,
+    expires_at: DateTime<Utc>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        MemoryBackend::with_clock(Arc::new(SystemClock))
+    }
+}
+
+impl MemoryBackend {
+    /// How long after its time to live an entry is swept: DynamoDB's default time to live grace
+    /// ([`LockClientBuilder::DEFAULT_TTL_GRACE`](crate::LockClientBuilder::DEFAULT_TTL_GRACE)).
+    pub const SWEEP_AFTER: Duration = crate::LockClientBuilder::DEFAULT_TTL_GRACE;
+
+    /// A backend on the system clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let locks = ddb_lock::MemoryBackend::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A backend whose expiries follow `clock` (a test's clock, to make time pass at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let locks = ddb_lock::MemoryBackend::with_clock(Arc::new(ddb_lock::SystemClock));
+    /// ```
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryBackend {
+            clock,
+            state: Mutex::default(),
+            max_key_bytes: TableSchema::new().max_resource_bytes(),
+        }
+    }
+
+    /// The state, with entries swept that ended more than [`Self::SWEEP_AFTER`] before `now`.
+    /// A panic elsewhere while the mutex was held cannot leave a half-made entry (every change
+    /// is one map operation), so a poisoned mutex is used as it is.
+    fn state(&self, now: DateTime<Utc>) -> MutexGuard<'_, State> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let sweep_before = now - chrono::Duration::from_std(Self::SWEEP_AFTER).unwrap_or_default();
+        state
+            .held
+            .retain(|_, holder| holder.expires_at >= sweep_before);
+        state
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now().trunc_subsecs(3)
+    }
+
+    fn expiry(now: DateTime<Utc>, ttl: Duration) -> Result<DateTime<Utc>, BackendError> {
+        Ok(crate::time::after(now, ttl, "lease")?)
+    }
+}
+
+impl LockBackend for MemoryBackend {
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BackendFuture<'a, Option<BackendLock>> {
+        Box::pin(async move {
+            limits::resource(key, self.max_key_bytes)?;
+            let ttl = limits::lease(ttl)?;
+            let now = self.now();
+            let expires_at = Self::expiry(now, ttl)?;
+            let mut state = self.state(now);
+            if state
+                .held
+                .get(key)
+                .is_some_and(|holder| holder.expires_at >= now)
+            {
+                return Ok(None);
+            }
+            let token = LockId::generate();
+            state
+                .held
+                .insert(key.to_owned(), Holder { token, expires_at });
+            let fence = state.fences.entry(key.to_owned()).or_default();
+            *fence += 1;
+            let handle = LockHandle::new(key, OWNER, token);
+            Ok(Some(BackendLock::new(
+                handle,
+                ttl,
+                Some(FencingToken::new(*fence)),
+            )))
+        })
+    }
+
+    fn renew<'a>(&'a self, lock: &'a BackendLock) -> BackendFuture<'a, ()> {
+        Box::pin(async move {
+            let now = self.now();
+            let expires_at = Self::expiry(now, lock.ttl())?;
+            let mut state = self.state(now);
+            match state.held.get_mut(lock.key()) {
+                Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
+                    holder.expires_at = expires_at;
+                    Ok(())
+                }
+                _ => Err(BackendError::not_held(lock.key())),
+            }
+        })
+    }
+
+    fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
+        Box::pin(async move {
+            let mut state = self.state(self.now());
+            match state.held.get(lock.key()) {
+                Some(holder) if holder.token == lock.token() => {
+                    state.held.remove(lock.key());
+                    Ok(())
+                }
+                _ => Err(BackendError::not_held(lock.key())),
+            }
+        })
+    }
+}

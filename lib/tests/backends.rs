@@ -1,0 +1,187 @@
+//! The lock backend contract, one suite over the trait run against both backends: the DynamoDB
+//! backend on the local endpoint and the in-memory backend, with the same calls, each on a clock
+//! the test moves. Both must give the same outcomes, which are the contract's.
+
+use ddb_lock::{BackendError, BackendLock, DynamoDbBackend, LockBackend, MemoryBackend};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::{builder, dynamodb, lock_client, unique};
+use std::sync::Arc;
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// What a call answered, as the transcript records it.
+fn acquired(answer: &Result<Option<BackendLock>, BackendError>) -> String {
+    match answer {
+        Ok(Some(_)) => "acquired".into(),
+        Ok(None) => "held by another".into(),
+        Err(e) => error(e),
+    }
+}
+
+fn done(answer: &Result<(), BackendError>) -> String {
+    match answer {
+        Ok(()) => "ok".into(),
+        Err(e) => error(e),
+    }
+}
+
+fn error(e: &BackendError) -> String {
+    match e {
+        BackendError::NotHeld { .. } => "not held".into(),
+        BackendError::Invalid(invalid) => format!("invalid {}", invalid.field()),
+        BackendError::Unavailable(e) => format!("unavailable: {e}"),
+    }
+}
+
+/// The contract, step by step; returns the transcript.
+async fn contract(locks: &dyn LockBackend, clock: &AdjustableClock) -> Vec<String> {
+    let mut t = Vec::new();
+    let key = unique("backend/job");
+    let a = locks.try_lock(&key, TTL).await;
+    t.push(format!("try_lock free: {}", acquired(&a)));
+    let a = a.unwrap().unwrap();
+    t.push(format!(
+        "try_lock held: {}",
+        acquired(&locks.try_lock(&key, TTL).await)
+    ));
+    t.push(format!("renew: {}", done(&locks.renew(&a).await)));
+    t.push(format!(
+        "release: {}",
+        done(&locks.release(a.clone()).await)
+    ));
+    t.push(format!(
+        "release again: {}",
+        done(&locks.release(a.clone()).await)
+    ));
+    let b = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    t.push(format!("a new token: {}", b.token() != a.token()));
+    t.push(format!(
+        "a higher fencing token: {}",
+        b.fencing_token() > a.fencing_token()
+    ));
+    clock.advance(TTL + Duration::from_secs(1));
+    t.push(format!(
+        "renew after the ttl: {}",
+        done(&locks.renew(&b).await)
+    ));
+    let c = locks.try_lock(&key, TTL).await;
+    t.push(format!("try_lock after the ttl: {}", acquired(&c)));
+    let c = c.unwrap().unwrap();
+    t.push(format!(
+        "stale release: {}",
+        done(&locks.release(b.clone()).await)
+    ));
+    t.push(format!(
+        "still held: {}",
+        acquired(&locks.try_lock(&key, TTL).await)
+    ));
+    t.push(format!(
+        "higher again: {}",
+        c.fencing_token() > b.fencing_token()
+    ));
+    t.push(format!("release: {}", done(&locks.release(c).await)));
+
+    // A lapsed lock nobody took can still be released by its holder.
+    let lapsed_key = unique("backend/lapsed");
+    let d = locks
+        .try_lock(&lapsed_key, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    t.push(format!(
+        "release after the ttl, not taken: {}",
+        done(&locks.release(d).await)
+    ));
+
+    // Keys are apart; bad input is refused and names the field.
+    let other = unique("backend/other");
+    let e = locks.try_lock(&other, TTL).await;
+    t.push(format!("another key: {}", acquired(&e)));
+    t.push(format!(
+        "empty key: {}",
+        acquired(&locks.try_lock("", TTL).await)
+    ));
+    t.push(format!(
+        "zero ttl: {}",
+        acquired(&locks.try_lock(&other, Duration::ZERO).await)
+    ));
+    t.push(format!(
+        "too long a key: {}",
+        acquired(&locks.try_lock(&"k".repeat(4096), TTL).await)
+    ));
+    locks.release(e.unwrap().unwrap()).await.unwrap();
+    t.push(format!("cleanup: {}", done(&locks.cleanup().await)));
+    t
+}
+
+const EXPECTED: [&str; 19] = [
+    "try_lock free: acquired",
+    "try_lock held: held by another",
+    "renew: ok",
+    "release: ok",
+    "release again: not held",
+    "a new token: true",
+    "a higher fencing token: true",
+    "renew after the ttl: not held",
+    "try_lock after the ttl: acquired",
+    "stale release: not held",
+    "still held: held by another",
+    "higher again: true",
+    "release: ok",
+    "release after the ttl, not taken: ok",
+    "another key: acquired",
+    "empty key: invalid resource",
+    "zero ttl: invalid lease",
+    "too long a key: invalid resource",
+    "cleanup: ok",
+];
+
+#[tokio::test]
+async fn the_dynamodb_backend_keeps_the_contract() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let locks = DynamoDbBackend::new(client).fencing(true);
+    assert_eq!(locks.name(), "dynamodb");
+    assert_eq!(contract(&locks, &clock).await, EXPECTED);
+}
+
+#[tokio::test]
+async fn the_memory_backend_keeps_the_same_contract() {
+    let clock = AdjustableClock::new();
+    let locks = MemoryBackend::with_clock(clock.clone());
+    assert_eq!(locks.name(), "memory");
+    assert_eq!(contract(&locks, &clock).await, EXPECTED);
+}
+
+#[tokio::test]
+async fn the_memory_backend_sweeps_entries_long_expired() {
+    let clock = AdjustableClock::new();
+    let locks = MemoryBackend::with_clock(clock.clone());
+    let lock = locks.try_lock("swept", TTL).await.unwrap().unwrap();
+    clock.advance(TTL + MemoryBackend::SWEEP_AFTER + Duration::from_secs(1));
+    // Another key's call sweeps it: its holder no longer has anything to release.
+    locks.try_lock("another", TTL).await.unwrap().unwrap();
+    assert!(matches!(
+        locks.release(lock).await,
+        Err(BackendError::NotHeld { .. })
+    ));
+}
+
+#[tokio::test]
+async fn one_memory_backend_serves_many_tasks_and_exactly_one_wins_each_key() {
+    let locks = Arc::new(MemoryBackend::new());
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let locks = Arc::clone(&locks);
+            tokio::spawn(async move { locks.try_lock("contended", TTL).await.unwrap() })
+        })
+        .collect();
+    let mut winners = 0;
+    for task in tasks {
+        winners += usize::from(task.await.unwrap().is_some());
+    }
+    assert_eq!(winners, 1);
+}
