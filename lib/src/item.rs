@@ -76,6 +76,10 @@ pub const WRITER_WAITING: &str = "WriterWaiting";
 /// client without a namespace, which the index therefore never holds (nor any fence item).
 pub const NAMESPACE: &str = "Namespace";
 
+/// The window number of a once-per-window claim ([`Window`](crate::Window)), a number:
+/// `floor(now / period)` in Unix milliseconds.
+pub const WINDOW: &str = "Window";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -97,7 +101,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 13] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 14] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -111,4 +115,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 13] = [
     ("#intent_shared", INTENT_SHARED),
     ("#intent_exclusive", INTENT_EXCLUSIVE),
     ("#namespace", NAMESPACE),
+    ("#window", WINDOW),
 ];

@@ -75,6 +75,7 @@ mod takeover;
 mod time;
 pub mod timestamp;
 mod wait_queues;
+mod window;
 
 pub use backend::{
     BackendError, BackendFuture, BackendLock, DynamoDbBackend, LockBackend, MemoryBackend,
@@ -104,3 +105,4 @@ pub use schema::{
 };
 pub use takeover::TakeoverRule;
 pub use wait::backoff::BackoffBounds;
+pub use window::{Window, WindowClaim, WINDOW_RESOURCE_PREFIX};

@@ -21,7 +21,7 @@ use crate::error::InvalidInput;
 use crate::item::{
     self, Item, ACQUIRED_AT, DATA, EXPIRES_AT, FENCE_SK_VALUE, FENCING_TOKEN, INTENT_EXCLUSIVE,
     INTENT_SHARED, LEASE_MS, LOCK_ID, NAMESPACE, OWNER, PK, SHARED, SK, SK_VALUE, TTL, VERSION,
-    WRITER_WAITING,
+    WINDOW, WRITER_WAITING,
 };
 use crate::limits::{
     MAX_ATTRIBUTE_NAME_BYTES, MAX_INDEX_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES,
@@ -151,7 +151,7 @@ impl Default for TableSchema {
 }
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 13] = [
+const LOCK_ATTRIBUTES: [&str; 14] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -165,6 +165,7 @@ const LOCK_ATTRIBUTES: [&str; 13] = [
     INTENT_SHARED,
     INTENT_EXCLUSIVE,
     NAMESPACE,
+    WINDOW,
 ];
 
 impl TableSchema {

@@ -1,0 +1,314 @@
+//! Once-per-window locks (a "timeout lock"): a key runs at most once per window of a period,
+//! window `floor(now / period)` (Unix time, milliseconds). The first caller of a window wins in
+//! one conditional PutItem; later callers of the same window are refused; the first caller of
+//! the next window wins again. Nothing is released.
+//!
+//! The claim is an ordinary lock item at resource `window:<key>` whose lease ends with its
+//! window, and which records the window number (`Window`). The condition lets a claim replace
+//! the item only for a later window (`#window < :window`), and never a live lock of another kind
+//! on the same name:
+//!
+//! ```text
+//! PutItem  attribute_not_exists(#pk) OR (attribute_exists(#lock_id)
+//!          AND (attribute_not_exists(#window) OR #window < :window)
+//!          AND (attribute_not_exists(#owner) OR #expires_at < :now) AND <no shared or intention holder>)
+//! ```
+//!
+//! **Clocks at a window boundary.** Windows are counted by each caller's clock. Window numbers
+//! only grow (a caller whose clock is behind, asking for a window already passed, is refused and
+//! told the window taken), so each window is claimed once. But a caller whose clock runs ahead
+//! enters the next window early: with clocks 2 ms apart, one caller may claim window `w` at
+//! 09:59:59.999 and another window `w + 1` 1 ms later in real time, and the job runs twice within
+//! milliseconds. [`Window::max_skew`] is the skew-safe variant: a caller claims a window only once
+//! its clock is `max_skew` past the window's start ([`WindowClaim::TooEarly`] before), so with
+//! clocks within `max_skew` of each other no window starts before the previous one ended in real
+//! time.
+
+use crate::client::LockClient;
+use crate::conditional::{answer, Answer};
+use crate::error::{Error, InvalidInput};
+use crate::item::{s, WINDOW};
+use crate::limits;
+use crate::lock::{Holder, Lock, LockHandle, LockId};
+use crate::record::{self, Written};
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, TimeZone, Utc};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A claim replaces the item only for a later window, and never a live lock of another kind.
+const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
+
+/// What comes before a key in the resource name of its window item.
+pub const WINDOW_RESOURCE_PREFIX: &str = "window:";
+
+/// How a key's windows are cut: a period, and an optional skew allowance (the skew-safe
+/// variant, see [`max_skew`](Self::max_skew)).
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock::Window;
+/// use std::time::Duration;
+///
+/// let hourly = Window::every(Duration::from_secs(3600)).max_skew(Duration::from_secs(2));
+/// assert_eq!(hourly.period(), Duration::from_secs(3600));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    period: Duration,
+    max_skew: Duration,
+    owner: Option<String>,
+}
+
+impl Window {
+    /// Windows of `period` (at least 1 ms), counted from the Unix epoch: hourly windows start on
+    /// the hour (UTC).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let daily = ddb_lock::Window::every(std::time::Duration::from_secs(24 * 3600));
+    /// ```
+    pub fn every(period: Duration) -> Self {
+        Window {
+            period,
+            max_skew: Duration::ZERO,
+            owner: None,
+        }
+    }
+
+    /// The skew-safe variant: claim a window only once this caller's clock is `max_skew` past
+    /// its start, so that a caller whose clock runs up to `max_skew` ahead of another's cannot
+    /// start a window before the previous one ended in real time. Must be shorter than the
+    /// period.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let w = ddb_lock::Window::every(Duration::from_secs(60)).max_skew(Duration::from_millis(500));
+    /// assert_eq!(w.skew(), Duration::from_millis(500));
+    /// ```
+    pub fn max_skew(mut self, max_skew: Duration) -> Self {
+        self.max_skew = max_skew;
+        self
+    }
+
+    /// The claimant named in the item (default: the client's owner).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let w = ddb_lock::Window::every(std::time::Duration::from_secs(60)).owner("node-a");
+    /// ```
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The period.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(ddb_lock::Window::every(Duration::from_secs(1)).period(), Duration::from_secs(1));
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The skew allowance (zero unless set).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(ddb_lock::Window::every(Duration::from_secs(1)).skew(), Duration::ZERO);
+    /// ```
+    pub fn skew(&self) -> Duration {
+        self.max_skew
+    }
+
+    /// The period and the skew in whole milliseconds, checked.
+    fn millis(&self) -> Result<(u64, u64), InvalidInput> {
+        limits::duration("period", self.period, Duration::from_millis(1))?;
+        let period = self.period;
+        if self.max_skew >= period {
+            return Err(InvalidInput::DurationTooLong {
+                field: "max_skew",
+                value: self.max_skew,
+                max: period.saturating_sub(Duration::from_millis(1)),
+            });
+        }
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Ok((ms(period).max(1), ms(self.max_skew)))
+    }
+}
+
+/// What [`LockClient::claim_window`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowClaim {
+    /// This caller won the window: run the job. Nothing to release.
+    Claimed {
+        /// The window's number, `floor(now / period)`.
+        window: u64,
+        /// When the window ends (by this caller's clock).
+        ends_at: DateTime<Utc>,
+    },
+    /// The window was claimed already (or a later one, by a caller whose clock is ahead).
+    Taken {
+        /// The window claimed last, if the item records one (a lock of another kind held under
+        /// the same name records none).
+        window: Option<u64>,
+        /// Who claimed it, and when.
+        holder: Holder,
+    },
+    /// The skew-safe variant: this caller's clock is within `max_skew` of the window's start.
+    TooEarly {
+        /// The window's number.
+        window: u64,
+        /// When (by this caller's clock) a claim may be made.
+        retry_at: DateTime<Utc>,
+    },
+}
+
+impl LockClient {
+    /// Claims the current window of `key`: the first caller of each window wins. One conditional
+    /// PutItem (none when [`TooEarly`](WindowClaim::TooEarly)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{Window, WindowClaim};
+    /// use std::time::Duration;
+    ///
+    /// let hourly = Window::every(Duration::from_secs(3600)).max_skew(Duration::from_secs(1));
+    /// match client.claim_window("nightly-report", &hourly).await? {
+    ///     WindowClaim::Claimed { .. } => println!("this node runs it"),
+    ///     WindowClaim::Taken { holder, .. } => println!("{} ran it", holder.owner),
+    ///     WindowClaim::TooEarly { retry_at, .. } => println!("try again at {retry_at}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn claim_window(&self, key: &str, window: &Window) -> Result<WindowClaim, Error> {
+        let table = &self.settings.table;
+        let (period_ms, skew_ms) = window.millis()?;
+        if key.is_empty() {
+            return Err(InvalidInput::Empty { field: "key" }.into());
+        }
+        let resource = format!("{WINDOW_RESOURCE_PREFIX}{key}");
+        table.check_resource(&resource)?;
+        let owner = window.owner.as_deref().unwrap_or(&self.settings.owner);
+        limits::owner(owner)?;
+        let now = table.now();
+        let now_ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+        let number = now_ms / period_ms;
+        let start_ms = number * period_ms;
+        if now_ms - start_ms < skew_ms {
+            return Ok(WindowClaim::TooEarly {
+                window: number,
+                retry_at: instant(start_ms + skew_ms)?,
+            });
+        }
+        let ends_at = instant(start_ms.saturating_add(period_ms))?;
+        let handle = LockHandle::new(&resource, owner, LockId::generate());
+        let lease = (ends_at - now).to_std().unwrap_or_default();
+        let lock = Lock::new(handle, now, ends_at, Instant::now() + lease);
+        let version = uuid::Uuid::new_v4().to_string();
+        let written = Written {
+            version: &version,
+            ttl: table.ttl(ends_at)?,
+            data: None,
+            namespace: table.schema.namespace_name(),
+        };
+        let mut item = record::encode(table.key(&resource), &lock, &written);
+        item.insert(WINDOW.to_owned(), AttributeValue::N(number.to_string()));
+        let sent = table
+            .dynamodb
+            .put_item()
+            .table_name(&table.name)
+            .set_item(Some(item))
+            .condition_expression(CLAIM_CONDITION)
+            .set_expression_attribute_names(Some(table.names_for(&[CLAIM_CONDITION])))
+            .expression_attribute_values(":window", AttributeValue::N(number.to_string()))
+            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        let answer = answer("PutItem", sent.await, |err| match err {
+            PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+            _ => None,
+        })?;
+        match answer {
+            Answer::Applied(_) => Ok(WindowClaim::Claimed {
+                window: number,
+                ends_at,
+            }),
+            Answer::Refused(item) => {
+                let item = item.unwrap_or_default();
+                let record = table.record(&resource, Some(&item))?;
+                let claimed = item
+                    .get(WINDOW)
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse().ok());
+                match record {
+                    // Our own claim, written by an attempt whose answer was lost.
+                    Some(record) if record.lock_id == lock.lock_id() => Ok(WindowClaim::Claimed {
+                        window: number,
+                        ends_at,
+                    }),
+                    Some(record) => Ok(WindowClaim::Taken {
+                        window: claimed,
+                        holder: record.holder,
+                    }),
+                    None => Err(Error::UnexpectedResponse {
+                        operation: "PutItem",
+                        detail: "a window claim was refused by an item without a claimant",
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The instant `ms` milliseconds after the Unix epoch.
+fn instant(ms: u64) -> Result<DateTime<Utc>, InvalidInput> {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
+        .ok_or(InvalidInput::DurationTooLong {
+            field: "period",
+            value: Duration::from_millis(ms),
+            max: limits::MAX_DURATION,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::tests::assert_every_placeholder_named;
+
+    #[test]
+    fn the_condition_names_its_attributes() {
+        assert_every_placeholder_named(CLAIM_CONDITION);
+    }
+
+    #[test]
+    fn periods_and_skews_are_checked() {
+        let field = |w: Window| w.millis().unwrap_err().field();
+        assert_eq!(field(Window::every(Duration::ZERO)), "period");
+        let minute = Window::every(Duration::from_secs(60));
+        assert_eq!(
+            field(minute.clone().max_skew(Duration::from_secs(60))),
+            "max_skew"
+        );
+        assert_eq!(
+            minute.max_skew(Duration::from_secs(1)).millis().unwrap(),
+            (60_000, 1_000)
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! Once-per-window locks against the local endpoint: the first caller of a window wins and later
+//! ones are refused, the next window is won again with nothing released, one request per claim,
+//! a caller whose clock is behind cannot take a window already passed, callers racing for one
+//! window get one winner, and what clocks at a window boundary do, with and without the
+//! skew-safe variant.
+
+use chrono::{DateTime, TimeZone, Utc};
+use ddb_lock::{Error, InvalidInput, LockClient, LockStatus, Window, WindowClaim};
+use ddb_lock_test_kit::clocks::{AdjustableClock, FixedClock, OffsetClock};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, endpoint, lock_client, unique};
+use std::sync::Arc;
+use std::time::Duration;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn client_with(clock: Arc<dyn ddb_lock::Clock>, owner: &str) -> LockClient {
+    builder(dynamodb())
+        .clock(clock)
+        .owner(owner)
+        .build()
+        .unwrap()
+}
+
+fn at(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).unwrap()
+}
+
+#[tokio::test]
+async fn the_first_caller_of_each_window_wins_and_nothing_is_released() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let a = client_with(clock.clone(), "node-a");
+    let b = client_with(clock.clone(), "node-b");
+    let key = unique("window/report");
+    let hourly = Window::every(HOUR);
+
+    let WindowClaim::Claimed { window, ends_at } = a.claim_window(&key, &hourly).await.unwrap()
+    else {
+        panic!("the first caller wins");
+    };
+    match b.claim_window(&key, &hourly).await.unwrap() {
+        WindowClaim::Taken {
+            window: taken,
+            holder,
+        } => {
+            assert_eq!((taken, holder.owner.as_str()), (Some(window), "node-a"));
+            assert_eq!(
+                holder.expires_at, ends_at,
+                "the claim lasts until its window ends"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(
+            a.claim_window(&key, &hourly).await.unwrap(),
+            WindowClaim::Taken { .. }
+        ),
+        "the winner too is refused a second run in its window"
+    );
+    // The claim reads as a lock held until the window ends.
+    let resource = format!("window:{key}");
+    assert!(matches!(
+        a.status(&resource).await.unwrap(),
+        LockStatus::Held { .. }
+    ));
+
+    clock.advance(HOUR);
+    match b.claim_window(&key, &hourly).await.unwrap() {
+        WindowClaim::Claimed { window: next, .. } => assert_eq!(next, window + 1),
+        other => panic!("the next window is won again: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_claim_is_one_request() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let key = unique("window/cost");
+    let minute = Window::every(Duration::from_secs(60));
+    client.claim_window(&key, &minute).await.unwrap();
+    client.claim_window(&key, &minute).await.unwrap();
+    assert_eq!(
+        proxy.total_requests(),
+        2,
+        "one PutItem per claim, won or refused"
+    );
+}
+
+#[tokio::test]
+async fn a_caller_whose_clock_is_behind_cannot_take_a_window_already_passed() {
+    lock_client().await;
+    let key = unique("window/behind");
+    let hourly = Window::every(HOUR);
+    let ahead = client_with(Arc::new(ddb_lock::SystemClock), "on-time");
+    let WindowClaim::Claimed { window, .. } = ahead.claim_window(&key, &hourly).await.unwrap()
+    else {
+        panic!("free");
+    };
+    let behind = client_with(OffsetClock::shared(chrono::TimeDelta::hours(-1)), "behind");
+    match behind.claim_window(&key, &hourly).await.unwrap() {
+        WindowClaim::Taken { window: taken, .. } => assert_eq!(taken, Some(window)),
+        other => panic!("window {} is past: {other:?}", window - 1),
+    }
+}
+
+#[tokio::test]
+async fn callers_racing_for_one_window_get_one_winner() {
+    lock_client().await;
+    let key = unique("window/race");
+    let clients: Vec<LockClient> = (0..16)
+        .map(|i| client_with(Arc::new(ddb_lock::SystemClock), &format!("node-{i}")))
+        .collect();
+    let hourly = Window::every(HOUR);
+    let claims =
+        futures_util::future::join_all(clients.iter().map(|c| c.claim_window(&key, &hourly))).await;
+    let winners = claims
+        .iter()
+        .filter(|c| matches!(c, Ok(WindowClaim::Claimed { .. })))
+        .count();
+    assert_eq!(winners, 1, "{claims:?}");
+}
+
+#[tokio::test]
+async fn clocks_at_a_boundary_run_twice_unless_the_skew_safe_variant_waits() {
+    lock_client().await;
+    let hourly = Window::every(HOUR);
+    let boundary = 1_795_521_600_000_i64; // a whole hour, in Unix milliseconds
+    assert_eq!(boundary % 3_600_000, 0);
+    // Two callers 2 ms apart across the boundary: each its own window, both run.
+    let key = unique("window/boundary");
+    let early = client_with(FixedClock::shared(at(boundary - 1)), "early");
+    let late = client_with(FixedClock::shared(at(boundary + 1)), "late");
+    assert!(matches!(
+        early.claim_window(&key, &hourly).await.unwrap(),
+        WindowClaim::Claimed { .. }
+    ));
+    assert!(matches!(
+        late.claim_window(&key, &hourly).await.unwrap(),
+        WindowClaim::Claimed { .. }
+    ));
+
+    // The skew-safe variant: within max_skew of the window's start, too early…
+    let safe = hourly.clone().max_skew(Duration::from_millis(5));
+    let key = unique("window/skew-safe");
+    assert!(matches!(
+        early.claim_window(&key, &safe).await.unwrap(),
+        WindowClaim::Claimed { .. }
+    ));
+    match late.claim_window(&key, &safe).await.unwrap() {
+        WindowClaim::TooEarly { retry_at, .. } => assert_eq!(retry_at, at(boundary + 5)),
+        other => panic!("{other:?}"),
+    }
+    // …and once past it, the window is won.
+    let later = client_with(FixedClock::shared(at(boundary + 5)), "later");
+    assert!(matches!(
+        later.claim_window(&key, &safe).await.unwrap(),
+        WindowClaim::Claimed { .. }
+    ));
+}
+
+#[tokio::test]
+async fn bad_windows_are_refused_naming_the_field() {
+    let client = lock_client().await;
+    let cases = [
+        ("k", Window::every(Duration::ZERO), "period"),
+        ("k", Window::every(HOUR).max_skew(HOUR), "max_skew"),
+        ("", Window::every(HOUR), "key"),
+    ];
+    for (key, window, field) in cases {
+        match client.claim_window(key, &window).await {
+            Err(Error::InvalidInput(invalid)) => assert_eq!(invalid.field(), field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        client
+            .claim_window(&"k".repeat(4096), &Window::every(HOUR))
+            .await,
+        Err(Error::InvalidInput(InvalidInput::TooLarge {
+            field: "resource",
+            ..
+        }))
+    ));
+}
