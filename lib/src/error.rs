@@ -278,6 +278,12 @@ pub enum InvalidInput {
     /// lock or fence item without a namespace, as with an empty key prefix.
     #[error("`namespace` keys could equal other lock keys under this schema's key formats (an empty key prefix, or one starting with `NS#`); give the schema another key prefix")]
     NamespaceOverlap,
+    /// A scheduled job requires the tick's lock ([`LockingHint::RequireGlobal`](crate::LockingHint::RequireGlobal))
+    /// and the [`Scheduler`](crate::Scheduler) has no lock backend.
+    #[error(
+        "`hint` RequireGlobal needs a lock backend: give the scheduler one, or use PreferGlobal"
+    )]
+    NeedsBackend,
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -317,6 +323,7 @@ impl InvalidInput {
             InvalidInput::DataNotKept => "data",
             InvalidInput::TableName { .. } => "table_name",
             InvalidInput::Namespace { .. } | InvalidInput::NamespaceOverlap => "namespace",
+            InvalidInput::NeedsBackend => "hint",
         }
     }
 }

@@ -69,6 +69,7 @@ mod options;
 mod outcome;
 mod path;
 mod record;
+mod schedule;
 mod schema;
 mod shared;
 mod takeover;
@@ -100,6 +101,7 @@ pub use outcome::{
     AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
 };
 pub use path::LockPath;
+pub use schedule::{LockingHint, ScheduledJob, Scheduler, TickOutcome};
 pub use schema::{
     TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX, DEFAULT_NAMESPACE_INDEX,
 };

@@ -1,0 +1,184 @@
+//! The scheduled-job guard against the local endpoint: two nodes (clients of their own, as two
+//! processes are) running the same ticks run each tick once, a node late to a tick finds it
+//! taken or missed, a job longer than its lease is reported, a lock lost mid-run is reported, and
+//! the hints without a backend.
+
+use ddb_lock::{
+    DynamoDbBackend, InvalidInput, LockBackend, LockClient, LockingHint, ScheduledJob, Scheduler,
+    TickOutcome,
+};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, lock_client, unique};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn node(owner: &str) -> (LockClient, Scheduler) {
+    let client = builder(dynamodb()).owner(owner).build().unwrap();
+    let backend: Arc<dyn LockBackend> = Arc::new(DynamoDbBackend::new(client.clone()));
+    (client, Scheduler::new(Some(backend)))
+}
+
+#[tokio::test]
+async fn two_nodes_run_each_tick_once() {
+    lock_client().await;
+    let (_, a) = node("node-a");
+    let (_, b) = node("node-b");
+    let job = ScheduledJob::every(unique("report"), HOUR);
+    let runs: Arc<Mutex<BTreeMap<u64, Vec<&str>>>> = Arc::default();
+    let first = a.current_tick(&job) + 1;
+    for tick in first..first + 5 {
+        let record = |name: &'static str| {
+            let runs = Arc::clone(&runs);
+            move || async move { runs.lock().unwrap().entry(tick).or_default().push(name) }
+        };
+        let (ran_a, ran_b) = tokio::join!(
+            a.run_tick(&job, tick, record("a")),
+            b.run_tick(&job, tick, record("b"))
+        );
+        let ran = [ran_a.unwrap(), ran_b.unwrap()];
+        assert_eq!(
+            ran.iter()
+                .filter(|r| matches!(r, TickOutcome::Ran { locked: true, .. }))
+                .count(),
+            1,
+            "tick {tick}: {ran:?}"
+        );
+        assert_eq!(
+            ran.iter()
+                .filter(|r| matches!(r, TickOutcome::Skipped))
+                .count(),
+            1,
+            "tick {tick}: {ran:?}"
+        );
+    }
+    let runs = runs.lock().unwrap();
+    assert_eq!(runs.len(), 5);
+    assert!(runs.values().all(|nodes| nodes.len() == 1), "{runs:?}");
+}
+
+#[tokio::test]
+async fn a_node_late_to_a_tick_finds_it_taken_and_one_later_than_a_lease_misses_it() {
+    lock_client().await;
+    let (_, a) = node("node-a");
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).owner("node-b").build().unwrap();
+    let b = Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client)))).with_clock(clock.clone());
+    let job = ScheduledJob::every(unique("late"), HOUR);
+    let tick = a.current_tick(&job);
+    // The job ended on a; b's timer fires afterwards for the same tick: the lock was kept.
+    let ran = a.run_tick(&job, tick + 1, || async {}).await.unwrap();
+    assert!(matches!(ran, TickOutcome::Ran { .. }));
+    let late = b
+        .run_tick(&job, tick + 1, || async { panic!("ran twice") })
+        .await
+        .unwrap();
+    assert!(matches!(late, TickOutcome::Skipped), "{late:?}");
+    // A node coming more than a lease after a tick's start does not run it.
+    clock.advance(HOUR + job.lease() + Duration::from_secs(1));
+    let missed = b
+        .run_tick(&job, tick + 1, || async { panic!("ran a missed tick") })
+        .await
+        .unwrap();
+    assert!(matches!(missed, TickOutcome::Missed), "{missed:?}");
+}
+
+#[tokio::test]
+async fn a_job_longer_than_its_lease_is_reported_and_keeps_its_lock_renewed() {
+    lock_client().await;
+    let (_, scheduler) = node("slow");
+    let job = ScheduledJob::every(unique("slow"), HOUR)
+        .expected_run(Duration::from_millis(200))
+        .margin(Duration::from_millis(100));
+    let tick = scheduler.current_tick(&job) + 1;
+    let outcome = scheduler
+        .run_tick(&job, tick, || {
+            tokio::time::sleep(Duration::from_millis(700))
+        })
+        .await
+        .unwrap();
+    match outcome {
+        TickOutcome::Ran {
+            overran, lock_lost, ..
+        } => assert_eq!((overran, lock_lost), (true, false), "renewed while it ran"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_lock_lost_while_the_job_runs_is_reported() {
+    lock_client().await;
+    let (_, scheduler) = node("loser");
+    let admin = builder(dynamodb()).build().unwrap();
+    let id = unique("lost");
+    let job = ScheduledJob::every(id.clone(), HOUR)
+        .expected_run(Duration::from_millis(150))
+        .margin(Duration::from_millis(150));
+    let tick = scheduler.current_tick(&job) + 1;
+    let key = format!("schedule:{id}:{tick}");
+    let outcome = scheduler
+        .run_tick(&job, tick, || async {
+            // Another hand removes the tick's lock; the next renewal finds it gone.
+            admin.force_release(&key).await.unwrap();
+            tokio::time::sleep(job.lease()).await;
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                lock_lost: true,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_hints_without_a_backend_and_a_broken_backend() {
+    let no_backend = Scheduler::new(None);
+    let job = ScheduledJob::every(unique("hints"), HOUR);
+    let tick = no_backend.current_tick(&job);
+    let required = no_backend.run_tick(&job, tick, || async {}).await;
+    assert!(matches!(required, Err(InvalidInput::NeedsBackend)));
+    for hint in [LockingHint::PreferGlobal, LockingHint::NodeLocal] {
+        let job = job.clone().hint(hint);
+        let ran = no_backend
+            .run_tick(&job, tick, || async { 7 })
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                ran,
+                TickOutcome::Ran {
+                    output: 7,
+                    locked: false,
+                    ..
+                }
+            ),
+            "{hint:?}: {ran:?}"
+        );
+    }
+    // A backend that cannot answer: logged, and the tick skipped.
+    let unreachable = builder(dynamodb_at("http://127.0.0.1:9")).build().unwrap();
+    let broken = Scheduler::new(Some(Arc::new(DynamoDbBackend::new(unreachable))));
+    let tick = broken.current_tick(&job) + 1;
+    let skipped = broken
+        .run_tick(&job, tick, || async { panic!("ran") })
+        .await
+        .unwrap();
+    assert!(
+        matches!(skipped, TickOutcome::BackendFailed(_)),
+        "{skipped:?}"
+    );
+    // An invalid job is refused.
+    let bad = ScheduledJob::every("", HOUR);
+    assert!(matches!(
+        broken.run_tick(&bad, tick, || async {}).await,
+        Err(InvalidInput::Empty { field: "id" })
+    ));
+}
