@@ -96,12 +96,16 @@ def check(name, overrides, keys, ttl, expected_env, force_actions):
         found = [(k["AttributeName"], k["KeyType"]) for k in props["KeySchema"]]
         assert found == keys, f"{name}: key schema {found}"
         defined = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
-        expected = {n: "S" for n, _ in keys} | {"Namespace": "S"}
+        expected = {n: "S" for n, _ in keys} | {"Namespace": "S", "TaskQueue": "S", "ClaimableAt": "S"}
         assert defined == expected, f"{name}: attributes {defined}"
         indexes = props["GlobalSecondaryIndexes"]
         assert indexes == [{"IndexName": "Namespace",
                             "KeySchema": [{"AttributeName": "Namespace", "KeyType": "HASH"}],
-                            "Projection": {"ProjectionType": "ALL"}}], f"{name}: indexes {indexes}"
+                            "Projection": {"ProjectionType": "ALL"}},
+                           {"IndexName": "Tasks",
+                            "KeySchema": [{"AttributeName": "TaskQueue", "KeyType": "HASH"},
+                                          {"AttributeName": "ClaimableAt", "KeyType": "RANGE"}],
+                            "Projection": {"ProjectionType": "KEYS_ONLY"}}], f"{name}: indexes {indexes}"
         assert props.get("TimeToLiveSpecification") == ttl, f"{name}: TTL {props.get('TimeToLiveSpecification')}"
     for function in ("LockFunction", "ForceReleaseFunction"):
         variables = resources[function]["Properties"]["Environment"]["Variables"]

@@ -284,6 +284,15 @@ pub enum InvalidInput {
         "`hint` RequireGlobal needs a lock backend: give the scheduler one, or use PreferGlobal"
     )]
     NeedsBackend,
+    /// A task's status `in_progress` is set by a claim only.
+    #[error("`status` in_progress is set by a claim; set pending, done, failed or cancelled")]
+    ClaimOnly,
+    /// A task claim's limit is out of range.
+    #[error("`limit` is {limit}, not within 1 to 100")]
+    ClaimLimit {
+        /// The value given.
+        limit: usize,
+    },
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -324,6 +333,8 @@ impl InvalidInput {
             InvalidInput::TableName { .. } => "table_name",
             InvalidInput::Namespace { .. } | InvalidInput::NamespaceOverlap => "namespace",
             InvalidInput::NeedsBackend => "hint",
+            InvalidInput::ClaimOnly => "status",
+            InvalidInput::ClaimLimit { .. } => "limit",
         }
     }
 }

@@ -73,6 +73,7 @@ mod schedule;
 mod schema;
 mod shared;
 mod takeover;
+mod tasks;
 mod time;
 pub mod timestamp;
 mod wait_queues;
@@ -106,5 +107,9 @@ pub use schema::{
     TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX, DEFAULT_NAMESPACE_INDEX,
 };
 pub use takeover::TakeoverRule;
+pub use tasks::{
+    ClaimedTask, TaskQueue, TaskStatus, CLAIMABLE_AT, CLAIMED_BY, CLAIM_TOKEN, DEFAULT_TASKS_INDEX,
+    MAX_CLAIM, TASK_QUEUE, TASK_STATUS,
+};
 pub use wait::backoff::BackoffBounds;
 pub use window::{Window, WindowClaim, WINDOW_RESOURCE_PREFIX};

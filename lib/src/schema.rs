@@ -151,7 +151,7 @@ impl Default for TableSchema {
 }
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 14] = [
+const LOCK_ATTRIBUTES: [&str; 19] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -166,6 +166,11 @@ const LOCK_ATTRIBUTES: [&str; 14] = [
     INTENT_EXCLUSIVE,
     NAMESPACE,
     WINDOW,
+    crate::tasks::TASK_QUEUE,
+    crate::tasks::TASK_STATUS,
+    crate::tasks::CLAIMABLE_AT,
+    crate::tasks::CLAIMED_BY,
+    crate::tasks::CLAIM_TOKEN,
 ];
 
 impl TableSchema {

@@ -19,6 +19,9 @@ const REPO_ROOT = path.join(__dirname, '..', '..', '..');
 /** The namespace index's name: the library's default (`TableSchema::namespace_index`). */
 export const NAMESPACE_INDEX = 'Namespace';
 
+/** The tasks index's name: the library's default (`DEFAULT_TASKS_INDEX`). */
+export const TASKS_INDEX = 'Tasks';
+
 /** Every DynamoDB action a lock function needs: one item at a time, on the lock table only. */
 export const LOCK_ACTIONS = [
   'dynamodb:GetItem',
@@ -113,6 +116,13 @@ export class DdbLockStack extends cdk.Stack {
         indexName: NAMESPACE_INDEX,
         partitionKey: { name: 'Namespace', type: dynamodb.AttributeType.STRING },
         projectionType: dynamodb.ProjectionType.ALL,
+      });
+      // The sparse index of claimable tasks, which task claims query (never a Scan).
+      (this.table as dynamodb.Table).addGlobalSecondaryIndex({
+        indexName: TASKS_INDEX,
+        partitionKey: { name: 'TaskQueue', type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'ClaimableAt', type: dynamodb.AttributeType.STRING },
+        projectionType: dynamodb.ProjectionType.KEYS_ONLY,
       });
     }
     this.schemaEnvironment = {

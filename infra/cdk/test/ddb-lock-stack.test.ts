@@ -58,7 +58,7 @@ describe('lock table', () => {
     });
   });
 
-  test('has the sparse namespace index list queries: Namespace as its key, every attribute projected', () => {
+  test('has the sparse namespace index list queries and the tasks index claims query', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       AttributeDefinitions: Match.arrayWith([{ AttributeName: 'Namespace', AttributeType: 'S' }]),
       GlobalSecondaryIndexes: [
@@ -66,6 +66,14 @@ describe('lock table', () => {
           IndexName: 'Namespace',
           KeySchema: [{ AttributeName: 'Namespace', KeyType: 'HASH' }],
           Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: 'Tasks',
+          KeySchema: [
+            { AttributeName: 'TaskQueue', KeyType: 'HASH' },
+            { AttributeName: 'ClaimableAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
         },
       ],
     });
@@ -241,6 +249,8 @@ describe('table schema', () => {
       AttributeDefinitions: [
         { AttributeName: 'id', AttributeType: 'S' },
         { AttributeName: 'Namespace', AttributeType: 'S' },
+        { AttributeName: 'TaskQueue', AttributeType: 'S' },
+        { AttributeName: 'ClaimableAt', AttributeType: 'S' },
       ],
       TimeToLiveSpecification: Match.absent(),
     });

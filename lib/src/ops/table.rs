@@ -15,6 +15,7 @@ use crate::global_tables::{self, GlobalTables};
 use crate::item::NAMESPACE;
 use crate::lock_table::LockTable;
 use crate::schema::TableSchema;
+use crate::tasks::{CLAIMABLE_AT, DEFAULT_TASKS_INDEX, TASK_QUEUE};
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
@@ -120,9 +121,24 @@ async fn create_unless_exists(table: &LockTable) -> Result<(), Error> {
         )
         .build()
         .map_err(|e| Error::backend_other("CreateTable", e))?;
+    // The sparse index of claimable tasks (`TaskQueue`, `ClaimableAt`), which claims query.
+    let tasks_index = GlobalSecondaryIndex::builder()
+        .index_name(DEFAULT_TASKS_INDEX)
+        .key_schema(key(TASK_QUEUE, KeyType::Hash)?)
+        .key_schema(key(CLAIMABLE_AT, KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()
+        .map_err(|e| Error::backend_other("CreateTable", e))?;
     request = request
         .attribute_definitions(definition(NAMESPACE)?)
-        .global_secondary_indexes(namespace_index);
+        .attribute_definitions(definition(TASK_QUEUE)?)
+        .attribute_definitions(definition(CLAIMABLE_AT)?)
+        .global_secondary_indexes(namespace_index)
+        .global_secondary_indexes(tasks_index);
     match request.send().await {
         Ok(_) => {}
         Err(err)

@@ -1,0 +1,434 @@
+//! State-transition task claims (seed 004): task items with a status, and workers that claim up
+//! to `limit` of them whose status allows it, each with a lease, so that a crashed worker's task
+//! becomes claimable again by condition, with no sweeper.
+//!
+//! A task is the item of resource `task:<queue>/<id>` in the lock table (no `LockID`: lock
+//! operations never mistake it for a lock). It carries `TaskQueue`, `TaskStatus`, and while it
+//! may be claimed, `ClaimableAt`: when its status was set (a claimable status), or when its
+//! claim's lease ends (`in_progress`). The global secondary index `Tasks` (partition `TaskQueue`,
+//! sort `ClaimableAt`) is sparse on `ClaimableAt`: finding candidates is one Query
+//! (`TaskQueue = :queue AND ClaimableAt <= :now`), never a Scan. Each candidate is then claimed by
+//! a conditional UpdateItem that checks the same rule on the item itself
+//! (`ClaimableAt <= :now`), so two workers never claim one task: the index only proposes.
+
+use crate::client::LockClient;
+use crate::conditional::{answer, Answer};
+use crate::error::{Error, InvalidInput};
+use crate::item::{s, Item};
+use crate::lock_table::LockTable;
+use crate::namespace::Namespace;
+use crate::timestamp;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use chrono::{DateTime, Utc};
+use std::fmt;
+use std::time::Duration;
+use tracing::debug;
+
+/// The task's queue name (the index's partition key).
+pub const TASK_QUEUE: &str = "TaskQueue";
+/// The task's status.
+pub const TASK_STATUS: &str = "TaskStatus";
+/// When the task may be claimed (the index's sort key); absent when it may not.
+pub const CLAIMABLE_AT: &str = "ClaimableAt";
+/// The claimant of an `in_progress` task.
+pub const CLAIMED_BY: &str = "ClaimedBy";
+/// The random token of the current claim, which completes and renewals compare.
+pub const CLAIM_TOKEN: &str = "ClaimToken";
+/// The default name of the tasks index.
+pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
+/// The most tasks one claim takes.
+pub const MAX_CLAIM: usize = 100;
+
+/// Names of the attributes the expressions use.
+const NAMES: [(&str, &str); 5] = [
+    ("#task_queue", TASK_QUEUE),
+    ("#task_status", TASK_STATUS),
+    ("#claimable_at", CLAIMABLE_AT),
+    ("#claimed_by", CLAIMED_BY),
+    ("#claim_token", CLAIM_TOKEN),
+];
+
+/// A claim: the task exists in this queue and may be claimed now.
+const CLAIM_CONDITION: &str =
+    "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now";
+const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
+/// A completion or renewal: the claim is still this one.
+const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
+const RENEW_CONDITION: &str =
+    "#claim_token = :token AND #task_status = :in_progress AND #claimable_at >= :now";
+
+/// A task's status. `InProgress` is set by a claim only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskStatus {
+    /// Waiting for its first run (claimable).
+    Pending,
+    /// Claimed by a worker, until its lease ends.
+    InProgress,
+    /// Ran to the end (claimable again, as in the seed: done is also the initial state).
+    Done,
+    /// Its run failed (claimable again).
+    Failed,
+    /// Set aside: never claimed (out of the index).
+    Cancelled,
+}
+
+impl TaskStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Done => "done",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    fn claimable(self) -> bool {
+        !matches!(self, TaskStatus::InProgress | TaskStatus::Cancelled)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A task a worker claimed: run it, then [`complete`](TaskQueue::complete) it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedTask {
+    /// The task's id.
+    pub id: String,
+    /// The claim's token.
+    pub token: String,
+    /// When the claim's lease ends (by this worker's clock): renew before.
+    pub lease_end: DateTime<Utc>,
+}
+
+/// The tasks of one queue, in a client's lock table.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+/// use ddb_lock::{TaskQueue, TaskStatus};
+/// use std::time::Duration;
+///
+/// let emails = TaskQueue::new(client, "emails".parse()?);
+/// emails.set_status("welcome-42", TaskStatus::Pending).await?;
+/// for task in emails.claim(10, Duration::from_secs(60)).await? {
+///     // ... send it ...
+///     emails.complete(&task, TaskStatus::Done).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct TaskQueue {
+    client: LockClient,
+    queue: Namespace,
+    index: String,
+}
+
+impl TaskQueue {
+    /// The queue `queue` (named as a [`Namespace`] is: 1 to 64 of `a-z A-Z 0-9 _ - .`) in
+    /// `client`'s table, found through the index `Tasks`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::InvalidInput> {
+    /// let queue = ddb_lock::TaskQueue::new(client, "emails".parse()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn new(client: LockClient, queue: Namespace) -> Self {
+        TaskQueue {
+            client,
+            queue,
+            index: DEFAULT_TASKS_INDEX.to_owned(),
+        }
+    }
+
+    /// Another name for the tasks index (on a table of your own).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run(queue: ddb_lock::TaskQueue) {
+    /// let queue = queue.index("tasks-by-queue");
+    /// # }
+    /// ```
+    pub fn index(mut self, name: impl Into<String>) -> Self {
+        self.index = name.into();
+        self
+    }
+
+    fn table(&self) -> &LockTable {
+        &self.client.settings.table
+    }
+
+    fn resource(&self, id: &str) -> Result<String, InvalidInput> {
+        if id.is_empty() {
+            return Err(InvalidInput::Empty { field: "id" });
+        }
+        let resource = format!("task:{}/{id}", self.queue);
+        self.table().check_resource(&resource)?;
+        Ok(resource)
+    }
+
+    fn names(&self, expressions: &[&str]) -> std::collections::HashMap<String, String> {
+        let mut names = self.table().names_for(expressions);
+        names.extend(
+            NAMES
+                .iter()
+                .filter(|(placeholder, _)| expressions.iter().any(|e| e.contains(placeholder)))
+                .map(|(p, a)| ((*p).to_owned(), (*a).to_owned())),
+        );
+        names
+    }
+
+    /// Sets task `id`'s status (creating the task), whoever claimed it: an administrative write.
+    /// `InProgress` is a claim's to set ([`InvalidInput::ClaimOnly`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`TaskQueue`].
+    pub async fn set_status(&self, id: &str, status: TaskStatus) -> Result<(), Error> {
+        if status == TaskStatus::InProgress {
+            return Err(InvalidInput::ClaimOnly.into());
+        }
+        let resource = self.resource(id)?;
+        let table = self.table();
+        let now = s(timestamp::format(table.now()));
+        let claimable = status.claimable();
+        let update = if claimable {
+            "SET #task_queue = :queue, #task_status = :status, #claimable_at = :now REMOVE #claimed_by, #claim_token"
+        } else {
+            "SET #task_queue = :queue, #task_status = :status REMOVE #claimable_at, #claimed_by, #claim_token"
+        };
+        let mut request = table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(&resource)))
+            .update_expression(update)
+            .set_expression_attribute_names(Some(self.names(&[update])))
+            .expression_attribute_values(":queue", s(self.queue.as_str()))
+            .expression_attribute_values(":status", s(status.as_str()));
+        if claimable {
+            request = request.expression_attribute_values(":now", now);
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| Error::backend("UpdateItem", e))?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` (1 to 100) tasks that may be claimed now, each for `lease`: one
+    /// Query of the index (a page more while candidates were taken by others), then one
+    /// conditional UpdateItem per candidate. Fewer (or none) when fewer are claimable; the index
+    /// is eventually consistent, so a task set a moment ago may only be found by the next claim.
+    ///
+    /// # Examples
+    ///
+    /// See [`TaskQueue`].
+    pub async fn claim(&self, limit: usize, lease: Duration) -> Result<Vec<ClaimedTask>, Error> {
+        if !(1..=MAX_CLAIM).contains(&limit) {
+            return Err(InvalidInput::ClaimLimit { limit }.into());
+        }
+        let lease = crate::limits::lease(lease)?;
+        let table = self.table();
+        let now = table.now();
+        let lease_end = crate::time::after(now, lease, "lease")?;
+        let condition = "#task_queue = :queue AND #claimable_at <= :now";
+        let mut pages = table
+            .dynamodb
+            .query()
+            .table_name(&table.name)
+            .index_name(&self.index)
+            .key_condition_expression(condition)
+            .set_expression_attribute_names(Some(self.names(&[condition])))
+            .expression_attribute_values(":queue", s(self.queue.as_str()))
+            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .send();
+        let mut claimed = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| Error::backend("Query", e))?;
+            for key in page.items() {
+                let Some(id) = self.id_of(key) else { continue };
+                if let Some(task) = self.claim_one(&id, now, lease_end).await? {
+                    claimed.push(task);
+                    if claimed.len() == limit {
+                        return Ok(claimed);
+                    }
+                }
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// The id of the task whose item (or index entry) is `item`.
+    fn id_of(&self, item: &Item) -> Option<String> {
+        let key = self.table().schema.key_attributes(item)?;
+        let resource = self.table().schema.resource_of(&key)?;
+        resource
+            .strip_prefix(&format!("task:{}/", self.queue))
+            .map(str::to_owned)
+    }
+
+    /// Claims task `id` if it may be claimed at `now`.
+    async fn claim_one(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        lease_end: DateTime<Utc>,
+    ) -> Result<Option<ClaimedTask>, Error> {
+        let table = self.table();
+        let resource = self.resource(id)?;
+        let token = uuid::Uuid::new_v4().to_string();
+        let sent = table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(&resource)))
+            .update_expression(CLAIM_UPDATE)
+            .condition_expression(CLAIM_CONDITION)
+            .set_expression_attribute_names(Some(self.names(&[CLAIM_UPDATE, CLAIM_CONDITION])))
+            .expression_attribute_values(":queue", s(self.queue.as_str()))
+            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
+            .expression_attribute_values(":owner", s(self.client.default_owner()))
+            .expression_attribute_values(":token", s(token.as_str()))
+            .expression_attribute_values(":lease_end", s(timestamp::format(lease_end)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        let answer = answer("UpdateItem", sent.await, |err| match err {
+            UpdateItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?;
+        Ok(match answer {
+            Answer::Applied(_) => Some(ClaimedTask {
+                id: id.to_owned(),
+                token,
+                lease_end,
+            }),
+            Answer::Refused(_) => {
+                debug!(task = id, "a candidate was claimed by another worker first");
+                None
+            }
+        })
+    }
+
+    /// Ends `task`'s claim with `status` (`Done`, `Failed`, …): true, or false if the claim was
+    /// lost (its lease ended and another worker claimed the task, or an administrator set its
+    /// status), and nothing was written.
+    ///
+    /// # Examples
+    ///
+    /// See [`TaskQueue`].
+    pub async fn complete(&self, task: &ClaimedTask, status: TaskStatus) -> Result<bool, Error> {
+        if status == TaskStatus::InProgress {
+            return Err(InvalidInput::ClaimOnly.into());
+        }
+        let update = if status.claimable() {
+            "SET #task_status = :status, #claimable_at = :now REMOVE #claimed_by, #claim_token"
+        } else {
+            "SET #task_status = :status REMOVE #claimable_at, #claimed_by, #claim_token"
+        };
+        self.own_write(task, update, OWN_CLAIM, Some(status), None)
+            .await
+    }
+
+    /// Extends `task`'s claim by `lease` from now, while its lease stands; false if it was lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(queue: ddb_lock::TaskQueue, task: ddb_lock::ClaimedTask) -> Result<(), ddb_lock::Error> {
+    /// assert!(queue.renew(&task, std::time::Duration::from_secs(60)).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew(&self, task: &ClaimedTask, lease: Duration) -> Result<bool, Error> {
+        let lease = crate::limits::lease(lease)?;
+        let lease_end = crate::time::after(self.table().now(), lease, "lease")?;
+        self.own_write(
+            task,
+            "SET #claimable_at = :lease_end",
+            RENEW_CONDITION,
+            None,
+            Some(lease_end),
+        )
+        .await
+    }
+
+    /// A write conditional on `task`'s claim; whether it applied.
+    async fn own_write(
+        &self,
+        task: &ClaimedTask,
+        update: &str,
+        condition: &str,
+        status: Option<TaskStatus>,
+        lease_end: Option<DateTime<Utc>>,
+    ) -> Result<bool, Error> {
+        let table = self.table();
+        let resource = self.resource(&task.id)?;
+        let now = s(timestamp::format(table.now()));
+        let mut request = table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(&resource)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(self.names(&[update, condition])))
+            .expression_attribute_values(":token", s(task.token.as_str()))
+            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()));
+        if update.contains(":now") || condition.contains(":now") {
+            request = request.expression_attribute_values(":now", now);
+        }
+        if let Some(status) = status {
+            request = request.expression_attribute_values(":status", s(status.as_str()));
+        }
+        if let Some(lease_end) = lease_end {
+            request =
+                request.expression_attribute_values(":lease_end", s(timestamp::format(lease_end)));
+        }
+        let answer = answer("UpdateItem", request.send().await, |err| match err {
+            UpdateItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?;
+        Ok(matches!(answer, Answer::Applied(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_as_the_seed_names_them() {
+        let names: Vec<String> = [
+            TaskStatus::Pending,
+            TaskStatus::InProgress,
+            TaskStatus::Done,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            names,
+            ["pending", "in_progress", "done", "failed", "cancelled"]
+        );
+        assert!(!TaskStatus::InProgress.claimable() && !TaskStatus::Cancelled.claimable());
+        assert!(TaskStatus::Done.claimable() && TaskStatus::Failed.claimable());
+    }
+}

@@ -1,0 +1,187 @@
+//! Task claims against the local endpoint: claims take claimable tasks only, many workers never
+//! claim one task twice, a crashed worker's task is claimed again once its lease ends, a lost
+//! claim cannot complete, candidates come from a Query of the index (never a Scan), and bad
+//! input names the field.
+
+use ddb_lock::{ClaimedTask, Error, InvalidInput, LockClient, TaskQueue, TaskStatus};
+use ddb_lock_test_kit::clocks::AdjustableClock;
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, endpoint, lock_client, unique};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+const LEASE: Duration = Duration::from_secs(60);
+/// How long the (eventually consistent) index may lag before a test gives up on it.
+const INDEX_LAG: Duration = Duration::from_secs(30);
+
+fn queue_of(client: LockClient, name: &str) -> TaskQueue {
+    TaskQueue::new(client, name.parse().unwrap())
+}
+
+/// Claims through `queue` until `want` tasks are claimed (the index may lag the writes), one
+/// claim of at most `want` at a time.
+async fn claim_until(queue: &TaskQueue, want: usize) -> Vec<ClaimedTask> {
+    let started = Instant::now();
+    let mut claimed = Vec::new();
+    while claimed.len() < want && started.elapsed() < INDEX_LAG {
+        claimed.extend(queue.claim(want - claimed.len(), LEASE).await.unwrap());
+    }
+    claimed
+}
+
+#[tokio::test]
+async fn a_claim_takes_claimable_tasks_only_and_completes_them() {
+    let client = lock_client().await;
+    let name = unique("q");
+    let queue = queue_of(client, &name);
+    for (id, status) in [
+        ("pending", TaskStatus::Pending),
+        ("done", TaskStatus::Done),
+        ("failed", TaskStatus::Failed),
+        ("cancelled", TaskStatus::Cancelled),
+    ] {
+        queue.set_status(id, status).await.unwrap();
+    }
+    let claimed = claim_until(&queue, 3).await;
+    let ids: HashSet<&str> = claimed.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, HashSet::from(["pending", "done", "failed"]));
+    assert!(
+        queue.claim(10, LEASE).await.unwrap().is_empty(),
+        "in progress and cancelled tasks are not claimed"
+    );
+    for task in &claimed {
+        assert!(queue.renew(task, LEASE).await.unwrap());
+        assert!(queue.complete(task, TaskStatus::Done).await.unwrap());
+        assert!(
+            !queue.complete(task, TaskStatus::Done).await.unwrap(),
+            "a claim completes once"
+        );
+    }
+    // Done is claimable again (the seed's initial state).
+    assert_eq!(claim_until(&queue, 3).await.len(), 3);
+}
+
+#[tokio::test]
+async fn many_workers_never_claim_one_task_twice() {
+    lock_client().await;
+    let name = unique("q-many");
+    let admin = queue_of(lock_client().await, &name);
+    const TASKS: usize = 60;
+    for i in 0..TASKS {
+        admin
+            .set_status(&format!("task-{i}"), TaskStatus::Pending)
+            .await
+            .unwrap();
+    }
+    let workers: Vec<_> = (0..16)
+        .map(|w| {
+            let queue = queue_of(
+                builder(dynamodb())
+                    .owner(format!("worker-{w}"))
+                    .build()
+                    .unwrap(),
+                &name,
+            );
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let mut mine = Vec::new();
+                // Each worker claims until the index has nothing left for anyone (or it lags too long).
+                while started.elapsed() < INDEX_LAG {
+                    let got = queue.claim(3, LEASE).await.unwrap();
+                    if got.is_empty() && !mine.is_empty() {
+                        break;
+                    }
+                    mine.extend(got.into_iter().map(|t| t.id));
+                    if mine.len() >= TASKS {
+                        break;
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await.unwrap());
+    }
+    let distinct: HashSet<&String> = all.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        all.len(),
+        "a task claimed twice within its lease: {all:?}"
+    );
+    // The index may have hidden a few from the workers; none is claimable twice, and all are claimed in the end.
+    let rest = claim_until(&admin, TASKS - all.len()).await;
+    assert_eq!(all.len() + rest.len(), TASKS);
+}
+
+#[tokio::test]
+async fn a_crashed_workers_task_is_claimed_again_once_its_lease_ends() {
+    lock_client().await;
+    let name = unique("q-crash");
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let queue = queue_of(client, &name);
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    let crashed = claim_until(&queue, 1).await.pop().expect("claimed");
+    assert!(
+        queue.claim(1, LEASE).await.unwrap().is_empty(),
+        "claimed within its lease"
+    );
+    clock.advance(LEASE + Duration::from_secs(1));
+    let again = claim_until(&queue, 1)
+        .await
+        .pop()
+        .expect("claimable again by condition");
+    assert_eq!(again.id, "job");
+    assert!(
+        !queue.renew(&crashed, LEASE).await.unwrap(),
+        "the first claim is lost"
+    );
+    assert!(!queue.complete(&crashed, TaskStatus::Done).await.unwrap());
+    assert!(queue.complete(&again, TaskStatus::Failed).await.unwrap());
+}
+
+#[tokio::test]
+async fn candidates_come_from_a_query_never_a_scan() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let queue = queue_of(client, &unique("q-query"));
+    queue.set_status("a", TaskStatus::Pending).await.unwrap();
+    claim_until(&queue, 1).await;
+    assert!(proxy.counts("Query").requests >= 1);
+    assert_eq!(proxy.counts("Scan").requests, 0);
+}
+
+#[tokio::test]
+async fn bad_input_names_the_field() {
+    let queue = queue_of(lock_client().await, "q-bad");
+    let field = |err: Error| match err {
+        Error::InvalidInput(invalid) => invalid.field(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        field(queue.set_status("", TaskStatus::Done).await.unwrap_err()),
+        "id"
+    );
+    assert_eq!(
+        field(
+            queue
+                .set_status("a", TaskStatus::InProgress)
+                .await
+                .unwrap_err()
+        ),
+        "status"
+    );
+    assert_eq!(field(queue.claim(0, LEASE).await.unwrap_err()), "limit");
+    assert_eq!(field(queue.claim(101, LEASE).await.unwrap_err()), "limit");
+    assert_eq!(
+        field(queue.claim(1, Duration::ZERO).await.unwrap_err()),
+        "lease"
+    );
+    assert!(matches!(
+        "a#b".parse::<ddb_lock::Namespace>(),
+        Err(InvalidInput::Namespace { .. })
+    ));
+}
