@@ -37,6 +37,8 @@ pub const CLAIMED_BY: &str = "ClaimedBy";
 pub const CLAIM_TOKEN: &str = "ClaimToken";
 /// The default name of the tasks index.
 pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
+/// What a completed claim's token becomes: `done:<token>`.
+const COMPLETED_PREFIX: &str = "done:";
 /// The most tasks one claim takes.
 pub const MAX_CLAIM: usize = 100;
 
@@ -317,6 +319,15 @@ impl TaskQueue {
                 token,
                 lease_end,
             }),
+            // Our own claim, applied by an attempt whose answer was lost: the SDK's retry finds
+            // its token there.
+            Answer::Refused(Some(item)) if token_of(&item) == Some(token.as_str()) => {
+                Some(ClaimedTask {
+                    id: id.to_owned(),
+                    token,
+                    lease_end,
+                })
+            }
             Answer::Refused(_) => {
                 debug!(task = id, "a candidate was claimed by another worker first");
                 None
@@ -326,7 +337,8 @@ impl TaskQueue {
 
     /// Ends `task`'s claim with `status` (`Done`, `Failed`, …): true, or false if the claim was
     /// lost (its lease ended and another worker claimed the task, or an administrator set its
-    /// status), and nothing was written.
+    /// status), and nothing was written. Sent again (a retry after a lost answer), it answers
+    /// true again.
     ///
     /// # Examples
     ///
@@ -335,10 +347,12 @@ impl TaskQueue {
         if status == TaskStatus::InProgress {
             return Err(InvalidInput::ClaimOnly.into());
         }
+        // The token becomes `done:<token>`, so that a retry after a lost answer recognises the
+        // completion as its own.
         let update = if status.claimable() {
-            "SET #task_status = :status, #claimable_at = :now REMOVE #claimed_by, #claim_token"
+            "SET #task_status = :status, #claimable_at = :now, #claim_token = :done REMOVE #claimed_by"
         } else {
-            "SET #task_status = :status REMOVE #claimable_at, #claimed_by, #claim_token"
+            "SET #task_status = :status, #claim_token = :done REMOVE #claimable_at, #claimed_by"
         };
         self.own_write(task, update, OWN_CLAIM, Some(status), None)
             .await
@@ -387,12 +401,17 @@ impl TaskQueue {
             .condition_expression(condition)
             .set_expression_attribute_names(Some(self.names(&[update, condition])))
             .expression_attribute_values(":token", s(task.token.as_str()))
-            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()));
+            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         if update.contains(":now") || condition.contains(":now") {
             request = request.expression_attribute_values(":now", now);
         }
         if let Some(status) = status {
             request = request.expression_attribute_values(":status", s(status.as_str()));
+        }
+        let done = format!("{COMPLETED_PREFIX}{}", task.token);
+        if update.contains(":done") {
+            request = request.expression_attribute_values(":done", s(done.as_str()));
         }
         if let Some(lease_end) = lease_end {
             request =
@@ -404,8 +423,25 @@ impl TaskQueue {
             }
             _ => None,
         })?;
-        Ok(matches!(answer, Answer::Applied(_)))
+        Ok(match answer {
+            Answer::Applied(_) => true,
+            // A completion applied by an attempt whose answer was lost (or this same completion
+            // sent again): the token marks it ours, with this status.
+            Answer::Refused(Some(item)) => {
+                let status_now = item.get(TASK_STATUS).and_then(|v| v.as_s().ok());
+                token_of(&item) == Some(done.as_str())
+                    && status.map(TaskStatus::as_str) == status_now.map(String::as_str)
+            }
+            Answer::Refused(None) => false,
+        })
     }
+}
+
+/// The claim token an item carries.
+fn token_of(item: &Item) -> Option<&str> {
+    item.get(CLAIM_TOKEN)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use ddb_lock_test_kit::clocks::AdjustableClock;
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, endpoint, lock_client, unique};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -53,8 +55,12 @@ async fn a_claim_takes_claimable_tasks_only_and_completes_them() {
         assert!(queue.renew(task, LEASE).await.unwrap());
         assert!(queue.complete(task, TaskStatus::Done).await.unwrap());
         assert!(
-            !queue.complete(task, TaskStatus::Done).await.unwrap(),
-            "a claim completes once"
+            queue.complete(task, TaskStatus::Done).await.unwrap(),
+            "completing again is answered as done, as a retry must be"
+        );
+        assert!(
+            !queue.complete(task, TaskStatus::Failed).await.unwrap(),
+            "the claim is over: it cannot end a second way"
         );
     }
     // Done is claimable again (the seed's initial state).
@@ -73,8 +79,10 @@ async fn many_workers_never_claim_one_task_twice() {
             .await
             .unwrap();
     }
+    let total = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..16)
         .map(|w| {
+            let total = Arc::clone(&total);
             let queue = queue_of(
                 builder(dynamodb())
                     .owner(format!("worker-{w}"))
@@ -88,13 +96,12 @@ async fn many_workers_never_claim_one_task_twice() {
                 // Each worker claims until the index has nothing left for anyone (or it lags too long).
                 while started.elapsed() < INDEX_LAG {
                     let got = queue.claim(3, LEASE).await.unwrap();
-                    if got.is_empty() && !mine.is_empty() {
+                    let claimed = total.fetch_add(got.len(), Ordering::SeqCst) + got.len();
+                    if (got.is_empty() && claimed > 0) || claimed >= TASKS {
+                        mine.extend(got.into_iter().map(|t| t.id));
                         break;
                     }
                     mine.extend(got.into_iter().map(|t| t.id));
-                    if mine.len() >= TASKS {
-                        break;
-                    }
                 }
                 mine
             })
@@ -184,4 +191,59 @@ async fn bad_input_names_the_field() {
         "a#b".parse::<ddb_lock::Namespace>(),
         Err(InvalidInput::Namespace { .. })
     ));
+}
+
+#[tokio::test]
+async fn a_claim_or_completion_whose_answer_was_lost_is_still_ours() {
+    lock_client().await;
+    let name = unique("q-lost");
+    let proxy = Proxy::start(&endpoint()).await;
+    let queue = queue_of(
+        ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint()),
+        &name,
+    );
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    // Wait until the index shows it, so that the claim below finds it at once.
+    let started = Instant::now();
+    while !in_the_index(&name).await {
+        assert!(
+            started.elapsed() < INDEX_LAG,
+            "the index never showed the task"
+        );
+    }
+    proxy.drop_next_answer("UpdateItem");
+    let task = queue
+        .claim(1, LEASE)
+        .await
+        .unwrap()
+        .pop()
+        .expect("the claim whose first answer was lost is ours");
+    assert_eq!(task.id, "job");
+    assert!(
+        proxy.counts("UpdateItem").requests >= 3,
+        "set_status, the claim, and its retry"
+    );
+    proxy.drop_next_answer("UpdateItem");
+    assert!(
+        queue.complete(&task, TaskStatus::Done).await.unwrap(),
+        "the completion whose first answer was lost is ours"
+    );
+}
+
+/// Whether the tasks index shows a task of queue `name`.
+async fn in_the_index(name: &str) -> bool {
+    dynamodb()
+        .query()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .index_name("Tasks")
+        .key_condition_expression("TaskQueue = :queue")
+        .expression_attribute_values(
+            ":queue",
+            aws_sdk_dynamodb::types::AttributeValue::S(name.to_owned()),
+        )
+        .send()
+        .await
+        .expect("Query")
+        .count()
+        > 0
 }
