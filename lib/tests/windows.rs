@@ -185,3 +185,22 @@ async fn bad_windows_are_refused_naming_the_field() {
         }))
     ));
 }
+
+#[tokio::test]
+async fn a_claim_whose_answer_was_lost_is_still_won() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/lost");
+    proxy.drop_next_answer("PutItem");
+    let claim = client
+        .claim_window(&key, &Window::every(HOUR))
+        .await
+        .unwrap();
+    assert!(matches!(claim, WindowClaim::Claimed { .. }), "{claim:?}");
+    assert_eq!(
+        proxy.counts("PutItem").requests,
+        2,
+        "the claim and its retry"
+    );
+}
