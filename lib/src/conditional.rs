@@ -16,10 +16,12 @@
 //! outcome depends on it count their attempts with the [`Transmissions`] interceptor.
 
 use crate::error::Error;
+use crate::item::Item;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{BoxError, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -67,6 +69,15 @@ impl<O, R> Answer<O, R> {
             Answer::Applied(output) => Answer::Applied(f(output)),
             Answer::Refused(refusal) => Answer::Refused(refusal),
         }
+    }
+}
+
+/// The refusal of a conditional UpdateItem: the item that failed the condition (`ALL_OLD`, if
+/// asked for), for [`answer`].
+pub(crate) fn update_refused(err: &UpdateItemError) -> Option<Option<Item>> {
+    match err {
+        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
     }
 }
 

@@ -12,13 +12,12 @@
 //! (`ClaimableAt <= :now`), so two workers never claim one task: the index only proposes.
 
 use crate::client::LockClient;
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
 use crate::lock_table::LockTable;
 use crate::namespace::Namespace;
 use crate::timestamp;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 use std::fmt;
@@ -307,12 +306,7 @@ impl TaskQueue {
             .expression_attribute_values(":lease_end", s(timestamp::format(lease_end)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        let answer = answer("UpdateItem", sent.await, |err| match err {
-            UpdateItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?;
+        let answer = answer("UpdateItem", sent.await, update_refused)?;
         Ok(match answer {
             Answer::Applied(_) => Some(ClaimedTask {
                 id: id.to_owned(),
@@ -417,12 +411,7 @@ impl TaskQueue {
             request =
                 request.expression_attribute_values(":lease_end", s(timestamp::format(lease_end)));
         }
-        let answer = answer("UpdateItem", request.send().await, |err| match err {
-            UpdateItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?;
+        let answer = answer("UpdateItem", request.send().await, update_refused)?;
         Ok(match answer {
             Answer::Applied(_) => true,
             // A completion applied by an attempt whose answer was lost (or this same completion

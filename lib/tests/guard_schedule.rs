@@ -50,17 +50,7 @@ struct World {
 #[tokio::test]
 async fn random_schedules_of_guards_keep_the_invariants() {
     lock_client().await;
-    let seeds = match std::env::var("GUARD_SCHEDULE_SEEDS") {
-        Ok(spec) => match spec.split_once("..") {
-            Some((a, b)) => a.parse().expect("seed")..b.parse().expect("seed"),
-            None => {
-                let seed: u64 = spec.parse().expect("seed");
-                seed..seed + 1
-            }
-        },
-        Err(_) => SEEDS,
-    };
-    for seed in seeds {
+    for seed in ddb_lock_test_kit::seeds::from_env("GUARD_SCHEDULE_SEEDS", SEEDS) {
         let started = std::time::Instant::now();
         run(seed).await;
         eprintln!("seed {seed}: {:?}", started.elapsed());

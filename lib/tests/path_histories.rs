@@ -32,23 +32,10 @@ struct Interval {
     end: Instant,
 }
 
-fn seeds() -> std::ops::Range<u64> {
-    match std::env::var("PATH_HISTORY_SEEDS") {
-        Ok(spec) => match spec.split_once("..") {
-            Some((a, b)) => a.parse().expect("seed")..b.parse().expect("seed"),
-            None => {
-                let seed: u64 = spec.parse().expect("seed");
-                seed..seed + 1
-            }
-        },
-        Err(_) => SEEDS,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_histories_of_path_locks_never_hold_two_conflicting_paths() {
     lock_client().await; // the table
-    for seed in seeds() {
+    for seed in ddb_lock_test_kit::seeds::from_env("PATH_HISTORY_SEEDS", SEEDS) {
         let proxy = Proxy::start(&endpoint()).await;
         proxy.set_faults(Faults {
             drop_every: 9,

@@ -20,6 +20,7 @@ pub mod locks;
 pub mod proxy;
 pub mod runtime_api;
 pub mod schemas;
+pub mod seeds;
 pub mod tables;
 
 pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock};

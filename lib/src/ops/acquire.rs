@@ -14,7 +14,7 @@
 use super::extend::{self, DataChange};
 use super::in_flight::InFlightAcquisition;
 use super::kept;
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
 use crate::limits;
@@ -29,7 +29,6 @@ use crate::takeover::TakeoverRule;
 use crate::time::{after, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -303,10 +302,7 @@ async fn update(
         .return_values(ReturnValue::AllNew)
         .send();
     // As for the PutItem: an unsettled answer leaves `in_flight` armed.
-    let answer = answer("UpdateItem", sent.await, |err| match err {
-        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let answer = answer("UpdateItem", sent.await, update_refused)?;
     in_flight.answered();
     match answer {
         Answer::Applied(out) => {

@@ -9,7 +9,7 @@
 //! a later lease already stored. A data change that met a later stored lease is written again with
 //! that lease end, a bounded number of times, since its data was not applied.
 
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::item::{self, s, Item};
 use crate::limits;
@@ -21,7 +21,6 @@ use crate::record::Record;
 use crate::shared;
 use crate::time::{after, millis, span};
 use crate::timestamp;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
@@ -217,10 +216,7 @@ async fn update_item(
         .set_expression_attribute_values(Some(values(table, extension, expires_at, version)?))
         .return_values(ReturnValue::AllNew)
         .send();
-    let answer = answer("UpdateItem", request.await, |err| match err {
-        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let answer = answer("UpdateItem", request.await, update_refused)?;
     match answer {
         Answer::Applied(out) => Ok(Ok(table.record(resource, out.attributes())?.ok_or(
             Error::UnexpectedResponse {

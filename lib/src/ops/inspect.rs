@@ -14,7 +14,7 @@
 
 use super::extend::DataChange;
 use super::kept;
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::item::{Item, LOCK_ID};
 use crate::lock::Holder;
@@ -25,7 +25,6 @@ use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use tracing::warn;
@@ -93,13 +92,7 @@ pub(crate) async fn force_release(
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllOld)
             .send();
-        answer("UpdateItem", sent.await, |err| match err {
-            UpdateItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?
-        .map(|out| out.attributes)
+        answer("UpdateItem", sent.await, update_refused)?.map(|out| out.attributes)
     };
     let deleted = match answer {
         Answer::Applied(attributes) => attributes,

@@ -14,7 +14,7 @@
 
 use super::extend::DataChange;
 use super::kept;
-use crate::conditional::{answer, Answer, Transmissions};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
 use crate::lock::{LockHandle, LockId};
@@ -25,7 +25,6 @@ use crate::record::Record;
 use crate::shared;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
 
@@ -137,13 +136,7 @@ pub(crate) async fn send(
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        answer("UpdateItem", request.await, |err| match err {
-            UpdateItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?
-        .map(drop)
+        answer("UpdateItem", request.await, update_refused)?.map(drop)
     };
     // Released or not ours (any more): either way not held by this client.
     table.queues.freed(resource, lock_id);

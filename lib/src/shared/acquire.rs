@@ -10,7 +10,7 @@
 //! only to the item the refusal showed, and no sweeper is needed. The refusal's item (`ALL_OLD`)
 //! says which case holds, at no extra request.
 
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::item::{s, Item, EXPIRES_AT, LOCK_ID, OWNER};
 use crate::limits::MAX_SHARED_HOLDERS;
@@ -24,7 +24,6 @@ use crate::record::{self, Record};
 use crate::shared::{holders, writer};
 use crate::time::{after, span};
 use crate::timestamp;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -67,12 +66,7 @@ pub(crate) async fn attempt(
             .set_expression_attribute_names(Some(write.names))
             .set_expression_attribute_values(Some(write.values))
             .send();
-        let answer = answer("UpdateItem", sent.await, |err| match err {
-            UpdateItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?;
+        let answer = answer("UpdateItem", sent.await, update_refused)?;
         in_flight.answered();
         let item = match answer {
             Answer::Applied(_) => return Ok(acquired(table, lock)),

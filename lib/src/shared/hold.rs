@@ -9,7 +9,7 @@
 //! no holder at all, a client that deletes on release deletes it with a second, conditional
 //! DeleteItem, which changes nothing if anyone joined meanwhile.
 
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::item::{s, Item, INTENT_EXCLUSIVE, INTENT_SHARED, OWNER, SHARED};
 use crate::lock::LockHandle;
@@ -19,7 +19,6 @@ use crate::record::Record;
 use crate::shared::holders;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -60,10 +59,7 @@ pub(crate) async fn extend_entry(
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
-    let answer = answer("UpdateItem", sent.await, |err| match err {
-        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let answer = answer("UpdateItem", sent.await, update_refused)?;
     match answer {
         Answer::Applied(out) => {
             own_entry(table, handle, out.attributes())?
@@ -114,10 +110,7 @@ pub(crate) async fn release(
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
-    let answer = answer("UpdateItem", sent.await, |err| match err {
-        UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
-        _ => None,
-    })?;
+    let answer = answer("UpdateItem", sent.await, update_refused)?;
     table.queues.freed(resource, None);
     table.holds.freed(handle.lock_id());
     match answer {
