@@ -468,11 +468,14 @@ fn release_answer(
 fn acquire_options(lock: &NewLock) -> AcquireOptions {
     // Shared holds are not handed back to their owner: a retried shared acquisition whose answer
     // was lost takes a second hold, which ends with its lease.
+    // Nor are fair ones: a retried fair acquisition joins the line again, and a lock granted to
+    // the lost attempt ends with its lease.
     let mut opts = AcquireOptions::new()
         .owner(&lock.owner)
-        .idempotent(lock.mode == Mode::Exclusive)
+        .idempotent(lock.mode == Mode::Exclusive && !lock.fair)
         .fencing(lock.fencing)
-        .only_if_exists(lock.only_if_exists);
+        .only_if_exists(lock.only_if_exists)
+        .fair(lock.fair);
     if let Some(permits) = lock.permits {
         opts = opts.permits(permits);
     }

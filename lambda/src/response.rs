@@ -138,6 +138,23 @@ pub struct StatusResponse {
     /// holders are refused meanwhile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer_waiting: Option<String>,
+    /// The fair acquirers waiting in line, first first, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<Vec<QueuedResponse>>,
+}
+
+/// One fair acquirer waiting in line, in a `status` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueuedResponse {
+    /// Who waits.
+    pub owner: String,
+    /// When it joined the line.
+    pub joined_at: String,
+    /// The lease it will be granted, in milliseconds.
+    pub lease_ms: u64,
+    /// When it stops waiting, if it waits until a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
 }
 
 /// The answer to `list`: the live locks of a namespace, each as `status` answers it.
@@ -165,9 +182,24 @@ impl StatusResponse {
     pub(crate) fn of(resource: &str, status: LockStatus) -> Self {
         match status {
             LockStatus::Free => StatusResponse::free(resource),
-            LockStatus::Held { holder, remaining } => {
-                StatusResponse::held(resource, holder, remaining)
-            }
+            LockStatus::Held {
+                holder,
+                remaining,
+                queue,
+            } => StatusResponse {
+                queue: (!queue.is_empty()).then(|| {
+                    queue
+                        .into_iter()
+                        .map(|waiter| QueuedResponse {
+                            joined_at: timestamp::format(waiter.joined_at),
+                            lease_ms: u64::try_from(waiter.lease.as_millis()).unwrap_or(u64::MAX),
+                            until: waiter.until.map(timestamp::format),
+                            owner: waiter.owner,
+                        })
+                        .collect()
+                }),
+                ..StatusResponse::held(resource, holder, remaining)
+            },
             LockStatus::Shared {
                 holders,
                 intents,
@@ -190,6 +222,7 @@ impl StatusResponse {
             holders: None,
             intents: None,
             writer_waiting: None,
+            queue: None,
         }
     }
 
@@ -233,6 +266,7 @@ impl StatusResponse {
             holders: None,
             intents: None,
             writer_waiting: None,
+            queue: None,
         }
     }
 }

@@ -267,6 +267,13 @@ pub enum InvalidInput {
         /// The option.
         field: &'static str,
     },
+    /// An option a fair acquisition ([`AcquireOptions::fair`](crate::AcquireOptions::fair))
+    /// does not offer.
+    #[error("`{field}` cannot be used with a fair acquisition")]
+    NotForFair {
+        /// The option.
+        field: &'static str,
+    },
     /// A [`Namespace`](crate::Namespace) name breaks its rules.
     #[error("`namespace` {name:?} must be 1 to 64 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     Namespace {
@@ -322,7 +329,8 @@ impl InvalidInput {
             | InvalidInput::NameTaken { field, .. }
             | InvalidInput::KeysOverlap { field }
             | InvalidInput::NotForMode { field, .. }
-            | InvalidInput::NotForSets { field } => field,
+            | InvalidInput::NotForSets { field }
+            | InvalidInput::NotForFair { field } => field,
             InvalidInput::EmptySet
             | InvalidInput::TooManyMembers { .. }
             | InvalidInput::TooManyWrites { .. } => "resources",

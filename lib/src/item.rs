@@ -80,6 +80,15 @@ pub const NAMESPACE: &str = "Namespace";
 /// `floor(now / period)` in Unix milliseconds.
 pub const WINDOW: &str = "Window";
 
+/// The line of a fair lock ([`AcquireOptions::fair`](crate::AcquireOptions::fair)), a list of
+/// the waiters' `LockID`s in the order they joined: absent while nobody waits, so that a release
+/// needs only `attribute_not_exists(#queue)` to know it may delete the item.
+pub const QUEUE: &str = "Queue";
+/// Prefix of the attribute of one waiter in the line: `Queued:<LockID>`, a map with the waiter's
+/// `LockID` (the id its lock will have), `Owner`, `LeaseMs`, `AcquiredAt` (when it joined) and,
+/// if it waits until a deadline, `ExpiresAt` (that deadline), the names and formats of a holder's.
+pub const QUEUED_PREFIX: &str = "Queued:";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -101,7 +110,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 14] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 15] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -116,4 +125,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 14] = [
     ("#intent_exclusive", INTENT_EXCLUSIVE),
     ("#namespace", NAMESPACE),
     ("#window", WINDOW),
+    ("#queue", QUEUE),
 ];

@@ -55,6 +55,7 @@ mod background;
 mod clock;
 mod conditional;
 mod error;
+mod fair;
 mod fencing;
 mod global_tables;
 mod holds;
@@ -86,6 +87,7 @@ pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, InvalidInput, TableDifference, TableProblem};
+pub use fair::QueuedWaiter;
 pub use fencing::{
     FencedOutcome, FencedWrite, FencingToken, TombstonePurge, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE,
 };

@@ -29,6 +29,7 @@ pub struct AcquireOptions {
     only_if_exists: bool,
     mode: Mode,
     permits: Option<u32>,
+    fair: bool,
 }
 
 impl AcquireOptions {
@@ -166,6 +167,40 @@ impl AcquireOptions {
         self.mode = Mode::Shared;
         self.permits = Some(permits);
         self
+    }
+
+    /// A fair acquisition: a waiting [`acquire`](crate::LockClient::acquire) takes a place in the
+    /// lock's line, kept in the lock item itself, and is granted the lock in its turn by the
+    /// holder's release (one request hands it over) or, once the holder's lease has run out, by
+    /// any waiter; no later fair acquirer overtakes it, whatever its process. Locktopus calls
+    /// this state `ENQUEUED`; [`LockClient::status`](crate::LockClient::status) lists the line.
+    /// Exclusive mode only, without fencing, idempotence, a payload, `only_if_exists` or the
+    /// observed-lease takeover rule (each is [`InvalidInput::NotForFair`](crate::InvalidInput::NotForFair)).
+    /// A `try_acquire` tries once and never joins the line. Acquirers that are not fair still
+    /// take a free lock (a holder's release never leaves it free while someone waits in line),
+    /// and one that takes a lapsed lock replaces its line: its waiters join again.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::AcquireOptions;
+    /// use std::time::Duration;
+    ///
+    /// let opts = AcquireOptions::new().fair(true).timeout(Duration::from_secs(30));
+    /// let lock = client.acquire("ledger", &opts).await?;
+    /// // … our turn: every fair waiter that came before us has had its own …
+    /// client.release(&lock).await?; // hands the lock to the next in line, if any
+    /// # Ok(()) }
+    /// ```
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// Whether a waiting acquisition takes a place in the lock's line (see [`fair`](Self::fair)).
+    pub fn is_fair(&self) -> bool {
+        self.fair
     }
 
     /// The mode set on these options.

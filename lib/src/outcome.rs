@@ -89,7 +89,7 @@ pub enum ExtendOutcome {
 /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
 /// use ddb_lock::LockStatus;
 ///
-/// if let LockStatus::Held { holder, remaining } = client.status("orders/42").await? {
+/// if let LockStatus::Held { holder, remaining, .. } = client.status("orders/42").await? {
 ///     println!("{} holds it for {remaining:?} more", holder.owner);
 /// }
 /// # Ok(()) }
@@ -104,6 +104,9 @@ pub enum LockStatus {
         holder: Holder,
         /// Time left on the lease at the moment of reading (by this client's clock).
         remaining: Duration,
+        /// The fair acquirers waiting in line for it, first first
+        /// ([`AcquireOptions::fair`](crate::AcquireOptions::fair)); Locktopus's `ENQUEUED`.
+        queue: Vec<crate::QueuedWaiter>,
     },
     /// Held in [`Mode::Shared`](crate::Mode::Shared) by one or more live holders (readers, or a
     /// semaphore's permits), or by path locks below this resource (intention holders).

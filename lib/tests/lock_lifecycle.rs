@@ -241,7 +241,12 @@ async fn status_reports_holder_and_remaining_time_and_an_expired_item_as_free() 
 
     let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
     match client.status(&resource).await.unwrap() {
-        LockStatus::Held { holder, remaining } => {
+        LockStatus::Held {
+            holder,
+            remaining,
+            queue,
+        } => {
+            assert!(queue.is_empty(), "nobody waits in line: {queue:?}");
             assert_eq!(holder.owner, "alice");
             assert_eq!(holder.acquired_at, lock.acquired_at());
             assert_eq!(holder.expires_at, lock.expires_at());

@@ -1,8 +1,8 @@
 //! Concurrency invariants of shared and exclusive holds, lock sets and a semaphore, checked on
 //! recorded histories: workers with clients of their own (behind one fault-injecting proxy that
 //! drops answers after applying the request, and throttles) take, extend, release, abandon (a
-//! crash), cancel the release of, and guard holds on two read-write resources (singly, or both as
-//! a lock set in random modes) and one semaphore, each at random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
+//! crash), cancel the release of, drop the acquisition of (in a fair line, say), and guard holds on two read-write resources (singly, or both as
+//! a lock set in random modes; exclusive holds fenced, fair or neither) and one semaphore, each at random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
 //! clock, from its acquisition's answer to the earlier of its release's send and its lease end:
 //! inside the true hold, so any overlap found is a real one. Then:
 //!
@@ -154,7 +154,9 @@ async fn run_worker(
             _ => Kind::Permit,
         };
         let (resource, opts) = match kind {
-            Kind::Exclusive => (rw, base.fencing(rng.random_bool(0.5))),
+            // Unfenced exclusive holds wait in the fair line at random (and meet the others).
+            Kind::Exclusive if rng.random_bool(0.5) => (rw, base.fencing(true)),
+            Kind::Exclusive => (rw, base.fair(rng.random_bool(0.6))),
             Kind::Shared => (rw, base.mode(Mode::Shared)),
             Kind::Permit => (sem, base.permits(PERMITS)),
         };
@@ -174,6 +176,16 @@ async fn run_worker(
                 record(&mut history, &lock, kind, start, end);
             }
             drop(guard);
+            continue;
+        }
+        if rng.random_bool(0.1) {
+            // An acquisition dropped at a random point (in line, say): it leaves nothing held.
+            let cut = Duration::from_millis(rng.random_range(0..40));
+            if let Ok(Ok(lock)) = tokio::time::timeout(cut, client.acquire(resource, &opts)).await {
+                let start = Instant::now();
+                record(&mut history, &lock, kind, start, Instant::now());
+                let _ = client.release(&lock).await;
+            }
             continue;
         }
         let Ok(lock) = client.acquire(resource, &opts).await else {

@@ -128,6 +128,8 @@ pub struct NewLock {
     pub mode: Mode,
     /// A semaphore's permits (shared).
     pub permits: Option<u32>,
+    /// Whether a waiting acquisition takes a place in the lock's line (exclusive only).
+    pub fair: bool,
 }
 
 /// Fields identifying a held lock.
@@ -296,6 +298,8 @@ enum Event {
         mode: Option<Mode>,
         #[serde(default)]
         permits: Option<u32>,
+        #[serde(default, deserialize_with = "flag")]
+        fair: bool,
     },
     TryAcquire {
         #[serde(default)]
@@ -383,6 +387,7 @@ impl Event {
                 only_if_exists,
                 mode,
                 permits,
+                fair,
             } => match set::members(resource, resources, path, mode, permits)? {
                 Target::One(resource) => Request::Acquire {
                     lock: NewLock {
@@ -394,9 +399,11 @@ impl Event {
                         only_if_exists,
                         mode: acquired_mode(mode, permits),
                         permits,
+                        fair,
                     },
                     wait: wait_ms,
                 },
+                Target::Set(_) if fair => return Err(set::not_with("fair", "resources")),
                 Target::Set(members) => Request::AcquireSet {
                     set: NewSet::new(members, owner, lease_ms, data, fencing, only_if_exists)?,
                     wait: wait_ms,
@@ -424,6 +431,7 @@ impl Event {
                         only_if_exists,
                         mode: acquired_mode(mode, permits),
                         permits,
+                        fair: false,
                     },
                 },
                 Target::Set(members) => Request::TryAcquireSet {
@@ -557,6 +565,7 @@ mod tests {
                     only_if_exists: true,
                     mode: Mode::Shared,
                     permits: Some(3),
+                    fair: false,
                 },
                 wait: Some(Duration::ZERO),
             }

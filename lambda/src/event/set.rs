@@ -221,6 +221,6 @@ fn resource_required(alternatives: &str) -> RequestError {
     )
 }
 
-fn not_with(field: &str, other: &str) -> RequestError {
+pub(super) fn not_with(field: &str, other: &str) -> RequestError {
     RequestError::new(field, format!("cannot be used with `{other}`"))
 }

@@ -43,6 +43,9 @@ use tracing::debug;
 /// expired, and has no shared holder ([`shared`](crate::shared)). Every exclusive condition
 /// below ends with that last clause.
 pub(crate) const ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
+/// A fair acquisition ([`fair`](crate::fair)): [`ACQUIRE_CONDITION`], and nobody waits in the
+/// lock's line (a lapsed holder's lock with waiters is theirs: one of them grants it).
+pub(crate) const FAIR_ACQUIRE_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND attribute_not_exists(#queue))";
 /// Acquire in observed-lease mode, before any version has been seen unchanged for a lease.
 pub(crate) const ACQUIRE_FREE_CONDITION: &str =
     "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND attribute_not_exists(#owner) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
@@ -71,6 +74,8 @@ pub(crate) struct Request<'a> {
     pub(crate) mode: Mode,
     /// A semaphore's permits (shared mode only).
     pub(crate) permits: Option<u32>,
+    /// A waiting acquisition takes a place in the lock's line ([`fair`](crate::fair)).
+    pub(crate) fair: bool,
 }
 
 impl<'a> Request<'a> {
@@ -115,6 +120,24 @@ impl<'a> Request<'a> {
                 }
             }
         }
+        if opts.is_fair() {
+            if mode != Mode::Exclusive {
+                return Err(not_for_mode("fair").into());
+            }
+            let unsupported = [
+                ("fencing", opts.is_fencing()),
+                ("idempotent", opts.is_idempotent()),
+                ("data", data.is_some()),
+                ("only_if_exists", opts.is_only_if_exists()),
+                (
+                    "takeover_rule",
+                    table.takeover == TakeoverRule::ObservedLease,
+                ),
+            ];
+            if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+                return Err(InvalidInput::NotForFair { field }.into());
+            }
+        }
         Ok(Request {
             resource,
             owner,
@@ -125,6 +148,7 @@ impl<'a> Request<'a> {
             data,
             mode,
             permits,
+            fair: opts.is_fair(),
         })
     }
 }
@@ -230,6 +254,11 @@ fn condition(
         }
     };
     let (condition, value) = match table.takeover {
+        // Fair requests are neither `only_if_exists` nor under the observed-lease rule.
+        TakeoverRule::WallClock if request.fair => (
+            FAIR_ACQUIRE_CONDITION,
+            Some((":now", s(timestamp::format(now)))),
+        ),
         TakeoverRule::WallClock => (
             pick(ACQUIRE_CONDITION, ACQUIRE_EXISTING_CONDITION),
             Some((":now", s(timestamp::format(now)))),
@@ -535,6 +564,7 @@ mod tests {
             data: None,
             mode: Mode::Exclusive,
             permits: None,
+            fair: false,
         }
     }
 
@@ -670,6 +700,7 @@ mod tests {
     fn every_placeholder_is_named() {
         for expr in [
             ACQUIRE_CONDITION,
+            FAIR_ACQUIRE_CONDITION,
             ACQUIRE_FREE_CONDITION,
             TAKEOVER_CONDITION,
         ] {

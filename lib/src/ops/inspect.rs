@@ -16,6 +16,7 @@ use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
+use crate::fair::line;
 use crate::item::{Item, LOCK_ID};
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
@@ -62,7 +63,14 @@ pub(crate) fn item_status(
         }
     }
     let record = table.record(resource, item)?;
-    Ok(status_of(record, now))
+    let mut status = status_of(record, now);
+    if let (LockStatus::Held { queue, .. }, Some(item)) = (&mut status, item) {
+        *queue = line::decode(resource, item)?
+            .into_iter()
+            .map(|entry| entry.waiter)
+            .collect();
+    }
+    Ok(status)
 }
 
 /// Deletes the lock on `resource` whoever holds it; the holder whose live lock it removed.
@@ -124,6 +132,7 @@ pub(crate) fn status_of(record: Option<Record>, now: DateTime<Utc>) -> LockStatu
         Some(record) if record.holder.is_live_at(now) => LockStatus::Held {
             remaining: span(now, record.holder.expires_at),
             holder: record.holder,
+            queue: Vec::new(),
         },
         _ => LockStatus::Free,
     }
@@ -193,7 +202,8 @@ mod tests {
             status_of(Some(live.clone()), now()),
             LockStatus::Held {
                 holder: live.holder,
-                remaining: Duration::from_millis(1500)
+                remaining: Duration::from_millis(1500),
+                queue: Vec::new(),
             }
         );
         // Live up to and including its `ExpiresAt`.

@@ -16,6 +16,8 @@ use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
+use crate::fair::grant::{self, HandOver};
+use crate::fair::line;
 use crate::item::{s, Item};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -30,6 +32,10 @@ use tracing::info;
 
 /// Release (DeleteItem) succeeds only for the same acquisition and owner.
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
+/// Release of one acquisition while nobody waits in its line ([`fair`](crate::fair)); refused
+/// with a line, the release grants the lock to the next waiter instead.
+pub(crate) const RELEASE_UNQUEUED_CONDITION: &str =
+    "#lock_id = :lock_id AND #owner = :owner AND attribute_not_exists(#queue)";
 /// Release by owner alone (DeleteItem), for owners that lost their lock id; of a lock item only,
 /// never an application's item that happens to have an `Owner` of the same name.
 pub(crate) const RELEASE_OWNED_CONDITION: &str = "attribute_exists(#lock_id) AND #owner = :owner";
@@ -106,38 +112,35 @@ pub(crate) async fn send(
         return shared::hold::release(table, &handle).await;
     }
     let condition = match (lock_id, acquired_by) {
+        // A lock with a line is handed over rather than deleted (below). A payload change is
+        // for the next holder of a kept item: it is released without a grant, and a waiter grants.
+        (Some(_), _) if matches!(change, DataChange::Keep) => RELEASE_UNQUEUED_CONDITION,
         (Some(_), _) => RELEASE_CONDITION,
         (None, Some(_)) => RELEASE_OWNED_BY_CONDITION,
         (None, None) => RELEASE_OWNED_CONDITION,
     };
-    let transmissions = Transmissions::default();
-    let mut values = values(owner, lock_id, acquired_by);
-    let answer = if table.delete_on_release {
-        let request = table
-            .delete_item(resource, condition)
-            .set_expression_attribute_values(Some(values))
-            .customize()
-            .interceptor(transmissions.clone())
-            .send();
-        answer("DeleteItem", request.await, |err| match err {
-            DeleteItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
+    let values = values(owner, lock_id, acquired_by);
+    let (mut answer, mut retried) =
+        send_request(table, release, condition, &values, change).await?;
+    if let (Answer::Refused(Some(item)), Some(lock_id)) = (&answer, lock_id) {
+        if line::has_line(item) && line::held_by(item, lock_id) {
+            let item = item.clone();
+            match grant::hand_over(table, resource, (lock_id, owner), item).await? {
+                HandOver::HandedOver => answer = Answer::Applied(()),
+                HandOver::NotOurs {
+                    item,
+                    retried: again,
+                } => {
+                    answer = Answer::Refused(item);
+                    retried |= again;
+                }
+                HandOver::NoWaiter => {
+                    (answer, retried) =
+                        send_request(table, release, RELEASE_CONDITION, &values, change).await?;
+                }
             }
-            _ => None,
-        })?
-        .map(drop)
-    } else {
-        let ttl = table.schema.ttl_attribute_name().is_some();
-        let (update, update_values) = kept::release_update(ttl, change);
-        values.extend(update_values);
-        let request = table
-            .update_item(resource, &update, condition)
-            .set_expression_attribute_values(Some(values))
-            .customize()
-            .interceptor(transmissions.clone())
-            .send();
-        answer("UpdateItem", request.await, update_refused)?.map(drop)
-    };
+        }
+    }
     // Released or not ours (any more): either way not held by this client.
     table.queues.freed(resource, lock_id);
     match lock_id {
@@ -156,7 +159,6 @@ pub(crate) async fn send(
         }
         Answer::Refused(item) => {
             let record = table.record(resource, item.as_ref())?;
-            let retried = transmissions.retried();
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
             }
@@ -165,6 +167,46 @@ pub(crate) async fn send(
             Ok(outcome)
         }
     }
+}
+
+/// Sends the release's DeleteItem (or, keeping items, UpdateItem) under `condition`; its answer
+/// and whether the SDK sent it more than once.
+async fn send_request(
+    table: &LockTable,
+    release: &Release<'_>,
+    condition: &str,
+    values: &Item,
+    change: DataChange<'_>,
+) -> Result<(Answer<(), Option<Item>>, bool), Error> {
+    let transmissions = Transmissions::default();
+    let answer = if table.delete_on_release {
+        let request = table
+            .delete_item(release.resource, condition)
+            .set_expression_attribute_values(Some(values.clone()))
+            .customize()
+            .interceptor(transmissions.clone())
+            .send();
+        answer("DeleteItem", request.await, |err| match err {
+            DeleteItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(drop)
+    } else {
+        let ttl = table.schema.ttl_attribute_name().is_some();
+        let (update, update_values) = kept::release_update(ttl, change);
+        let mut values = values.clone();
+        values.extend(update_values);
+        let request = table
+            .update_item(release.resource, &update, condition)
+            .set_expression_attribute_values(Some(values))
+            .customize()
+            .interceptor(transmissions.clone())
+            .send();
+        answer("UpdateItem", request.await, update_refused)?.map(drop)
+    };
+    Ok((answer, transmissions.retried()))
 }
 
 /// The condition's values: exactly those its expression uses.
@@ -312,6 +354,7 @@ mod tests {
     fn every_placeholder_is_named() {
         for expr in [
             RELEASE_CONDITION,
+            RELEASE_UNQUEUED_CONDITION,
             RELEASE_OWNED_CONDITION,
             RELEASE_OWNED_BY_CONDITION,
         ] {

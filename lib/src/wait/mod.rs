@@ -69,6 +69,9 @@ pub(crate) struct Wait<'a> {
 impl Wait<'_> {
     /// Attempts until the lock is taken or the deadline passes, counting attempts in `stats`.
     pub(crate) async fn run(&self, stats: &mut AcquireStats) -> Result<Lock, Error> {
+        if self.request.fair {
+            return crate::fair::wait::run(self, stats).await;
+        }
         let resource = self.request.resource;
         let queues = &self.table.queues;
         let mut backoff = Backoff::new(self.bounds);
@@ -158,7 +161,12 @@ impl Wait<'_> {
 
     /// The error at the deadline: a timeout naming the last holder seen, or, if every attempt was
     /// cancelled by concurrent writes (so no holder was ever seen), that failure.
-    fn timed_out(&self, last_holder: Option<Holder>, now: Instant, attempts: u32) -> Error {
+    pub(crate) fn timed_out(
+        &self,
+        last_holder: Option<Holder>,
+        now: Instant,
+        attempts: u32,
+    ) -> Error {
         let Some(holder) = last_holder else {
             return Error::backend_other("TransactWriteItems", TransactionConflicts(attempts));
         };
@@ -212,7 +220,7 @@ impl Wait<'_> {
 }
 
 /// Logs an acquisition.
-fn log_acquired(lock: &Lock, waited: Duration, attempts: u32) {
+pub(crate) fn log_acquired(lock: &Lock, waited: Duration, attempts: u32) {
     info!(
         resource = lock.resource(),
         owner = lock.owner(),

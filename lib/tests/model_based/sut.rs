@@ -374,6 +374,7 @@ impl Sut {
                     Some(s) => LockStatus::Held {
                         holder: self.holder(s),
                         remaining: Duration::from_millis((s.expires_at - model.now).unsigned_abs()),
+                        queue: Vec::new(),
                     },
                 };
                 if answer != expected {

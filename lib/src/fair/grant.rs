@@ -1,0 +1,251 @@
+//! The grant: one UpdateItem that makes the first live waiter of a fair lock's line its holder.
+//!
+//! It writes the waiter's `LockID` and `Owner`, `AcquiredAt` now and `ExpiresAt` a lease (the
+//! waiter's) from now by the granting client's clock, a new `Version`, and removes the waiter's
+//! entry, with every waiter before it whose deadline is gone, from the line. Its condition pins
+//! what the grant was computed from: each removed waiter still at its place, and the line's size
+//! (exactly those, when the grant empties it and removes `Queue`; more, when some stay), besides
+//! who may grant: the holder releasing ([`Over::Released`]), or anyone once the holder's lease
+//! has run out ([`Over::Lapsed`], the same clauses as an acquisition's).
+
+use super::line::{self, Entry};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
+use crate::error::Error;
+use crate::item::{self, s, Item};
+use crate::lock::LockId;
+use crate::lock_table::LockTable;
+use crate::time::after;
+use crate::timestamp;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use tracing::debug;
+
+/// The holder `#lock_id = :holder` releasing grants.
+const RELEASED: &str = "#lock_id = :holder AND #owner = :holder_owner";
+/// Anyone grants a lock item whose holder's lease has run out (or that has none), with no shared
+/// or intention holder.
+const LAPSED: &str = "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
+/// How many times a releasing holder computes its grant again from a refusal (waiters joining or
+/// leaving meanwhile) before releasing without one.
+const MAX_GRANT_TRIES: usize = 8;
+
+/// Who grants.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Over<'a> {
+    /// The holder of acquisition `lock_id`, by `owner`, releasing it.
+    Released { lock_id: LockId, owner: &'a str },
+    /// A waiter that saw the holder's lease run out.
+    Lapsed,
+}
+
+/// What a grant did.
+#[derive(Debug)]
+pub(crate) enum Grant {
+    /// The waiter `to` holds the lock, acquired at `acquired_at` until `expires_at`.
+    Granted {
+        to: LockId,
+        acquired_at: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    },
+    /// Nobody in line waits any more (every deadline gone, or no line).
+    NoWaiter,
+    /// The condition failed on this item (`None`: there is none); `retried` if the SDK sent the
+    /// request more than once.
+    Refused { item: Option<Item>, retried: bool },
+}
+
+/// The first waiter of `line` a grant at `now` goes to, with its place.
+pub(crate) fn first_live(line: &[Entry], now: DateTime<Utc>) -> Option<(usize, &Entry)> {
+    line.iter()
+        .enumerate()
+        .find(|(_, entry)| !entry.gave_up_at(now))
+}
+
+/// Grants `resource`'s lock, whose item was last seen as `item`, to its first live waiter.
+pub(crate) async fn send(
+    table: &LockTable,
+    resource: &str,
+    item: &Item,
+    over: Over<'_>,
+) -> Result<Grant, Error> {
+    let now = table.now();
+    let line = line::decode(resource, item)?;
+    let Some((place, to)) = first_live(&line, now) else {
+        return Ok(Grant::NoWaiter);
+    };
+    let expires_at = after(now, to.waiter.lease, "lease")?;
+    let mut values = Item::from([
+        (":to".to_owned(), s(to.lock_id.to_string())),
+        (":to_owner".to_owned(), s(&to.waiter.owner)),
+        (":now".to_owned(), s(timestamp::format(now))),
+        (":expires".to_owned(), s(timestamp::format(expires_at))),
+        (":version".to_owned(), s(uuid::Uuid::new_v4().to_string())),
+        (":lease_ms".to_owned(), item::millis(to.waiter.lease)),
+        (
+            ":removed".to_owned(),
+            AttributeValue::N((place + 1).to_string()),
+        ),
+    ]);
+    let mut set = vec![
+        "#lock_id = :to",
+        "#owner = :to_owner",
+        "#acquired_at = :now",
+        "#expires_at = :expires",
+        "#version = :version",
+        "#lease_ms = :lease_ms",
+    ];
+    if let Some((_, at)) = table.ttl(expires_at)? {
+        set.push("#ttl = :ttl");
+        values.insert(":ttl".to_owned(), AttributeValue::N(at.to_string()));
+    }
+    let mut remove: Vec<String> = (0..=place).map(|i| format!("#e{i}")).collect();
+    let mut clauses = vec![match over {
+        Over::Released { lock_id, owner } => {
+            values.insert(":holder".to_owned(), s(lock_id.to_string()));
+            values.insert(":holder_owner".to_owned(), s(owner));
+            RELEASED.to_owned()
+        }
+        Over::Lapsed => LAPSED.to_owned(),
+    }];
+    for (i, entry) in line.iter().take(place + 1).enumerate() {
+        clauses.push(format!("#queue[{i}] = :q{i}"));
+        values.insert(format!(":q{i}"), s(entry.lock_id.to_string()));
+    }
+    if line.len() == place + 1 {
+        clauses.push("size(#queue) = :removed".to_owned());
+        remove.push("#queue".to_owned());
+    } else {
+        clauses.push("size(#queue) > :removed".to_owned());
+        remove.extend((0..=place).map(|i| format!("#queue[{i}]")));
+    }
+    remove.extend(["#fencing_token", "#writer_waiting"].map(str::to_owned));
+    if table.delete_on_release {
+        // A fresh holder has no payload; a client that keeps items keeps it for the next one.
+        remove.push("#data".to_owned());
+    }
+    let update = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
+    let condition = clauses.join(" AND ");
+    let mut names = table.names_for(&[&update, &condition]);
+    for (i, entry) in line.iter().take(place + 1).enumerate() {
+        names.insert(format!("#e{i}"), line::attribute(entry.lock_id));
+    }
+    let transmissions = Transmissions::default();
+    let sent = table
+        .update_item(resource, &update, &condition)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .customize()
+        .interceptor(transmissions.clone())
+        .send();
+    let granted = Grant::Granted {
+        to: to.lock_id,
+        acquired_at: now,
+        expires_at,
+    };
+    Ok(match answer("UpdateItem", sent.await, update_refused)? {
+        Answer::Applied(_) => granted,
+        // An earlier attempt of this very grant, whose answer was lost, was applied.
+        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => granted,
+        Answer::Refused(item) => Grant::Refused {
+            item,
+            retried: transmissions.retried(),
+        },
+    })
+}
+
+/// How a release through a line ended.
+#[derive(Debug)]
+pub(crate) enum HandOver {
+    /// The lock went to the next waiter: released.
+    HandedOver,
+    /// Nobody waits any more: release the lock as if there were no line.
+    NoWaiter,
+    /// The lock is not (any more) the releaser's: the item that says so, and whether a grant was
+    /// sent more than once (an earlier attempt may have handed it over).
+    NotOurs { item: Option<Item>, retried: bool },
+}
+
+/// Releases the lock `lock_id` of `owner` on `resource`, whose item `item` has a line, by
+/// granting it to the next waiter.
+pub(crate) async fn hand_over(
+    table: &LockTable,
+    resource: &str,
+    (lock_id, owner): (LockId, &str),
+    mut item: Item,
+) -> Result<HandOver, Error> {
+    let mut retried = false;
+    for _ in 0..MAX_GRANT_TRIES {
+        if !line::held_by(&item, lock_id) {
+            return Ok(HandOver::NotOurs {
+                item: Some(item),
+                retried,
+            });
+        }
+        match send(table, resource, &item, Over::Released { lock_id, owner }).await? {
+            Grant::Granted { to, .. } => {
+                debug!(resource, to = %to.short(), "lock handed to the next in line");
+                return Ok(HandOver::HandedOver);
+            }
+            Grant::NoWaiter => return Ok(HandOver::NoWaiter),
+            Grant::Refused {
+                item: None,
+                retried: again,
+            } => {
+                return Ok(HandOver::NotOurs {
+                    item: None,
+                    retried: retried || again,
+                })
+            }
+            Grant::Refused {
+                item: Some(next),
+                retried: again,
+            } => {
+                retried |= again;
+                item = next;
+            }
+        }
+    }
+    Ok(HandOver::NoWaiter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fair::QueuedWaiter;
+    use crate::schema::tests::assert_every_placeholder_named;
+    use chrono::{TimeDelta, TimeZone};
+    use std::time::Duration;
+
+    fn entry(until: Option<DateTime<Utc>>) -> Entry {
+        Entry {
+            lock_id: LockId::generate(),
+            waiter: QueuedWaiter {
+                owner: "w".to_owned(),
+                joined_at: Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap(),
+                lease: Duration::from_secs(1),
+                until,
+            },
+        }
+    }
+
+    #[test]
+    fn the_grant_passes_over_waiters_whose_deadline_is_gone() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 10).unwrap();
+        let line = [
+            entry(Some(now - TimeDelta::milliseconds(1))),
+            entry(Some(now)),
+            entry(None),
+        ];
+        let (place, to) = first_live(&line, now).unwrap();
+        assert_eq!((place, to.lock_id), (1, line[1].lock_id));
+        assert!(first_live(&line[..1], now).is_none());
+        assert_eq!(first_live(&line[2..], now).unwrap().0, 0);
+    }
+
+    #[test]
+    fn every_placeholder_is_named() {
+        for expr in [RELEASED, LAPSED] {
+            assert_every_placeholder_named(expr);
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! A fair acquirer's wait: try, join the line, read the item until granted.
+//!
+//! The first in line reads every half of the backoff's first bound (10 ms by default), the n-th
+//! n times less often (at most once per the backoff's largest delay): only a grant to it, or a
+//! holder's lapse, needs it, and the first waiter's grant comes first. A read that finds the
+//! holder's lease over grants the lock to the first live waiter, whoever reads. Each read is one
+//! strongly consistent GetItem; a waiter writes only to join and, if it gives up, to leave.
+//!
+//! A waiter whose future is dropped leaves the line from a background task
+//! ([`LockClient::flush`](crate::LockClient::flush) waits for it), and releases the lock if the
+//! lock had been granted to it meanwhile, as the in-flight acquisition of a dropped `acquire`
+//! does ([`in_flight`](crate::ops::in_flight)).
+
+use super::grant::{self, Grant, Over};
+use super::line::{self, Joined, Left};
+use super::QueuedWaiter;
+use crate::error::Error;
+use crate::item::Item;
+use crate::lock::{Holder, Lock, LockHandle, LockId};
+use crate::lock_table::LockTable;
+use crate::ops::acquire::{self, Attempt};
+use crate::ops::attempt_acquire;
+use crate::ops::extend::DataChange;
+use crate::ops::release::{self, Release};
+use crate::outcome::AcquireStats;
+use crate::wait::backoff::{Backoff, BackoffBounds};
+use crate::wait::{log_acquired, Wait};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// How a turn in the line ended.
+enum Turn {
+    /// Granted: the lock.
+    Granted(Lock),
+    /// Not in line (the lock was free, or the line was replaced): try to acquire again.
+    NotInLine,
+    /// The deadline passed; it left the line. The holder last seen, if any.
+    TimedOut(Option<Holder>),
+}
+
+/// Waits for `wait`'s lock as a fair acquirer.
+pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Lock, Error> {
+    let mut backoff = Backoff::new(wait.bounds);
+    let mut last_holder = None;
+    loop {
+        stats.attempts += 1;
+        let retry_at = match attempt_acquire(wait.table, wait.request, None).await? {
+            Attempt::Acquired(lock) => {
+                log_acquired(&lock, wait.started.elapsed(), stats.attempts);
+                return Ok(lock);
+            }
+            // Shared holders are waited for as any exclusive acquirer waits for them.
+            Attempt::Held {
+                holder,
+                retry_at,
+                readers: true,
+            } => {
+                last_holder = Some(holder);
+                retry_at
+            }
+            Attempt::Held { holder, .. } => {
+                last_holder = Some(holder);
+                match in_line(wait).await? {
+                    Turn::Granted(lock) => {
+                        log_acquired(&lock, wait.started.elapsed(), stats.attempts);
+                        return Ok(lock);
+                    }
+                    Turn::TimedOut(holder) => {
+                        let now = Instant::now();
+                        let holder = holder.or(last_holder);
+                        return Err(wait.timed_out(holder, now, stats.attempts));
+                    }
+                    Turn::NotInLine => Instant::now() + backoff.next_delay(),
+                }
+            }
+            Attempt::Conflict => Instant::now() + wait.bounds.max(),
+            Attempt::Cleared => Instant::now(),
+        };
+        let now = Instant::now();
+        if now >= wait.deadline {
+            return Err(wait.timed_out(last_holder, now, stats.attempts));
+        }
+        let delay = backoff
+            .next_delay()
+            .min(retry_at.saturating_duration_since(now))
+            .min(wait.deadline - now);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The delay between two reads of the waiter at `place` (0: first in line).
+pub(crate) fn read_delay(bounds: BackoffBounds, place: usize) -> Duration {
+    let first = bounds.initial() / 2;
+    let factor = u32::try_from(place.saturating_add(1)).unwrap_or(u32::MAX);
+    first.saturating_mul(factor).min(bounds.max())
+}
+
+/// Joins the line and waits for a grant until the deadline.
+async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
+    let (table, request) = (wait.table, wait.request);
+    let resource = request.resource;
+    let lock_id = LockId::generate();
+    let joined_at = table.now();
+    let remaining = wait.deadline.saturating_duration_since(Instant::now());
+    let waiter = QueuedWaiter {
+        owner: request.owner.to_owned(),
+        joined_at,
+        lease: request.lease,
+        until: crate::time::after(joined_at, remaining, "timeout").ok(),
+    };
+    let handle = LockHandle::new(resource, request.owner, lock_id);
+    let mut leaving = LeaveOnDrop::arm(table, &handle);
+    let mut last_sent = Instant::now();
+    if line::join(table, resource, lock_id, &waiter).await? == Joined::NotHeld {
+        leaving.disarm();
+        return Ok(Turn::NotInLine);
+    }
+    debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
+    loop {
+        let sent = Instant::now();
+        let Some(item) = line::read(table, resource).await? else {
+            leaving.disarm();
+            return Ok(Turn::NotInLine);
+        };
+        if line::held_by(&item, lock_id) {
+            leaving.disarm();
+            return granted(table, &handle, &item, last_sent).map(Turn::Granted);
+        }
+        let waiters = line::decode(resource, &item)?;
+        let Some(place) = waiters.iter().position(|entry| entry.lock_id == lock_id) else {
+            // The line was replaced (a lapsed lock taken by an acquirer that is not fair, a
+            // force release, a clean-up): join again.
+            leaving.disarm();
+            return Ok(Turn::NotInLine);
+        };
+        let record = table.record(resource, Some(&item))?;
+        let holder = record.as_ref().map(|record| record.holder.clone());
+        if holder.as_ref().is_none_or(|h| !h.is_live_at(table.now())) {
+            let grant_sent = Instant::now();
+            let grant = grant::send(table, resource, &item, Over::Lapsed).await?;
+            if let Grant::Granted {
+                to,
+                acquired_at,
+                expires_at,
+            } = grant
+            {
+                debug!(resource, to = %to.short(), "granted a lapsed lock to the first in line");
+                if to == lock_id {
+                    leaving.disarm();
+                    let valid_until = grant_sent + request.lease;
+                    let lock = Lock::new(handle, acquired_at, expires_at, valid_until);
+                    return Ok(Turn::Granted(acquire::took(table, lock)));
+                }
+            }
+            continue;
+        }
+        let now = Instant::now();
+        if now >= wait.deadline {
+            let left = line::leave(table, resource, lock_id, Some(item)).await?;
+            leaving.disarm();
+            return match left {
+                Left::Granted(item) => granted(table, &handle, &item, sent).map(Turn::Granted),
+                Left::Gone | Left::Stuck => Ok(Turn::TimedOut(holder)),
+            };
+        }
+        last_sent = sent;
+        let delay = read_delay(wait.bounds, place).min(wait.deadline - now);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The lock granted to `handle`, read back as `item`; its lease began no earlier than
+/// `not_before` (a request sent before the grant was made).
+fn granted(
+    table: &Arc<LockTable>,
+    handle: &LockHandle,
+    item: &Item,
+    not_before: Instant,
+) -> Result<Lock, Error> {
+    let record = table
+        .record(handle.resource(), Some(item))?
+        .ok_or(Error::UnexpectedResponse {
+            operation: "GetItem",
+            detail: "a granted lock item has no holder",
+        })?;
+    let lock = Lock::new(
+        handle.clone(),
+        record.holder.acquired_at,
+        record.holder.expires_at,
+        not_before + record.lease,
+    );
+    Ok(acquire::took(table, lock))
+}
+
+/// Armed while a waiter may stand in the line: if dropped armed (the acquire's future dropped,
+/// or an error), leaves the line in the background, and releases the lock if it was granted.
+struct LeaveOnDrop {
+    table: Arc<LockTable>,
+    handle: Option<LockHandle>,
+}
+
+impl LeaveOnDrop {
+    fn arm(table: &Arc<LockTable>, handle: &LockHandle) -> Self {
+        LeaveOnDrop {
+            table: Arc::clone(table),
+            handle: Some(handle.clone()),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.handle = None;
+    }
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        let table = Arc::clone(&self.table);
+        let spawned = self.table.release_in_background(async move {
+            let resource = handle.resource();
+            let left = line::leave(&table, resource, handle.lock_id(), None).await;
+            let released = match left {
+                Ok(Left::Granted(_)) => {
+                    release::send(&table, &Release::of(&handle), DataChange::Keep)
+                        .await
+                        .map(|outcome| debug!(resource, ?outcome, "released a lock granted to a waiter that had gone"))
+                }
+                Ok(left) => {
+                    debug!(resource, ?left, "a waiter that had gone left the line");
+                    Ok(())
+                }
+                Err(err) => Err(err),
+            };
+            if let Err(err) = released {
+                warn!(resource, %err, "a waiter that had gone could not leave the line; a grant passes it over after its deadline");
+            }
+        });
+        if !spawned {
+            warn!("a waiter left outside a runtime; a grant passes it over after its deadline");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_in_line_reads_most_often() {
+        let bounds = BackoffBounds::new(Duration::from_millis(20), Duration::from_millis(500));
+        assert_eq!(read_delay(bounds, 0), Duration::from_millis(10));
+        assert_eq!(read_delay(bounds, 3), Duration::from_millis(40));
+        assert_eq!(read_delay(bounds, 1_000), Duration::from_millis(500));
+        assert_eq!(read_delay(bounds, usize::MAX), Duration::from_millis(500));
+    }
+}
