@@ -143,6 +143,19 @@ impl Contender {
                 false,
                 &["--client-per-worker", "--poll-ms", "20"],
             ),
+            // Waiters in the lock's line, across clients as across processes; the mutex
+            // scenarios only (a fair acquisition is exclusive, and sets do not queue).
+            Contender {
+                kinds: false,
+                sets: false,
+                ..rust(
+                    "ddb-lock, one client per worker, fair",
+                    "ddb-lock",
+                    true,
+                    false,
+                    &["--client-per-worker", "--fair"],
+                )
+            },
             rust(
                 "ddb-lock Lambda handler (in-process)",
                 "ddb-lock-lambda",

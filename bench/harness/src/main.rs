@@ -48,6 +48,10 @@ struct Options {
     /// Where benchmarks.md and benchmarks.svg go (default: the repository's docs/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only the contenders whose name contains one of these (repeatable), for a partial run
+    /// (best written elsewhere with `--out`): `--only fair --only dynamodb-lease`.
+    #[arg(long)]
+    only: Vec<String>,
     /// A single measurement instead of the benchmark.
     #[command(subcommand)]
     command: Option<Command>,
@@ -123,7 +127,10 @@ async fn main() {
     let here = std::env::current_exe().expect("own path");
     let driver = here.with_file_name("bench-driver");
     let root = repo_root();
-    let contenders = Contender::all(&driver, &root);
+    let contenders: Vec<Contender> = Contender::all(&driver, &root)
+        .into_iter()
+        .filter(|c| options.only.is_empty() || options.only.iter().any(|o| c.name.contains(o)))
+        .collect();
     let sizes = if options.quick {
         Sizes::QUICK
     } else {

@@ -45,7 +45,8 @@
 //!   without sets), released together. Not for the Lambda contender.
 //!
 //! Lock kinds (ddb-lock only): `--shared` takes every acquisition in shared mode (readers), and
-//! `--permits N` in shared mode with at most N holders (a semaphore).
+//! `--permits N` in shared mode with at most N holders (a semaphore); `--fair` makes every
+//! acquisition fair (waiters join the lock's line and are granted in turn).
 //!
 //! Each acquisition is held `--hold-ms` (0: released at once) before it is released. A release
 //! that finds the lock lost (held past its lease: outside `hold`, only dynamodb-lease extends its
@@ -136,6 +137,9 @@ struct Args {
     /// ddb-lock only: shared mode with at most this many holders (a semaphore).
     #[arg(long)]
     permits: Option<u32>,
+    /// ddb-lock only: fair acquisitions (waiters join the lock's line and are granted in turn).
+    #[arg(long)]
+    fair: bool,
     /// `set`: resources per acquisition.
     #[arg(long, default_value_t = 10)]
     set_size: usize,
@@ -244,6 +248,8 @@ enum Contestant {
         mode: Mode,
         /// A semaphore's permits.
         permits: Option<u32>,
+        /// Fair acquisitions (`--fair`).
+        fair: bool,
     },
     Lambda {
         handler: Arc<Handler>,
@@ -295,8 +301,8 @@ impl Contestant {
             "sdk_clients": 1,
         });
         let kinds = args.shared || args.permits.is_some();
-        if kinds && args.contender != Contender::DdbLock {
-            return Err("--shared and --permits are for ddb-lock only".to_owned());
+        if (kinds || args.fair) && args.contender != Contender::DdbLock {
+            return Err("--shared, --permits and --fair are for ddb-lock only".to_owned());
         }
         if args.scenario == Scenario::Set {
             if args.contender == Contender::DdbLockLambda {
@@ -354,12 +360,13 @@ impl Contestant {
                 let mode = if kinds { Mode::Shared } else { Mode::Exclusive };
                 merge(
                     &mut settings,
-                    json!({ "mode": mode.to_string(), "permits": args.permits }),
+                    json!({ "mode": mode.to_string(), "permits": args.permits, "fair": args.fair }),
                 );
                 Contestant::DdbLock {
                     clients,
                     mode,
                     permits: args.permits,
+                    fair: args.fair,
                 }
             }
             Contender::DdbLockLambda => {
@@ -467,12 +474,14 @@ impl Contestant {
                 clients,
                 mode,
                 permits,
+                fair,
             } => {
                 let (client, opts) = ddb_lock_request(clients, worker, lease, wait);
                 let opts = match permits {
                     Some(permits) => opts.permits(*permits),
                     None => opts.mode(*mode),
                 };
+                let opts = opts.fair(*fair);
                 client
                     .acquire(resource, &opts)
                     .await

@@ -153,8 +153,10 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                     let lock = Lock::new(handle, acquired_at, expires_at, valid_until);
                     return Ok(Turn::Granted(acquire::took(table, lock)));
                 }
+                // Granted to a waiter before us: read again at once, we may be next.
+                continue;
             }
-            continue;
+            // Refused (shared holders took the lapsed lock, say): wait as in line, below.
         }
         let now = Instant::now();
         if now >= wait.deadline {
