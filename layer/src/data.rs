@@ -1,12 +1,13 @@
 //! The lock an invocation runs under, as the seed's response data describes it (`key`,
 //! `acquired`, `owner`, `scope`, `expires_at`), and how the wrapped handler reads it
-//! ([`current_lock`]).
+//! ([`current_lock`]) and, with auto-release, watches it ([`current_watch`]).
 //!
 //! The handler reads it from a task-local set around its future, so that no handler signature
 //! changes: it is there in the handler's own task, not in tasks it spawns (pass it on).
 
 use crate::key::Scope;
 use chrono::{DateTime, Utc};
+use ddb_lock::LockWatch;
 use serde::Serialize;
 
 /// The lock an invocation ran under: the seed's response data, plus `full_key`, the key the system
@@ -55,8 +56,14 @@ fn iso8601<S: serde::Serializer>(t: &DateTime<Utc>, serializer: S) -> Result<S::
     serializer.serialize_str(&ddb_lock::timestamp::format(*t))
 }
 
+/// What the handler's task-local holds.
+struct Current {
+    data: LockData,
+    watch: Option<LockWatch>,
+}
+
 tokio::task_local! {
-    static CURRENT: LockData;
+    static CURRENT: Current;
 }
 
 /// The lock the current invocation runs under, inside a handler wrapped by
@@ -76,10 +83,43 @@ tokio::task_local! {
 /// }
 /// ```
 pub fn current_lock() -> Option<LockData> {
-    CURRENT.try_with(Clone::clone).ok()
+    CURRENT.try_with(|current| current.data.clone()).ok()
 }
 
-/// Runs `future` with `data` as its [`current_lock`].
-pub(crate) async fn with_current<F: std::future::Future>(data: LockData, future: F) -> F::Output {
-    CURRENT.scope(data, future).await
+/// A watch of the current invocation's lock, with auto-release (the lock is then a guard that
+/// extends it): whether it is still held, and a future that completes when it is lost (forced
+/// away, or no extension answered for a whole `ttl`). The layer does not stop a handler whose lock
+/// is lost; a handler with side effects outside DynamoDB checks
+/// [`is_held`](LockWatch::is_held) before each. `None` without auto-release (the lock is not
+/// extended: it stands until `expires_at`) and outside a layer.
+///
+/// # Examples
+///
+/// ```
+/// use ddb_lock_layer::current_watch;
+/// use lambda_runtime::{Error, LambdaEvent};
+/// use serde_json::Value;
+///
+/// async fn handler(event: LambdaEvent<Value>) -> Result<Value, Error> {
+///     let watch = current_watch().ok_or("not under an auto-releasing LockLayer")?;
+///     if !watch.is_held() {
+///         return Err("lost the lock; not writing".into());
+///     }
+///     Ok(event.payload)
+/// }
+/// ```
+pub fn current_watch() -> Option<LockWatch> {
+    CURRENT
+        .try_with(|current| current.watch.clone())
+        .ok()
+        .flatten()
+}
+
+/// Runs `future` with `data` as its [`current_lock`] and `watch` as its [`current_watch`].
+pub(crate) async fn with_current<F: std::future::Future>(
+    data: LockData,
+    watch: Option<LockWatch>,
+    future: F,
+) -> F::Output {
+    CURRENT.scope(Current { data, watch }, future).await
 }

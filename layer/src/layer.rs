@@ -14,6 +14,10 @@ use tower::Layer;
 /// The lease when none is set: the seed's example's 30 seconds.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
+/// The shortest lease: with auto-release a guard extends it every third of it, at least the
+/// library's [`MIN_LEASE`].
+pub const MIN_TTL: Duration = MIN_LEASE.saturating_mul(3);
+
 /// A tower [`Layer`] that runs each invocation of the wrapped handler under a lock: the lock is
 /// taken before the handler is called (or the invocation fails with
 /// [`LOCK_ACQUISITION_FAILED`](crate::code::LOCK_ACQUISITION_FAILED) or
@@ -171,7 +175,7 @@ impl<T> LockLayerBuilder<T> {
         self
     }
 
-    /// The lock's lease (the seed's `ttl`). Default [`DEFAULT_TTL`].
+    /// The lock's lease (the seed's `ttl`), at least [`MIN_TTL`]. Default [`DEFAULT_TTL`].
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -216,11 +220,11 @@ impl<T> LockLayerBuilder<T> {
     /// limits, the `owner` and `function_name` are not empty. Each error names its field.
     pub fn build(self) -> Result<LockLayer<T>, InvalidInput> {
         let key = self.key.ok_or(InvalidInput::Empty { field: "key" })?;
-        if self.ttl < MIN_LEASE {
+        if self.ttl < MIN_TTL {
             return Err(InvalidInput::DurationTooShort {
                 field: "ttl",
                 value: self.ttl,
-                min: MIN_LEASE,
+                min: MIN_TTL,
             });
         }
         for (field, value) in [("ttl", Some(self.ttl)), ("block", self.block)] {

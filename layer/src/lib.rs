@@ -6,7 +6,7 @@
 //!   (`lock:{function}:{key}` or `lock:{key}`), `block` or fail at once, `owner`, `auto_release`.
 //! - [`Locked`]: the handler's response with the lock's [`LockData`] (`key`, `acquired`, `owner`,
 //!   `scope`, `expires_at`), serialized in the seed's response shape; the handler itself reads it
-//!   with [`current_lock`].
+//!   with [`current_lock`], and watches it with [`current_watch`].
 //! - [`LockError`] and [`LockedError`]: failures with the seed's error [`code`]s, which a Lambda
 //!   reports as its `errorType`.
 //! - [`SystemFunctions`]: the seed's release, force-release and status.
@@ -48,10 +48,10 @@ mod response;
 mod service;
 pub mod system;
 
-pub use data::{current_lock, LockData};
+pub use data::{current_lock, current_watch, LockData};
 pub use error::{code, LockError, LockedError};
 pub use key::{KeyError, Scope, KEY_PREFIX};
-pub use layer::{LockLayer, LockLayerBuilder, DEFAULT_TTL};
+pub use layer::{LockLayer, LockLayerBuilder, DEFAULT_TTL, MIN_TTL};
 pub use response::{Locked, EXTENSION_URN};
 pub use service::LockService;
 pub use system::SystemFunctions;

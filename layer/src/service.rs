@@ -3,7 +3,9 @@
 //! and with auto-release release it whichever way the handler ends.
 //!
 //! With auto-release the lock is held by a [`LockGuard`]: it extends the lease every third of the
-//! `ttl` while the handler runs (so a handler that outlives its `ttl` keeps its lock), and if the
+//! `ttl` while the handler runs (so a handler that outlives its `ttl` keeps its lock; one whose
+//! lock is lost meanwhile is not stopped, and can tell from its
+//! [`current_watch`](crate::current_watch)), and if the
 //! invocation's future is dropped at any await (an outer timeout, a `select!`) the guard's drop
 //! releases the lock from a task the client tracks ([`LockClient::flush`](ddb_lock::LockClient::flush)
 //! waits for it). A handler's panic is caught, the lock released, and the panic resumed, for the
@@ -13,6 +15,7 @@
 
 use crate::data::{with_current, LockData};
 use crate::error::{LockError, LockedError};
+use crate::key::Scope;
 use crate::layer::Settings;
 use crate::response::Locked;
 use ddb_lock::{AcquireOptions, Lock, LockGuard, ReleaseOutcome};
@@ -114,7 +117,7 @@ where
         Some(name) => name.as_str(),
         None => event.context.env_config.function_name.as_str(),
     };
-    if function.is_empty() && settings.scope == crate::Scope::Function {
+    if function.is_empty() && settings.scope == Scope::Function {
         return Err(LockError::InvalidArgument {
             field: "function_name",
             problem: "a function-scoped lock needs the function's name, and the invocation context has none; set LockLayer's function_name or use Scope::Global".into(),
@@ -136,7 +139,11 @@ where
         full_key,
     };
     // Calling the handler inside the future catches a panic of `call` too.
-    let handled = AssertUnwindSafe(with_current(data.clone(), async move {
+    let watch = match &hold {
+        Hold::Guard(guard) => Some(guard.watch()),
+        Hold::Kept => None,
+    };
+    let handled = AssertUnwindSafe(with_current(data.clone(), watch, async move {
         inner.call(event).await
     }))
     .catch_unwind()

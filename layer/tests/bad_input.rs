@@ -89,6 +89,7 @@ async fn bad_settings_fail_the_build_naming_the_field() {
     assert_eq!(field(LockLayer::builder(client.clone()).build()), "key");
     let keyed = || LockLayer::builder(client.clone()).key_pointer("/id");
     assert_eq!(field(keyed().ttl(Duration::ZERO).build()), "ttl");
+    assert_eq!(field(keyed().ttl(Duration::from_millis(2)).build()), "ttl");
     assert_eq!(
         field(keyed().ttl(Duration::from_secs(400 * 24 * 3600)).build()),
         "ttl"

@@ -4,9 +4,10 @@
 mod common;
 
 use common::{counting, event, Calls, Handler};
-use ddb_lock::{LockClient, LockStatus};
+use ddb_lock::{LockClient, LockLost, LockStatus};
 use ddb_lock_layer::{
-    code, current_lock, LockError, LockLayer, LockService, Locked, LockedError, Scope,
+    code, current_lock, current_watch, LockError, LockLayer, LockService, Locked, LockedError,
+    Scope,
 };
 use ddb_lock_test_kit::events::CapturedEvents;
 use ddb_lock_test_kit::{hold, lock_client, unique};
@@ -367,4 +368,52 @@ async fn the_function_name_comes_from_the_invocation_context() {
     let err = lock_error(nameless);
     assert_eq!(err.field(), Some("function_name"), "{err}");
     assert_eq!(calls.count(), 1);
+}
+
+#[tokio::test]
+async fn with_auto_release_the_handler_can_watch_its_lock_and_learns_of_its_loss() {
+    let client = lock_client().await;
+    let key = unique("order");
+    let full_key = format!("lock:{FUNCTION}:{key}");
+    let admin = client.clone();
+    let handler: Handler = BoxCloneService::new(lambda_runtime::service_fn(
+        move |_event: LambdaEvent<Value>| {
+            let admin = admin.clone();
+            async move {
+                let watch = current_watch().ok_or("no watch with auto-release")?;
+                let lock = current_lock().ok_or("no current lock")?;
+                assert!(watch.is_held());
+                admin.force_release(&lock.full_key).await?;
+                // The guard's next extension finds the lock gone.
+                let lost = watch.lost().await;
+                Ok::<_, lambda_runtime::Error>(json!({"lost": lost.to_string()}))
+            }
+        },
+    ));
+    let layer = layer(&client)
+        .ttl(Duration::from_secs(3))
+        .build()
+        .expect("layer");
+
+    let answer = invoke(&layer, handler, &key).await.expect("answer");
+
+    assert_eq!(answer.result["lost"], LockLost::NotFound.to_string());
+    assert_free(&client, &full_key).await;
+}
+
+#[tokio::test]
+async fn without_auto_release_there_is_no_watch() {
+    let client = lock_client().await;
+    let handler: Handler = BoxCloneService::new(lambda_runtime::service_fn(
+        |_event: LambdaEvent<Value>| async {
+            Ok::<_, lambda_runtime::Error>(json!({"watch": current_watch().is_some()}))
+        },
+    ));
+    let layer = layer(&client).auto_release(false).build().expect("layer");
+
+    let answer = invoke(&layer, handler, &unique("order"))
+        .await
+        .expect("answer");
+
+    assert_eq!(answer.result["watch"], false);
 }
