@@ -11,6 +11,7 @@ const BINARY: &str = env!("CARGO_BIN_EXE_locked-handler");
 /// The function name the emulator's processes run under (`AWS_LAMBDA_FUNCTION_NAME`).
 const FUNCTION: &str = "ddb-lock";
 const STATUS: &str = "urn:cline:forrst:ext:atomic-lock:fn:status";
+const RELEASE: &str = "urn:cline:forrst:ext:atomic-lock:fn:release";
 
 async fn instances(api: &RuntimeApi, count: usize) -> Vec<FunctionProcess> {
     lock_client().await; // the table
@@ -90,6 +91,14 @@ async fn invocations_of_one_order_one_after_the_other_both_run_and_leave_it_free
         .await
         .response();
     assert_eq!(status, json!({"key": full_key, "locked": false}));
+    let release = api
+        .invoke(&json!({"function": RELEASE, "arguments": {"key": full_key, "owner": owners[1]}}))
+        .await;
+    assert_eq!(
+        release.error_type(),
+        "LOCK_NOT_FOUND",
+        "released after the invocation"
+    );
 }
 
 #[tokio::test]
