@@ -138,11 +138,11 @@ where
         expires_at: lock.expires_at(),
         full_key,
     };
-    // Calling the handler inside the future catches a panic of `call` too.
     let watch = match &hold {
         Hold::Guard(guard) => Some(guard.watch()),
         Hold::Kept => None,
     };
+    // Calling the handler inside the future catches a panic of `call` too.
     let handled = AssertUnwindSafe(with_current(data.clone(), watch, async move {
         inner.call(event).await
     }))
