@@ -1,9 +1,11 @@
-//! Which lock an invocation takes: its key, read from the event (a JSON pointer or a closure), and
-//! the [`Scope`] that turns it into the lock's full key, `lock:{function}:{key}` or `lock:{key}`.
+//! Which lock an invocation takes: its key, read from the request (a JSON pointer into a Lambda
+//! event, or a closure), and the [`Scope`] that turns it into the lock's full key,
+//! `lock:{function}:{key}` or `lock:{key}`.
 //!
 //! The full key is the lock's resource name in the table (its item is `PK = LOCK#<full key>`), and
 //! the key the system functions ([`SystemFunctions`](crate::SystemFunctions)) take.
 
+use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -107,28 +109,28 @@ impl KeyError {
     }
 }
 
-/// How a layer reads an invocation's key from its payload: a JSON pointer or the user's closure,
+/// How a layer reads an invocation's key from its request: a JSON pointer or the user's closure,
 /// either way checked non-empty.
-pub(crate) type KeySource<T> = Arc<dyn Fn(&T) -> Result<String, KeyError> + Send + Sync>;
+pub(crate) type KeySource<R> = Arc<dyn Fn(&R) -> Result<String, KeyError> + Send + Sync>;
 
 /// The key source of a user's closure; `None` is [`KeyError::Missing`] naming `key`.
-pub(crate) fn closure<T, F>(key: F) -> KeySource<T>
+pub(crate) fn closure<R, F>(key: F) -> KeySource<R>
 where
-    F: Fn(&T) -> Option<String> + Send + Sync + 'static,
+    F: Fn(&R) -> Option<String> + Send + Sync + 'static,
 {
-    Arc::new(move |payload| {
-        let key = key(payload).ok_or_else(|| KeyError::Missing {
+    Arc::new(move |request| {
+        let key = key(request).ok_or_else(|| KeyError::Missing {
             field: "key".into(),
         })?;
         non_empty(key, "key")
     })
 }
 
-/// The key source of a JSON pointer (RFC 6901) into a JSON payload, which must reach a non-empty
-/// string.
-pub(crate) fn pointer(pointer: String) -> KeySource<Value> {
-    Arc::new(move |payload| {
-        let key = match payload.pointer(&pointer) {
+/// The key source of a JSON pointer (RFC 6901) into a Lambda event's JSON payload, which must
+/// reach a non-empty string.
+pub(crate) fn pointer(pointer: String) -> KeySource<LambdaEvent<Value>> {
+    Arc::new(move |event| {
+        let key = match event.payload.pointer(&pointer) {
             None | Some(Value::Null) => Err(KeyError::Missing {
                 field: pointer.clone(),
             }),

@@ -5,6 +5,7 @@ use crate::key::{self, KeySource, Scope};
 use crate::service::LockService;
 use ddb_lock::limits::{MAX_DURATION, MAX_OWNER_BYTES, MIN_LEASE};
 use ddb_lock::{InvalidInput, LockClient};
+use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
@@ -49,23 +50,27 @@ pub const MIN_TTL: Duration = MIN_LEASE.saturating_mul(3);
 /// lambda_runtime::run(layer.layer(service_fn(charge))).await
 /// # }
 /// ```
-pub struct LockLayer<T> {
-    pub(crate) settings: Arc<Settings<T>>,
+pub struct LockLayer<R> {
+    pub(crate) settings: Arc<Settings<R>>,
 }
 
+/// Where a request type keeps the invoked function's name.
+pub(crate) type FunctionOf<R> = for<'a> fn(&'a R) -> &'a str;
+
 /// What every invocation of a layer's service uses.
-pub(crate) struct Settings<T> {
+pub(crate) struct Settings<R> {
     pub(crate) client: LockClient,
-    pub(crate) key: KeySource<T>,
+    pub(crate) key: KeySource<R>,
     pub(crate) ttl: Duration,
     pub(crate) scope: Scope,
     pub(crate) block: Option<Duration>,
     pub(crate) owner: Option<String>,
     pub(crate) auto_release: bool,
     pub(crate) function_name: Option<String>,
+    pub(crate) function_of: Option<FunctionOf<R>>,
 }
 
-impl<T> Clone for LockLayer<T> {
+impl<R> Clone for LockLayer<R> {
     fn clone(&self) -> Self {
         LockLayer {
             settings: Arc::clone(&self.settings),
@@ -73,7 +78,7 @@ impl<T> Clone for LockLayer<T> {
     }
 }
 
-impl<T> fmt::Debug for LockLayer<T> {
+impl<R> fmt::Debug for LockLayer<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.settings;
         f.debug_struct("LockLayer")
@@ -87,24 +92,48 @@ impl<T> fmt::Debug for LockLayer<T> {
     }
 }
 
-impl<T> LockLayer<T> {
-    /// Starts configuring a layer whose locks live in `client`'s table.
-    pub fn builder(client: LockClient) -> LockLayerBuilder<T> {
-        LockLayerBuilder {
-            client,
-            key: None,
-            ttl: DEFAULT_TTL,
-            scope: Scope::default(),
-            block: None,
-            owner: None,
-            auto_release: true,
-            function_name: None,
-        }
+impl<T> LockLayer<LambdaEvent<T>> {
+    /// Starts configuring a layer around a Lambda handler (a tower `Service` over
+    /// [`LambdaEvent`]), whose locks live in `client`'s table. The function name of
+    /// [`Scope::Function`] keys comes from the invocation context.
+    pub fn builder(client: LockClient) -> LockLayerBuilder<LambdaEvent<T>> {
+        LockLayerBuilder::new(client, Some(lambda_function_name::<T>))
     }
 }
 
-impl<S, T> Layer<S> for LockLayer<T> {
-    type Service = LockService<S, T>;
+/// The function a Lambda event invokes, from its context (`AWS_LAMBDA_FUNCTION_NAME`).
+fn lambda_function_name<T>(event: &LambdaEvent<T>) -> &str {
+    &event.context.env_config.function_name
+}
+
+impl<R> LockLayer<R> {
+    /// Starts configuring a layer around a tower `Service` of any request type `R` (an HTTP
+    /// service, a queue consumer): the key comes from a [`key`](LockLayerBuilder::key) closure on
+    /// the request, and [`Scope::Function`] needs a
+    /// [`function_name`](LockLayerBuilder::function_name).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn run(client: ddb_lock::LockClient) {
+    /// use ddb_lock_layer::LockLayer;
+    ///
+    /// struct Job { tenant: String }
+    ///
+    /// let layer = LockLayer::<Job>::for_requests(client)
+    ///     .key(|job| Some(job.tenant.clone()))
+    ///     .function_name("nightly-export")
+    ///     .build()
+    ///     .expect("valid settings");
+    /// # }
+    /// ```
+    pub fn for_requests(client: LockClient) -> LockLayerBuilder<R> {
+        LockLayerBuilder::new(client, None)
+    }
+}
+
+impl<S, R> Layer<S> for LockLayer<R> {
+    type Service = LockService<S, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         LockService::new(inner, Arc::clone(&self.settings))
@@ -123,8 +152,8 @@ impl<S, T> Layer<S> for LockLayer<T> {
 /// #[derive(serde::Deserialize)]
 /// struct Order { id: String }
 ///
-/// let layer = LockLayer::<Order>::builder(client)
-///     .key(|order| Some(format!("order:{}", order.id)))
+/// let layer = LockLayer::builder(client)
+///     .key(|event: &lambda_runtime::LambdaEvent<Order>| Some(format!("order:{}", event.payload.id)))
 ///     .scope(Scope::Global)
 ///     .ttl(Duration::from_secs(60))
 ///     .auto_release(false)
@@ -132,18 +161,19 @@ impl<S, T> Layer<S> for LockLayer<T> {
 ///     .expect("valid settings");
 /// # }
 /// ```
-pub struct LockLayerBuilder<T> {
+pub struct LockLayerBuilder<R> {
     client: LockClient,
-    key: Option<KeySource<T>>,
+    key: Option<KeySource<R>>,
     ttl: Duration,
     scope: Scope,
     block: Option<Duration>,
     owner: Option<String>,
     auto_release: bool,
     function_name: Option<String>,
+    function_of: Option<FunctionOf<R>>,
 }
 
-impl<T> fmt::Debug for LockLayerBuilder<T> {
+impl<R> fmt::Debug for LockLayerBuilder<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockLayerBuilder")
             .field("ttl", &self.ttl)
@@ -153,9 +183,9 @@ impl<T> fmt::Debug for LockLayerBuilder<T> {
     }
 }
 
-impl LockLayerBuilder<Value> {
+impl LockLayerBuilder<LambdaEvent<Value>> {
     /// Reads each invocation's key at `pointer` (RFC 6901, such as `/order/id`) in the JSON
-    /// event; it must be a non-empty string there, else the invocation fails with
+    /// event's payload; it must be a non-empty string there, else the invocation fails with
     /// [`LOCK_INVALID_ARGUMENT`](crate::code::LOCK_INVALID_ARGUMENT) naming the pointer.
     pub fn key_pointer(mut self, pointer: impl Into<String>) -> Self {
         let pointer = pointer.into();
@@ -164,12 +194,26 @@ impl LockLayerBuilder<Value> {
     }
 }
 
-impl<T> LockLayerBuilder<T> {
+impl<R> LockLayerBuilder<R> {
+    fn new(client: LockClient, function_of: Option<FunctionOf<R>>) -> Self {
+        LockLayerBuilder {
+            client,
+            key: None,
+            ttl: DEFAULT_TTL,
+            scope: Scope::default(),
+            block: None,
+            owner: None,
+            auto_release: true,
+            function_name: None,
+            function_of,
+        }
+    }
+
     /// Reads each invocation's key with `key`; `None` (or an empty key) fails the invocation with
     /// [`LOCK_INVALID_ARGUMENT`](crate::code::LOCK_INVALID_ARGUMENT) naming `key`.
     pub fn key<F>(mut self, key: F) -> Self
     where
-        F: Fn(&T) -> Option<String> + Send + Sync + 'static,
+        F: Fn(&R) -> Option<String> + Send + Sync + 'static,
     {
         self.key = Some(key::closure(key));
         self
@@ -209,8 +253,8 @@ impl<T> LockLayerBuilder<T> {
         self
     }
 
-    /// The function name of [`Scope::Function`] keys. Default: the invocation context's
-    /// (`AWS_LAMBDA_FUNCTION_NAME`).
+    /// The function name of [`Scope::Function`] keys. Default, for a Lambda handler: the
+    /// invocation context's (`AWS_LAMBDA_FUNCTION_NAME`).
     pub fn function_name(mut self, name: impl Into<String>) -> Self {
         self.function_name = Some(name.into());
         self
@@ -218,7 +262,7 @@ impl<T> LockLayerBuilder<T> {
 
     /// Checks the settings: a key source is set, the `ttl` and `block` are within the library's
     /// limits, the `owner` and `function_name` are not empty. Each error names its field.
-    pub fn build(self) -> Result<LockLayer<T>, InvalidInput> {
+    pub fn build(self) -> Result<LockLayer<R>, InvalidInput> {
         let key = self.key.ok_or(InvalidInput::Empty { field: "key" })?;
         if self.ttl < MIN_TTL {
             return Err(InvalidInput::DurationTooShort {
@@ -263,6 +307,7 @@ impl<T> LockLayerBuilder<T> {
                 owner: self.owner,
                 auto_release: self.auto_release,
                 function_name: self.function_name,
+                function_of: self.function_of,
             }),
         })
     }

@@ -1,6 +1,7 @@
 //! The lock as Lambda middleware: a tower [`Layer`](tower::Layer) that runs each invocation of a
 //! `lambda_runtime` handler (any tower `Service` over [`LambdaEvent`](lambda_runtime::LambdaEvent))
-//! under a ddb-lock lock, after the atomic lock extension of the Forrst protocol.
+//! under a ddb-lock lock, after the atomic lock extension of the Forrst protocol. Any other tower
+//! `Service` too ([`LockLayer::for_requests`]), its key read by a closure on its requests.
 //!
 //! - [`LockLayer`]: the key from the event (a JSON pointer or a closure), `ttl`, [`Scope`]
 //!   (`lock:{function}:{key}` or `lock:{key}`), `block` or fail at once, `owner`, `auto_release`.

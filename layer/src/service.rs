@@ -21,15 +21,15 @@ use crate::response::Locked;
 use ddb_lock::{AcquireOptions, Lock, LockGuard, ReleaseOutcome};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use lambda_runtime::LambdaEvent;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::Service;
 use tracing::{debug, warn};
 
-/// A handler wrapped by a [`LockLayer`](crate::LockLayer): each call runs it under the
-/// invocation's lock. Its response is the handler's wrapped in [`Locked`] (with the lock's data);
+/// A handler (a tower `Service` over requests `R`, usually a Lambda handler over
+/// [`LambdaEvent`](lambda_runtime::LambdaEvent)) wrapped by a [`LockLayer`](crate::LockLayer):
+/// each call runs it under the invocation's lock. Its response is the handler's wrapped in [`Locked`] (with the lock's data);
 /// its error a [`LockedError`].
 ///
 /// # Examples
@@ -50,12 +50,12 @@ use tracing::{debug, warn};
 /// assert_eq!(answer.lock.full_key, "lock:orders:o-1");
 /// # Ok(()) }
 /// ```
-pub struct LockService<S, T> {
+pub struct LockService<S, R> {
     inner: S,
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings<R>>,
 }
 
-impl<S: Clone, T> Clone for LockService<S, T> {
+impl<S: Clone, R> Clone for LockService<S, R> {
     fn clone(&self) -> Self {
         LockService {
             inner: self.inner.clone(),
@@ -64,8 +64,8 @@ impl<S: Clone, T> Clone for LockService<S, T> {
     }
 }
 
-impl<S, T> LockService<S, T> {
-    pub(crate) fn new(inner: S, settings: Arc<Settings<T>>) -> Self {
+impl<S, R> LockService<S, R> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings<R>>) -> Self {
         LockService { inner, settings }
     }
 }
@@ -78,13 +78,13 @@ enum Hold {
     Kept,
 }
 
-impl<S, T> Service<LambdaEvent<T>> for LockService<S, T>
+impl<S, R> Service<R> for LockService<S, R>
 where
-    S: Service<LambdaEvent<T>> + Clone + Send + 'static,
+    S: Service<R> + Clone + Send + 'static,
     S::Future: Send,
     S::Response: Send,
     S::Error: Send,
-    T: Send + 'static,
+    R: Send + 'static,
 {
     type Response = Locked<S::Response>;
     type Error = LockedError<S::Error>;
@@ -94,33 +94,34 @@ where
         self.inner.poll_ready(cx).map_err(LockedError::Handler)
     }
 
-    fn call(&mut self, event: LambdaEvent<T>) -> Self::Future {
+    fn call(&mut self, request: R) -> Self::Future {
         // The clone is ready (poll_ready was called on it); the fresh one waits for its own.
         let fresh = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, fresh);
         let settings = Arc::clone(&self.settings);
-        Box::pin(invoke(inner, settings, event))
+        Box::pin(invoke(inner, settings, request))
     }
 }
 
 /// One invocation: the handler runs only once the lock is taken.
-async fn invoke<S, T>(
+async fn invoke<S, R>(
     mut inner: S,
-    settings: Arc<Settings<T>>,
-    event: LambdaEvent<T>,
+    settings: Arc<Settings<R>>,
+    request: R,
 ) -> Result<Locked<S::Response>, LockedError<S::Error>>
 where
-    S: Service<LambdaEvent<T>>,
+    S: Service<R>,
 {
-    let key = (settings.key)(&event.payload).map_err(LockError::from)?;
-    let function = match &settings.function_name {
-        Some(name) => name.as_str(),
-        None => event.context.env_config.function_name.as_str(),
+    let key = (settings.key)(&request).map_err(LockError::from)?;
+    let function = match (&settings.function_name, settings.function_of) {
+        (Some(name), _) => name.as_str(),
+        (None, Some(function_of)) => function_of(&request),
+        (None, None) => "",
     };
     if function.is_empty() && settings.scope == Scope::Function {
         return Err(LockError::InvalidArgument {
             field: "function_name",
-            problem: "a function-scoped lock needs the function's name, and the invocation context has none; set LockLayer's function_name or use Scope::Global".into(),
+            problem: "a function-scoped lock needs the function's name, and the request has none; set LockLayer's function_name or use Scope::Global".into(),
         }
         .into());
     }
@@ -144,7 +145,7 @@ where
     };
     // Calling the handler inside the future catches a panic of `call` too.
     let handled = AssertUnwindSafe(with_current(data.clone(), watch, async move {
-        inner.call(event).await
+        inner.call(request).await
     }))
     .catch_unwind()
     .await;
@@ -159,8 +160,8 @@ where
 }
 
 /// Takes the lock on `full_key`: once, or waiting up to `block`; as a guard with auto-release.
-async fn acquire<T>(
-    settings: &Settings<T>,
+async fn acquire<R>(
+    settings: &Settings<R>,
     key: &str,
     full_key: &str,
     owner: &str,

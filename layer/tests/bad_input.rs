@@ -6,11 +6,12 @@ mod common;
 use common::{counting, event, Calls};
 use ddb_lock_layer::{code, LockError, LockLayer, LockedError};
 use ddb_lock_test_kit::lock_client;
+use lambda_runtime::LambdaEvent;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tower::{Layer, ServiceExt};
 
-async fn key_error(layer: &LockLayer<Value>, payload: Value) -> LockError {
+async fn key_error(layer: &LockLayer<LambdaEvent<Value>>, payload: Value) -> LockError {
     let calls = Calls::default();
     let answer = layer
         .layer(counting(&calls))
@@ -58,8 +59,8 @@ async fn a_key_that_is_not_a_string_names_the_pointer_and_the_type_found() {
 
 #[tokio::test]
 async fn a_closure_without_a_key_names_key() {
-    let layer = LockLayer::<Value>::builder(lock_client().await)
-        .key(|event| event["tenant"].as_str().map(str::to_owned))
+    let layer = LockLayer::builder(lock_client().await)
+        .key(|event: &LambdaEvent<Value>| event.payload["tenant"].as_str().map(str::to_owned))
         .build()
         .expect("layer");
     let err = key_error(&layer, json!({"order": "o-1"})).await;
@@ -83,7 +84,7 @@ async fn a_key_over_the_size_limit_names_key() {
 #[tokio::test]
 async fn bad_settings_fail_the_build_naming_the_field() {
     let client = lock_client().await;
-    let field = |built: Result<LockLayer<Value>, ddb_lock::InvalidInput>| {
+    let field = |built: Result<LockLayer<LambdaEvent<Value>>, ddb_lock::InvalidInput>| {
         built.expect_err("bad settings").field()
     };
     assert_eq!(field(LockLayer::builder(client.clone()).build()), "key");

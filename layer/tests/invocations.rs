@@ -20,17 +20,17 @@ use tower::{Layer, ServiceExt};
 
 const FUNCTION: &str = "orders-fn";
 
-fn layer(client: &LockClient) -> ddb_lock_layer::LockLayerBuilder<Value> {
+fn layer(client: &LockClient) -> ddb_lock_layer::LockLayerBuilder<LambdaEvent<Value>> {
     LockLayer::builder(client.clone()).key_pointer("/order/id")
 }
 
 /// The invocation of `handler` under `layer` for the order `key`, as a future of its own (to
 /// spawn).
 fn invoke(
-    layer: &LockLayer<Value>,
+    layer: &LockLayer<LambdaEvent<Value>>,
     handler: Handler,
     key: &str,
-) -> Oneshot<LockService<Handler, Value>, LambdaEvent<Value>> {
+) -> Oneshot<LockService<Handler, LambdaEvent<Value>>, LambdaEvent<Value>> {
     layer
         .layer(handler)
         .oneshot(event(json!({"order": {"id": key}}), FUNCTION))
@@ -416,4 +416,46 @@ async fn without_auto_release_there_is_no_watch() {
         .expect("answer");
 
     assert_eq!(answer.result["watch"], false);
+}
+
+/// A request of a service that is not a Lambda handler.
+struct Export {
+    tenant: String,
+}
+
+#[tokio::test]
+async fn any_service_runs_under_the_lock_keyed_by_a_closure_on_its_request() {
+    let client = lock_client().await;
+    let tenant = unique("tenant");
+    let export = tower::service_fn(|export: Export| async move {
+        let lock = current_lock().ok_or("no current lock")?;
+        Ok::<_, lambda_runtime::Error>(format!("{} under {}", export.tenant, lock.full_key))
+    });
+    let builder =
+        || LockLayer::<Export>::for_requests(client.clone()).key(|e| Some(e.tenant.clone()));
+    let layer = builder().function_name("exports").build().expect("layer");
+
+    let answer = layer
+        .layer(export)
+        .oneshot(Export {
+            tenant: tenant.clone(),
+        })
+        .await
+        .expect("answer");
+
+    assert_eq!(
+        answer.result,
+        format!("{tenant} under lock:exports:{tenant}")
+    );
+    assert_free(&client, &answer.lock.full_key).await;
+    let nameless = builder()
+        .build()
+        .expect("layer")
+        .layer(export)
+        .oneshot(Export { tenant })
+        .await;
+    match nameless {
+        Err(LockedError::Lock(err)) => assert_eq!(err.field(), Some("function_name"), "{err}"),
+        other => panic!("a function-scoped lock without a function name ran: {other:?}"),
+    }
 }
