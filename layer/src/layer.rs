@@ -25,7 +25,8 @@ pub const MIN_TTL: Duration = MIN_LEASE.saturating_mul(3);
 /// [`LOCK_TIMEOUT`](crate::code::LOCK_TIMEOUT) without calling it), and with auto-release it is
 /// released when the handler returns, fails, panics or is dropped.
 ///
-/// Built by [`LockLayer::builder`]; cheap to clone.
+/// Built by [`LockLayer::builder`] for a Lambda handler (requests `R` = [`LambdaEvent`]), or
+/// [`LockLayer::for_requests`] for any other tower `Service`; cheap to clone.
 ///
 /// # Examples
 ///
