@@ -3,7 +3,8 @@
 #   cfn-lint and `sam validate --lint` on infra/sam/template.yaml, and its schema parameters
 #   resolved for four table schemas (infra/sam/check_schema.py),
 #   `npm ci && npm test` for the CDK app in infra/cdk (bundling skipped),
-#   `cargo lambda build --release --arm64`, the artifact SAM and CDK deploy.
+#   `cargo lambda build --release --arm64`, the artifact SAM and CDK deploy, and the same build of
+#   the example Lambda that uses the lock layer (examples/locked-handler).
 # Installs its tools itself: infra/requirements.txt into the git-ignored .venv-infra, the CDK
 # app's packages from infra/cdk/package-lock.json, and Rust's aarch64 target.
 set -euo pipefail
@@ -40,3 +41,7 @@ step "cargo lambda build --release --arm64"
 rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
 cargo lambda build --release --arm64 --locked -p ddb-lock-lambda
 ls -l target/lambda/bootstrap/bootstrap
+
+step "cargo lambda build --release --arm64 (example: examples/locked-handler)"
+cargo lambda build --release --arm64 --locked -p ddb-lock-example-locked-handler
+ls -l target/lambda/locked-handler/bootstrap
