@@ -18,6 +18,7 @@
 
 pub(crate) mod grant;
 pub(crate) mod line;
+pub(crate) mod pace;
 pub(crate) mod wait;
 
 use chrono::{DateTime, Utc};

@@ -1,10 +1,9 @@
 //! A fair acquirer's wait: try, join the line, read the item until granted.
 //!
-//! The first in line reads every half of the backoff's first bound (10 ms by default), the n-th
-//! n times less often (at most once per the backoff's largest delay): only a grant to it, or a
-//! holder's lapse, needs it, and the first waiter's grant comes first. A read that finds the
-//! holder's lease over grants the lock to the first live waiter, whoever reads. Each read is one
-//! strongly consistent GetItem; a waiter writes only to join and, if it gives up, to leave.
+//! A waiter reads the item when its turn may have come ([`pace`](super::pace)): only a grant to
+//! it, or a holder's lapse, needs it. A read that finds the holder's lease over grants the lock
+//! to the first live waiter, whoever reads. Each read is one strongly consistent GetItem; a
+//! waiter writes only to join and, if it gives up, to leave.
 //!
 //! A waiter whose future is dropped leaves the line from a background task
 //! ([`LockClient::flush`](crate::LockClient::flush) waits for it), and releases the lock if the
@@ -13,6 +12,7 @@
 
 use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
+use super::pace::Pace;
 use super::QueuedWaiter;
 use crate::error::Error;
 use crate::item::Item;
@@ -23,7 +23,8 @@ use crate::ops::attempt_acquire;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
-use crate::wait::backoff::{Backoff, BackoffBounds};
+use crate::time::span;
+use crate::wait::backoff::Backoff;
 use crate::wait::{log_acquired, Wait};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,13 +91,6 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
     }
 }
 
-/// The delay between two reads of the waiter at `place` (0: first in line).
-pub(crate) fn read_delay(bounds: BackoffBounds, place: usize) -> Duration {
-    let first = bounds.initial() / 2;
-    let factor = u32::try_from(place.saturating_add(1)).unwrap_or(u32::MAX);
-    first.saturating_mul(factor).min(bounds.max())
-}
-
 /// Joins the line and waits for a grant until the deadline.
 async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let (table, request) = (wait.table, wait.request);
@@ -113,6 +107,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let handle = LockHandle::new(resource, request.owner, lock_id);
     let mut leaving = LeaveOnDrop::arm(table, &handle);
     let mut last_sent = Instant::now();
+    let mut pace = Pace::new(wait.bounds);
     if line::join(table, resource, lock_id, &waiter).await? == Joined::NotHeld {
         leaving.disarm();
         return Ok(Turn::NotInLine);
@@ -168,7 +163,8 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             };
         }
         last_sent = sent;
-        let delay = read_delay(wait.bounds, place).min(wait.deadline - now);
+        let held_for = holder.map(|h| span(h.acquired_at, table.now()));
+        let delay = pace.next(sent, place, held_for).min(wait.deadline - now);
         tokio::time::sleep(delay).await;
     }
 }
@@ -244,19 +240,5 @@ impl Drop for LeaveOnDrop {
         if !spawned {
             warn!("a waiter left outside a runtime; a grant passes it over after its deadline");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_in_line_reads_most_often() {
-        let bounds = BackoffBounds::new(Duration::from_millis(20), Duration::from_millis(500));
-        assert_eq!(read_delay(bounds, 0), Duration::from_millis(10));
-        assert_eq!(read_delay(bounds, 3), Duration::from_millis(40));
-        assert_eq!(read_delay(bounds, 1_000), Duration::from_millis(500));
-        assert_eq!(read_delay(bounds, usize::MAX), Duration::from_millis(500));
     }
 }
