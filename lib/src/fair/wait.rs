@@ -27,7 +27,6 @@ use crate::time::span;
 use crate::wait::backoff::Backoff;
 use crate::wait::{log_acquired, Wait};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
