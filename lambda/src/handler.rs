@@ -441,26 +441,20 @@ impl Handler {
     }
 }
 
-/// The answer to a release: gone already is a success with `released: false` (safe for saga
-/// compensation); held by someone else is an error.
+/// The answer to a release (see [`ReleaseResponse::of`]) and its metrics outcome.
 fn release_answer(
     resource: String,
     owner: String,
     lock_id: Option<String>,
     outcome: ReleaseOutcome,
 ) -> Result<Done, HandlerError> {
-    let released = HandlerError::from_release(&resource, &owner, outcome)?;
-    let answer = ReleaseResponse {
-        resource,
-        owner,
-        lock_id,
-        released,
-        reason: (!released).then_some("not_found: already released, or expired"),
+    let answer = ReleaseResponse::of(resource, owner, lock_id, outcome)?;
+    let outcome = if answer.released {
+        "released"
+    } else {
+        "not_found"
     };
-    Ok(Done::new(
-        answer,
-        if released { "released" } else { "not_found" },
-    ))
+    Ok(Done::new(answer, outcome))
 }
 
 /// Every acquire through the function is idempotent per owner: a Step Functions `Retry` of an

@@ -1,6 +1,10 @@
 //! Response bodies, one shape per operation. Timestamps are the stored fixed-width RFC 3339 form.
 
-use ddb_lock::{timestamp, CleanupCursor, CleanupReport, Holder, Lock, LockSet, LockStatus, Mode};
+use crate::error::HandlerError;
+use ddb_lock::{
+    timestamp, CleanupCursor, CleanupReport, Holder, Lock, LockSet, LockStatus, Mode,
+    ReleaseOutcome,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -39,7 +43,8 @@ pub struct LockResponse {
 }
 
 impl LockResponse {
-    pub(crate) fn new(lock: &Lock) -> Self {
+    /// The answer for `lock`, without the acquisition's cost (`waited_ms`, `attempts`).
+    pub fn new(lock: &Lock) -> Self {
         LockResponse {
             resource: lock.resource().to_owned(),
             lock_id: lock.lock_id().to_string(),
@@ -71,6 +76,39 @@ pub struct ReleaseResponse {
     /// Why not, when `released` is false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+}
+
+impl ReleaseResponse {
+    /// The answer to a release that found `outcome`: gone already is a success with
+    /// `released: false` (safe for a saga's compensation); held by someone else is
+    /// [`HandlerError::OwnershipMismatch`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ddb_lock::ReleaseOutcome;
+    /// use ddb_lock_lambda::response::ReleaseResponse;
+    ///
+    /// let answer =
+    ///     ReleaseResponse::of("orders/42".into(), "worker-1".into(), None, ReleaseOutcome::NotFound)
+    ///         .unwrap();
+    /// assert!(!answer.released);
+    /// ```
+    pub fn of(
+        resource: String,
+        owner: String,
+        lock_id: Option<String>,
+        outcome: ReleaseOutcome,
+    ) -> Result<ReleaseResponse, HandlerError> {
+        let released = HandlerError::from_release(&resource, &owner, outcome)?;
+        Ok(ReleaseResponse {
+            resource,
+            owner,
+            lock_id,
+            released,
+            reason: (!released).then_some("not_found: already released, or expired"),
+        })
+    }
 }
 
 /// The answer to `acquire` and `try_acquire` of a lock set: every member's lock, in name order.
@@ -179,7 +217,7 @@ pub struct SharedHolderResponse {
 
 impl StatusResponse {
     /// The answer for `resource`'s lock in `status`.
-    pub(crate) fn of(resource: &str, status: LockStatus) -> Self {
+    pub fn of(resource: &str, status: LockStatus) -> Self {
         match status {
             LockStatus::Free => StatusResponse::free(resource),
             LockStatus::Held {
