@@ -1,0 +1,224 @@
+//! `ddb-lock run KEY -- CMD ARGS…`: the command runs only while this process holds the lock.
+//!
+//! The lock is a [`LockGuard`]: extended every third of its lease while the command runs. When
+//! the command exits, the lock is released and ddb-lock exits with the command's code. When the
+//! lock is lost (an extension finds it taken or gone, or none succeeds for a whole lease), the
+//! command gets SIGTERM, then SIGKILL after `--grace`, and ddb-lock exits with
+//! `--lost-exit-code`. SIGINT, SIGTERM and SIGHUP are passed on to the command; caught while
+//! waiting for the lock, they end the wait.
+
+use crate::args::RunArgs;
+use crate::child::{self, Signals};
+use crate::failure::{Failure, USAGE};
+use crate::output::seconds;
+use crate::settings::Settings;
+use ddb_lock::{limits, AcquireOptions, Error, LockGuard, LockStatus, Mode, ReleaseOutcome};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// The variables the command gets.
+pub mod var {
+    /// The lock's resource name.
+    pub const RESOURCE: &str = "DDB_LOCK_RESOURCE";
+    /// The owner stored with the lock.
+    pub const OWNER: &str = "DDB_LOCK_OWNER";
+    /// The acquisition's lock id (with the owner, what `ddb-lock release` needs).
+    pub const LOCK_ID: &str = "DDB_LOCK_ID";
+    /// The fencing token, with `--fencing`.
+    pub const FENCING_TOKEN: &str = "DDB_LOCK_FENCING_TOKEN";
+}
+
+/// How often a terminal is told who holds the lock while ddb-lock waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Runs the command under the lock; the exit code.
+pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
+    let owner = args.owner.clone().unwrap_or_else(default_owner);
+    let mut opts = AcquireOptions::new()
+        .owner(owner.as_str())
+        .lease(args.lease)
+        .fencing(args.fencing)
+        .fair(args.fair)
+        .timeout(args.wait.unwrap_or(limits::MAX_DURATION));
+    if args.shared {
+        opts = opts.mode(Mode::Shared);
+    }
+    if let Some(permits) = args.permits {
+        opts = opts.permits(permits);
+    }
+    let mut signals = Signals::catch()?;
+    let guard = tokio::select! {
+        acquired = acquire(settings, args, &opts) => acquired?,
+        signal = signals.next() => {
+            eprintln!("ddb-lock: {signal} while waiting for `{}`: not run", args.key);
+            // An acquisition dropped mid-request is released in the background: let it finish.
+            settings.client.flush().await;
+            return Ok(128 + signal as u8);
+        }
+    };
+    let Some(guard) = guard else {
+        return Ok(args.conflict_exit_code);
+    };
+    let lock = guard
+        .lock()
+        .ok_or_else(|| Failure::new(args.lost_exit_code, "the lock was lost at once"))?;
+    let mut vars = vec![
+        (var::RESOURCE, lock.resource().to_owned()),
+        (var::OWNER, lock.owner().to_owned()),
+        (var::LOCK_ID, lock.lock_id().to_string()),
+    ];
+    if let Some(token) = lock.fencing_token() {
+        vars.push((var::FENCING_TOKEN, token.value().to_string()));
+    }
+    let mut command = match child::spawn(&args.command, &vars) {
+        Ok(command) => command,
+        Err(failure) => {
+            release(&args.key, guard).await;
+            return Err(failure);
+        }
+    };
+    let watch = guard.watch();
+    let ended = loop {
+        tokio::select! {
+            biased;
+            status = command.wait() => break status.map(Some),
+            signal = signals.next() => child::send(&command, signal),
+            lost = watch.lost() => {
+                eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
+                break child::stop(&mut command, args.grace).await.map(|_| None);
+            }
+        }
+    };
+    // Whether the lock was still ours when the command exited (its lease counted on this
+    // process's monotonic clock), read before the release.
+    let held_to_the_end = guard.is_held() && release(&args.key, guard).await;
+    match ended {
+        Err(err) => Err(Failure::new(
+            crate::failure::UNAVAILABLE,
+            format!("lost track of the command: {err}"),
+        )),
+        Ok(None) => Ok(args.lost_exit_code),
+        Ok(Some(_)) if !held_to_the_end => {
+            eprintln!(
+                "ddb-lock: the lock on `{}` was lost before the command exited",
+                args.key
+            );
+            Ok(args.lost_exit_code)
+        }
+        Ok(Some(status)) => Ok(child::exit_code(status)),
+    }
+}
+
+/// The lock, `None` if it is held by someone else (said on standard error), or why not.
+async fn acquire(
+    settings: &Settings,
+    args: &RunArgs,
+    opts: &AcquireOptions,
+) -> Result<Option<LockGuard>, Failure> {
+    let client = &settings.client;
+    if args.no_wait {
+        let guard = client
+            .try_lock(&args.key, opts)
+            .await
+            .map_err(|e| settings.failure(e))?;
+        if guard.is_none() {
+            let status = client
+                .status(&args.key)
+                .await
+                .map_err(|e| settings.failure(e))?;
+            eprintln!("ddb-lock: `{}` is {}", args.key, holders(&status));
+        }
+        return Ok(guard);
+    }
+    let waiting = client.lock(&args.key, opts);
+    let outcome = if std::io::stderr().is_terminal() {
+        tokio::select! {
+            outcome = waiting => outcome,
+            never = progress(settings, &args.key) => match never {},
+        }
+    } else {
+        waiting.await
+    };
+    match outcome {
+        Ok(guard) => Ok(Some(guard)),
+        Err(timeout @ Error::Timeout { .. }) => {
+            eprintln!("ddb-lock: {timeout}");
+            Ok(None)
+        }
+        Err(Error::InvalidInput(invalid)) => Err(Failure::new(USAGE, invalid.to_string())),
+        Err(err) => Err(settings.failure(err)),
+    }
+}
+
+/// Tells the terminal who holds `key`, when that changes and every [`PROGRESS_EVERY`]; never
+/// ends (the wait it accompanies does).
+async fn progress(settings: &Settings, key: &str) -> std::convert::Infallible {
+    let mut said = String::new();
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    loop {
+        ticks.tick().await;
+        let line = match settings.client.status(key).await {
+            Ok(status) => holders(&status),
+            Err(err) => format!("unreadable: {err}"),
+        };
+        if line != said {
+            eprintln!("ddb-lock: waiting for `{key}`: {line}");
+            said = line;
+        }
+    }
+}
+
+/// Who holds a lock, in words.
+fn holders(status: &LockStatus) -> String {
+    match status {
+        LockStatus::Free => "free".to_owned(),
+        LockStatus::Held {
+            holder,
+            remaining,
+            queue,
+        } => {
+            let line = if queue.is_empty() {
+                String::new()
+            } else {
+                format!(", {} in line", queue.len())
+            };
+            format!(
+                "held by `{}` until {} ({} left{line})",
+                holder.owner,
+                ddb_lock::timestamp::format(holder.expires_at),
+                seconds(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+            )
+        }
+        LockStatus::Shared { holders, .. } => format!(
+            "shared by {}",
+            holders
+                .iter()
+                .map(|holder| format!("`{}`", holder.owner))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Releases the guard's lock. False if the release found it released, taken or expired: then
+/// it was lost at some point while held. A failed release is said on standard error (the lock
+/// ends with its lease) and does not count as a loss.
+async fn release(key: &str, guard: LockGuard) -> bool {
+    match guard.release().await {
+        Ok(ReleaseOutcome::Released) => true,
+        Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. }) => false,
+        Err(err) => {
+            eprintln!("ddb-lock: could not release `{key}` ({err}); it ends with its lease");
+            true
+        }
+    }
+}
+
+/// `host:pid`, so that an operator reading `status` knows where the holder runs.
+fn default_owner() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}

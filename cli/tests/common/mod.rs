@@ -1,0 +1,100 @@
+//! Running the `ddb-lock` binary as a process against the local endpoint.
+#![allow(dead_code)] // each test file uses its own part
+
+use ddb_lock_test_kit::{endpoint, TABLE};
+use std::process::{ExitStatus, Stdio};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// `ddb-lock` with `args`, talking to `endpoint` (the local endpoint, or a proxy in front of it)
+/// about the tests' lock table, with nothing else from the test's environment.
+pub fn ddb_lock_at(endpoint: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ddb-lock"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", std::env::temp_dir())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+        .env("DDB_LOCK_TABLE", TABLE)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// `ddb-lock` with `args` against the local endpoint.
+pub fn ddb_lock(args: &[&str]) -> Command {
+    ddb_lock_at(&endpoint(), args)
+}
+
+/// What a finished process said.
+#[derive(Debug)]
+pub struct Finished {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Standard output parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+    }
+}
+
+/// Runs `command` to its end.
+pub async fn finish(mut command: Command) -> Finished {
+    let out = command.output().await.expect("run ddb-lock");
+    Finished {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A `ddb-lock` process still running, its standard output read line by line.
+pub struct Running {
+    pub child: Child,
+    pub stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl Running {
+    /// Starts `command` with its standard output piped.
+    pub fn start(mut command: Command) -> Running {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn ddb-lock");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Running { child, stdout }
+    }
+
+    /// The next line the process (or its command) wrote; panics at the end of the output.
+    pub async fn line(&mut self) -> String {
+        self.stdout
+            .next_line()
+            .await
+            .expect("read stdout")
+            .expect("a line before the end of the output")
+    }
+
+    /// Sends `signal` to the ddb-lock process.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.id().expect("running") as i32;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("kill");
+    }
+
+    /// Waits for the exit; the rest of the output.
+    pub async fn exit(mut self) -> (ExitStatus, Vec<String>) {
+        let mut rest = Vec::new();
+        while let Some(line) = self.stdout.next_line().await.expect("read stdout") {
+            rest.push(line);
+        }
+        (self.child.wait().await.expect("wait"), rest)
+    }
+}

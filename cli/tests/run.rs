@@ -1,0 +1,340 @@
+//! `ddb-lock run` as a process against the local endpoint: the command's environment and exit
+//! code, contention, runs that never overlap, a lost lock stopping the command, signals.
+
+mod common;
+
+use common::{ddb_lock, ddb_lock_at, finish, Running};
+use ddb_lock::{AcquireOptions, LockId, LockStatus};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{endpoint, hold, lock_client, unique};
+use nix::sys::signal::Signal;
+use std::time::Duration;
+
+/// A shell command that says it started, then runs until a signal; on `trapped` it says so and
+/// exits with `code`. Unsignalled, it says so after a minute and exits, failing the test
+/// rather than hanging it.
+fn until_signalled(trapped: &str, code: u8) -> String {
+    format!("trap 'echo {trapped}; exit {code}' {trapped}; echo started; {WORK_A_MINUTE}")
+}
+
+/// The body of a command that works until signalled.
+const WORK_A_MINUTE: &str =
+    "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo unsignalled";
+
+#[tokio::test]
+async fn the_command_runs_holding_the_lock_and_its_exit_code_is_returned() {
+    let client = lock_client().await;
+    let key = unique("cli-run");
+    let script = r#"echo "$DDB_LOCK_RESOURCE|$DDB_LOCK_OWNER|$DDB_LOCK_ID|$DDB_LOCK_FENCING_TOKEN"; "$0" --json status "$DDB_LOCK_RESOURCE"; exit 7"#;
+    let bin = env!("CARGO_BIN_EXE_ddb-lock");
+    let args = ["run", &key, "--fencing", "--owner", "nightly"];
+    let out = finish(ddb_lock(
+        &[&args[..], &["--", "sh", "-c", script, bin]].concat(),
+    ))
+    .await;
+
+    assert_eq!(out.code, Some(7), "{}", out.stderr);
+    let mut lines = out.stdout.lines();
+    let vars: Vec<&str> = lines.next().expect("the variables").split('|').collect();
+    assert_eq!(vars[0], key);
+    assert_eq!(vars[1], "nightly");
+    LockId::parse(vars[2]).expect("DDB_LOCK_ID is a lock id");
+    let token: u64 = vars[3].parse().expect("DDB_LOCK_FENCING_TOKEN is a number");
+    // While the command ran, the lock was held with that owner and token.
+    let status: serde_json::Value = serde_json::from_str(lines.next().expect("status")).unwrap();
+    assert_eq!(status["locked"], true);
+    assert_eq!(status["owner"], "nightly");
+    assert_eq!(status["fencing_token"], token);
+    // And it was released when the command exited.
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn without_fencing_there_is_no_token_and_the_default_owner_names_the_host() {
+    lock_client().await;
+    let key = unique("cli-run");
+    let script = r#"echo "${DDB_LOCK_FENCING_TOKEN-none}|$DDB_LOCK_OWNER""#;
+    let out = finish(ddb_lock(&["run", &key, "--", "sh", "-c", script])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (token, owner) = out.stdout.trim().split_once('|').unwrap();
+    assert_eq!(token, "none");
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    assert!(owner.starts_with(&format!("{host}:")), "{owner}");
+}
+
+#[tokio::test]
+async fn a_held_lock_is_a_conflict_and_the_command_does_not_run() {
+    let client = lock_client().await;
+    let key = unique("cli-conflict");
+    let held = hold(&client, &key, "the-holder", Duration::from_secs(60)).await;
+
+    let out = finish(ddb_lock(&["run", &key, "--no-wait", "--", "echo", "ran"])).await;
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("the-holder"), "{}", out.stderr);
+
+    let args = ["run", &key, "--wait", "300ms", "--conflict-exit-code", "9"];
+    let out = finish(ddb_lock(&[&args[..], &["--", "echo", "ran"]].concat())).await;
+    assert_eq!(out.code, Some(9), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    assert!(out.stderr.contains("the-holder"), "{}", out.stderr);
+
+    // The holder still holds it.
+    match client.status(&key).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "the-holder"),
+        other => panic!("{other:?}"),
+    }
+    client.release(&held).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_waiting_run_gets_the_lock_once_it_is_released() {
+    let client = lock_client().await;
+    let key = unique("cli-wait");
+    let held = hold(&client, &key, "first", Duration::from_secs(60)).await;
+    let waiting = Running::start(ddb_lock(&[
+        "run", &key, "--wait", "60s", "--", "echo", "ran",
+    ]));
+    client.release(&held).await.unwrap();
+    let (status, out) = waiting.exit().await;
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(out, ["ran"]);
+}
+
+#[tokio::test]
+async fn runs_of_one_key_never_overlap() {
+    lock_client().await;
+    let key = unique("cli-overlap");
+    let dir = std::env::temp_dir().join(unique("cli-overlap"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // mkdir is atomic: a command that finds `busy` made runs while another one does.
+    let script = r#"mkdir "$0/busy" 2>/dev/null || echo overlap >> "$0/log"
+echo "in $$" >> "$0/log"; sleep 0.05; echo "out $$" >> "$0/log"
+rmdir "$0/busy""#;
+    let dir_arg = dir.to_str().unwrap();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let args = [
+                "run", &key, "--wait", "120s", "--", "sh", "-c", script, dir_arg,
+            ];
+            finish(ddb_lock(&args))
+        })
+        .collect();
+    for out in futures_util::future::join_all(runs).await {
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 8, "{log}");
+    for pair in lines.chunks(2) {
+        let (inside, outside) = (pair[0].strip_prefix("in "), pair[1].strip_prefix("out "));
+        assert!(inside.is_some() && inside == outside, "{log}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_partition_that_loses_the_lock_stops_the_command() {
+    let client = lock_client().await;
+    let key = unique("cli-partition");
+    let proxy = Proxy::start(&endpoint()).await;
+    let script = until_signalled("TERM", 0);
+    let args = [
+        "run", &key, "--lease", "1s", "--grace", "60s", "--", "sh", "-c", &script,
+    ];
+    let mut running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
+    assert_eq!(running.line().await, "started");
+
+    proxy.cut_off();
+    let (status, rest) = running.exit().await;
+    assert_eq!(status.code(), Some(76), "the lost-lock exit code");
+    assert_eq!(rest, ["TERM"], "the command got SIGTERM");
+    // Its lease ran out: nobody holds the lock.
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let client = lock_client().await;
+    let key = unique("cli-kill");
+    let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
+    let args = ["run", &key, "--lease", "3s", "--grace", "100ms"];
+    let args = [
+        &args[..],
+        &["--lost-exit-code", "80", "--", "sh", "-c", &script],
+    ]
+    .concat();
+    let mut running = Running::start(ddb_lock(&args));
+    let pid: i32 = running.line().await.parse().unwrap();
+
+    // Taken away: the guard's next extension finds the lock gone.
+    client.force_release(&key).await.unwrap().expect("held");
+    let (status, _) = running.exit().await;
+    assert_eq!(status.code(), Some(80), "--lost-exit-code");
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
+    assert_eq!(
+        alive,
+        Err(nix::errno::Errno::ESRCH),
+        "the command was killed"
+    );
+}
+
+#[tokio::test]
+async fn signals_are_passed_to_the_command_and_the_lock_is_released_after_it() {
+    let client = lock_client().await;
+    for (signal, name) in [
+        (Signal::SIGINT, "INT"),
+        (Signal::SIGTERM, "TERM"),
+        (Signal::SIGHUP, "HUP"),
+    ] {
+        let key = unique("cli-signal");
+        let script = until_signalled(name, 5);
+        let mut running = Running::start(ddb_lock(&["run", &key, "--", "sh", "-c", &script]));
+        assert_eq!(running.line().await, "started");
+        running.signal(signal);
+        let (status, rest) = running.exit().await;
+        assert_eq!(status.code(), Some(5), "{name}: the command's code");
+        assert_eq!(rest, [name], "{name} reached the command");
+        assert_eq!(
+            client.status(&key).await.unwrap(),
+            LockStatus::Free,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_wait_runs_nothing_and_leaves_the_holder_alone() {
+    let client = lock_client().await;
+    let key = unique("cli-interrupt");
+    let held = hold(&client, &key, "the-holder", Duration::from_secs(60)).await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let args = ["run", &key, "--wait", "60s", "--", "echo", "ran"];
+    let running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
+    // Refused once: it is waiting, its signal handlers in place.
+    proxy
+        .wait_for("PutItem", |counts| counts.answered >= 1)
+        .await;
+    running.signal(Signal::SIGINT);
+    let (status, out) = running.exit().await;
+    assert_eq!(status.code(), Some(130));
+    assert!(out.is_empty(), "{out:?}");
+    match client.status(&key).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "the-holder"),
+        other => panic!("{other:?}"),
+    }
+    client.release(&held).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_be_run_releases_the_lock() {
+    let client = lock_client().await;
+    let key = unique("cli-missing");
+    let out = finish(ddb_lock(&["run", &key, "--", "/no/such/command"])).await;
+    assert_eq!(out.code, Some(127));
+    assert_eq!(
+        out.stderr.trim(),
+        "ddb-lock: /no/such/command: command not found"
+    );
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn shared_runs_hold_together_and_permits_bound_them() {
+    let client = lock_client().await;
+    let key = unique("cli-shared");
+    let reader = client
+        .acquire(&key, &AcquireOptions::new().permits(2).owner("reader"))
+        .await
+        .unwrap();
+    // A second permit is free: this one runs alongside the reader.
+    let out = finish(ddb_lock(&[
+        "run",
+        &key,
+        "--permits",
+        "2",
+        "--no-wait",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // With one permit only, the reader's hold is a conflict.
+    let out = finish(ddb_lock(&[
+        "run",
+        &key,
+        "--permits",
+        "1",
+        "--no-wait",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    // An exclusive run waits for readers.
+    let out = finish(ddb_lock(&["run", &key, "--no-wait", "--", "true"])).await;
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    client.release(&reader).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_acquisition_interrupted_before_its_answer_leaves_no_lock_behind() {
+    let client = lock_client().await;
+    let key = unique("cli-dropped");
+    let proxy = Proxy::start(&endpoint()).await;
+    let mut withheld = proxy.withhold_next_answer("PutItem");
+    let args = ["run", &key, "--", "echo", "ran"];
+    let running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
+    // The lock is taken in DynamoDB; ddb-lock has not heard so when it is interrupted.
+    withheld.applied().await;
+    assert!(matches!(
+        client.status(&key).await.unwrap(),
+        LockStatus::Held { .. }
+    ));
+    running.signal(Signal::SIGINT);
+    let (status, out) = running.exit().await;
+    assert_eq!(status.code(), Some(130));
+    assert!(out.is_empty(), "{out:?}");
+    // The acquisition it gave up was released before it exited.
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+    withheld.drop_it();
+}
+
+#[tokio::test]
+async fn the_command_is_terminated_when_ddb_lock_is_killed() {
+    lock_client().await;
+    let key = unique("cli-orphan");
+    let script = until_signalled("TERM", 0);
+    let mut running = Running::start(ddb_lock(&["run", &key, "--", "sh", "-c", &script]));
+    assert_eq!(running.line().await, "started");
+    // SIGKILL cannot be caught: nothing extends the lock any more; the command must stop.
+    running.signal(Signal::SIGKILL);
+    let (status, rest) = running.exit().await;
+    assert_eq!(status.code(), None, "ddb-lock was killed");
+    assert_eq!(rest, ["TERM"], "the command got SIGTERM");
+}
+
+#[tokio::test]
+async fn a_lock_lost_unnoticed_before_the_command_exits_is_reported_lost() {
+    let client = lock_client().await;
+    let key = unique("cli-unnoticed");
+    // A long lease: no extension comes before the command exits.
+    let script = "echo started; read go; echo done";
+    let mut command = ddb_lock(&["run", &key, "--lease", "10m", "--", "sh", "-c", script]);
+    command.stdin(std::process::Stdio::piped());
+    let mut running = Running::start(command);
+    let mut stdin = running.child.stdin.take().unwrap();
+    assert_eq!(running.line().await, "started");
+
+    client.force_release(&key).await.unwrap().expect("held");
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"go\n").await.unwrap();
+    let (status, rest) = running.exit().await;
+    assert_eq!(rest, ["done"]);
+    assert_eq!(
+        status.code(),
+        Some(76),
+        "the command's success is not the lock's"
+    );
+}
