@@ -32,6 +32,9 @@ echo "using $DYNAMODB_ENDPOINT"
 step "cargo test"
 run cargo test --workspace --locked
 
+step "the command line's demo (scripts/demo-cli.sh)"
+run scripts/demo-cli.sh
+
 step "fault suite, quick form (scripts/soak.sh runs the long one)"
 run cargo build --locked -p ddb-lock-fault-suite --bins
 run target/debug/fault-suite

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ddb_lock, ddb_lock_at, finish, Running};
+use common::{ddb_lock, ddb_lock_at, environment, finish, Running};
 use ddb_lock::{AcquireOptions, LockId, LockStatus};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{endpoint, hold, lock_client, unique};
@@ -337,4 +337,33 @@ async fn a_lock_lost_unnoticed_before_the_command_exits_is_reported_lost() {
         Some(76),
         "the command's success is not the lock's"
     );
+}
+
+#[tokio::test]
+async fn a_wait_at_a_terminal_shows_who_holds_the_lock() {
+    let client = lock_client().await;
+    let key = unique("cli-progress");
+    let held = hold(&client, &key, "the-holder", Duration::from_secs(60)).await;
+    // `script` gives ddb-lock a terminal, and copies what it writes there to its standard output.
+    let run = format!(
+        "{} run {key} --wait 60s -- echo got-it",
+        env!("CARGO_BIN_EXE_ddb-lock")
+    );
+    let mut terminal = tokio::process::Command::new("script");
+    terminal
+        .args(["-qec", &run, "/dev/null"])
+        .env_clear()
+        .envs(environment(&endpoint()))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut running = Running::start(terminal);
+    let waiting = running.line().await;
+    assert!(
+        waiting.contains(&format!("waiting for `{key}`: held by `the-holder`")),
+        "{waiting}"
+    );
+    client.release(&held).await.unwrap();
+    let (status, rest) = running.exit().await;
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(rest.last().map(|line| line.trim_end()), Some("got-it"));
 }

@@ -6,20 +6,27 @@ use std::process::{ExitStatus, Stdio};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
-/// `ddb-lock` with `args`, talking to `endpoint` (the local endpoint, or a proxy in front of it)
-/// about the tests' lock table, with nothing else from the test's environment.
+/// The whole environment of a `ddb-lock` process talking to `endpoint` (the local endpoint, or a
+/// proxy in front of it) about the tests' lock table: nothing else from the test's environment.
+pub fn environment(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", std::env::temp_dir().display().to_string()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "local".into()),
+        ("AWS_SECRET_ACCESS_KEY", "local".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint.into()),
+        ("DDB_LOCK_TABLE", TABLE.into()),
+    ]
+}
+
+/// `ddb-lock` with `args` in the [`environment`] of `endpoint`.
 pub fn ddb_lock_at(endpoint: &str, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ddb-lock"));
     command
         .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", std::env::temp_dir())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
-        .env("DDB_LOCK_TABLE", TABLE)
+        .envs(environment(endpoint))
         .args(args)
         .stdin(Stdio::null())
         .kill_on_drop(true);
