@@ -23,7 +23,6 @@ use crate::ops::attempt_acquire;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
-use crate::time::span;
 use crate::wait::backoff::Backoff;
 use crate::wait::{log_acquired, Wait};
 use std::sync::Arc;
@@ -106,7 +105,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let handle = LockHandle::new(resource, request.owner, lock_id);
     let mut leaving = LeaveOnDrop::arm(table, &handle);
     let mut last_sent = Instant::now();
-    let mut pace = Pace::new(wait.bounds);
+    let pace = Pace::new(wait.bounds);
     if line::join(table, resource, lock_id, &waiter).await? == Joined::NotHeld {
         leaving.disarm();
         return Ok(Turn::NotInLine);
@@ -162,8 +161,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             };
         }
         last_sent = sent;
-        let held_for = holder.map(|h| span(h.acquired_at, table.now()));
-        let delay = pace.next(sent, place, held_for).min(wait.deadline - now);
+        let delay = pace.next(place).min(wait.deadline - now);
         tokio::time::sleep(delay).await;
     }
 }
