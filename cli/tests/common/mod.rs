@@ -105,3 +105,11 @@ impl Running {
         (self.child.wait().await.expect("wait"), rest)
     }
 }
+
+/// The owner of the live exclusive lock on `key`, if there is one.
+pub async fn holder_of(client: &ddb_lock::LockClient, key: &str) -> Option<String> {
+    match client.status(key).await.expect("status") {
+        ddb_lock::LockStatus::Held { holder, .. } => Some(holder.owner),
+        _ => None,
+    }
+}
