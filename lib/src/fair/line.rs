@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::item::{self, s, Item, ACQUIRED_AT, EXPIRES_AT, LEASE_MS, LOCK_ID, OWNER, QUEUE};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
+use crate::ops::inspect;
 use crate::timestamp;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -197,7 +198,7 @@ pub(crate) async fn leave(
     for _ in 0..MAX_LEAVE_TRIES {
         let item = match seen.take() {
             Some(item) => item,
-            None => match read(table, resource).await? {
+            None => match inspect::read(table, resource).await? {
                 Some(item) => item,
                 None => return Ok(Left::Gone),
             },
@@ -239,20 +240,6 @@ pub(crate) async fn leave(
         }
     }
     Ok(Left::Stuck)
-}
-
-/// A strongly consistent read of `resource`'s lock item.
-pub(crate) async fn read(table: &LockTable, resource: &str) -> Result<Option<Item>, Error> {
-    let out = table
-        .dynamodb
-        .get_item()
-        .table_name(&table.name)
-        .set_key(Some(table.key(resource)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| Error::backend("GetItem", e))?;
-    Ok(out.item)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
 use crate::ops::attempt_acquire;
 use crate::ops::extend::DataChange;
+use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
 use crate::wait::backoff::Backoff;
@@ -113,7 +114,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
     loop {
         let sent = Instant::now();
-        let Some(item) = line::read(table, resource).await? else {
+        let Some(item) = inspect::read(table, resource).await? else {
             leaving.disarm();
             return Ok(Turn::NotInLine);
         };

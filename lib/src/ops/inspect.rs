@@ -36,6 +36,12 @@ pub(crate) const FORCE_RELEASE_CONDITION: &str = "attribute_exists(#lock_id)";
 /// The lock on `resource`, read without taking it.
 pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStatus, Error> {
     table.check_resource(resource)?;
+    let item = read(table, resource).await?;
+    item_status(table, resource, item.as_ref(), table.now())
+}
+
+/// A strongly consistent read of `resource`'s lock item (one GetItem).
+pub(crate) async fn read(table: &LockTable, resource: &str) -> Result<Option<Item>, Error> {
     let out = table
         .dynamodb
         .get_item()
@@ -45,7 +51,7 @@ pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStat
         .send()
         .await
         .map_err(|e| Error::backend("GetItem", e))?;
-    item_status(table, resource, out.item(), table.now())
+    Ok(out.item)
 }
 
 /// The status at `now` of the lock whose item (or none) is `item`.
