@@ -3,7 +3,7 @@
 
 use crate::key::{self, KeySource, Scope};
 use crate::service::LockService;
-use ddb_lock::limits::{MAX_DURATION, MAX_OWNER_BYTES, MIN_LEASE};
+use ddb_lock::limits::{MAX_DURATION, MIN_LEASE};
 use ddb_lock::{InvalidInput, LockClient};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
@@ -282,16 +282,7 @@ impl<R> LockLayerBuilder<R> {
             }
         }
         if let Some(owner) = &self.owner {
-            if owner.is_empty() {
-                return Err(InvalidInput::Empty { field: "owner" });
-            }
-            if owner.len() > MAX_OWNER_BYTES {
-                return Err(InvalidInput::TooLarge {
-                    field: "owner",
-                    bytes: owner.len(),
-                    limit: MAX_OWNER_BYTES,
-                });
-            }
+            ddb_lock::limits::owner(owner)?;
         }
         if self.function_name.as_deref() == Some("") {
             return Err(InvalidInput::Empty {

@@ -66,8 +66,16 @@ pub(crate) fn resource(resource: &str, limit: usize) -> Result<(), InvalidInput>
     Ok(())
 }
 
-/// Checks an owner name: not empty, within [`MAX_OWNER_BYTES`].
-pub(crate) fn owner(owner: &str) -> Result<(), InvalidInput> {
+/// Checks an owner name as every acquisition does: not empty, within [`MAX_OWNER_BYTES`]; for
+/// adapters that take an owner in their configuration and refuse a bad one when they are built.
+///
+/// # Examples
+///
+/// ```
+/// assert!(ddb_lock::limits::owner("worker-1").is_ok());
+/// assert_eq!(ddb_lock::limits::owner("").unwrap_err().field(), "owner");
+/// ```
+pub fn owner(owner: &str) -> Result<(), InvalidInput> {
     if owner.is_empty() {
         return Err(InvalidInput::Empty { field: "owner" });
     }
