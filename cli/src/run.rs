@@ -9,7 +9,7 @@
 
 use crate::args::RunArgs;
 use crate::child::{self, Signals};
-use crate::failure::{Failure, USAGE};
+use crate::failure::Failure;
 use crate::output::seconds;
 use crate::settings::Settings;
 use ddb_lock::{limits, AcquireOptions, Error, LockGuard, LockStatus, Mode, ReleaseOutcome};
@@ -50,9 +50,9 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
     let guard = tokio::select! {
         acquired = acquire(settings, args, &opts) => acquired?,
         signal = signals.next() => {
+            // An acquisition dropped mid-request is released in the background; the caller's
+            // flush waits for that release before ddb-lock exits.
             eprintln!("ddb-lock: {signal} while waiting for `{}`: not run", args.key);
-            // An acquisition dropped mid-request is released in the background: let it finish.
-            settings.client.flush().await;
             return Ok(128 + signal as u8);
         }
     };
@@ -145,7 +145,6 @@ async fn acquire(
             eprintln!("ddb-lock: {timeout}");
             Ok(None)
         }
-        Err(Error::InvalidInput(invalid)) => Err(Failure::new(USAGE, invalid.to_string())),
         Err(err) => Err(settings.failure(err)),
     }
 }
