@@ -90,8 +90,9 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     // Whether the lock was still ours when the command exited (its lease counted on this
-    // process's monotonic clock), read before the release.
-    let held_to_the_end = guard.is_held() && release(&args.key, guard).await;
+    // process's monotonic clock), read before the release, and whether the release found it so.
+    let held = guard.is_held();
+    let held_to_the_end = release(&args.key, guard).await && held;
     match ended {
         Err(err) => Err(Failure::new(
             crate::failure::UNAVAILABLE,
