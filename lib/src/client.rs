@@ -20,7 +20,9 @@ use crate::ops::extend::{self, DataChange};
 use crate::ops::release::{self, Release};
 use crate::ops::{inspect, kept, table};
 use crate::options::AcquireOptions;
-use crate::outcome::{AcquireAttempt, AcquireStats, ExtendOutcome, LockStatus, ReleaseOutcome};
+use crate::outcome::{
+    AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
+};
 use crate::wait::backoff::BackoffBounds;
 use crate::wait::{self, Wait};
 use chrono::{DateTime, Utc};
@@ -162,9 +164,7 @@ impl LockClient {
         let table = &self.settings.table;
         let held = table.holds.take_all();
         for lock in &held {
-            if let Some(stop_guard) = &lock.stop_guard {
-                stop_guard();
-            }
+            lock.stop(&LockLost::Released);
         }
         // Each release runs in a task of its own, so that dropping this future (a shutdown
         // deadline, a `select!`) neither cancels a release nor forgets a lock: `flush` still
@@ -202,7 +202,10 @@ impl LockClient {
     async fn release_remembering(&self, lock: &Held) -> Result<ReleaseOutcome, Error> {
         let outcome = self.release(&lock.handle).await;
         if outcome.is_err() {
-            self.settings.table.holds.acquired(&lock.handle, lock.until);
+            self.settings
+                .table
+                .holds
+                .acquired(&lock.handle, lock.acquired_at, lock.until);
         }
         outcome
     }

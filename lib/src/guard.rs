@@ -164,15 +164,17 @@ impl LockGuard {
             lease,
             heartbeat,
         ));
-        // From here `release_all` can stop the guard; if it already released the lock (between
-        // the acquisition and now), the guard starts released.
+        // From here the client can stop the guard (a release of its lock through the client, by
+        // another guard of the same acquisition, or an extension that found it lost); if the
+        // client released the lock already (between the acquisition and now), the guard starts
+        // released.
         let abort = task.abort_handle();
         let stopped = Arc::downgrade(&state);
-        let stop = Arc::new(move || {
-            abort.abort();
+        let stop = Arc::new(move |lost| {
             if let Some(state) = stopped.upgrade() {
-                lose(&state, LockLost::Released);
+                lose(&state, lost);
             }
+            abort.abort();
         });
         if !client.table().holds.guarded(lock_id, stop) {
             task.abort();
@@ -367,8 +369,8 @@ impl Drop for LockGuard {
 /// (`LeaseRanOut`) instead of reviving it: `is_held` has said false and `lost` has completed.
 /// Returns why the guard is lost, if it is.
 fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) -> Result<(), LockLost> {
-    let lost = match outcome {
-        ExtendOutcome::Extended(extended) => {
+    let lost = match outcome.lock_or_lost() {
+        Ok(extended) => {
             let now = Instant::now();
             let mut ran_out = false;
             state.send_if_modified(|current| match current {
@@ -403,13 +405,7 @@ fn settle(state: &watch::Sender<State>, outcome: &ExtendOutcome) -> Result<(), L
             }
             LockLost::LeaseRanOut { last_error: None }
         }
-        ExtendOutcome::NotFound => LockLost::NotFound,
-        ExtendOutcome::Expired { expired_at } => LockLost::Expired {
-            expired_at: *expired_at,
-        },
-        ExtendOutcome::NotOwner { holder } => LockLost::TakenOver {
-            holder: holder.clone(),
-        },
+        Err(lost) => lost,
     };
     lose(state, lost);
     match &*state.borrow() {

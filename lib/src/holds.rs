@@ -3,21 +3,28 @@
 //! Every acquisition through the client is remembered here with its handle and its monotonic
 //! lease end (moved by each extension) until it is released through the client, found lost, or
 //! its lease has run out (forgotten lazily: the set is pruned of such entries as it grows, so a
-//! program that lets its locks expire does not leak). A lock a [`LockGuard`](crate::LockGuard)
-//! holds also carries the guard's way to stop: `release_all` turns the guard to released before
-//! it sends the release, so that no guard says "held" for a lock being released.
+//! program that lets its locks expire does not leak).
+//!
+//! A lock that [`LockGuard`](crate::LockGuard)s hold also carries each guard's way to stop (an
+//! idempotent acquisition handed back to the same client can have several guards). Every path
+//! of the client that ends a hold stops them before its request is sent: a release, a release
+//! by owner or a force release of the resource, `release_all`, and an extension that finds the
+//! lock lost. So no guard says "held" for a lock its own client is releasing or has found lost,
+//! whichever call (or which of its guards) ended it.
 //!
 //! Unlike the lines of [`wait_queues`](crate::wait_queues), which may forget holds beyond their
 //! bound (costing a waiter some polling), this set forgets no live hold: a lock `release_all`
 //! missed would stay held until its lease ends.
 
 use crate::lock::{LockHandle, LockId};
+use crate::outcome::LockLost;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
-/// Stops a guard: its heartbeat, and its state to released.
-pub(crate) type StopGuard = Arc<dyn Fn() + Send + Sync>;
+/// Stops a guard: its heartbeat, and its state to lost for the reason given.
+pub(crate) type StopGuard = Arc<dyn Fn(LockLost) + Send + Sync>;
 
 /// Pruning starts at this many remembered locks and doubles with the live ones.
 const FIRST_PRUNE_AT: usize = 64;
@@ -36,17 +43,29 @@ struct Inner {
 
 struct Hold {
     handle: LockHandle,
+    /// As written: a release by owner of locks acquired no later than a moment spares the others.
+    acquired_at: DateTime<Utc>,
     until: Instant,
-    stop_guard: Option<StopGuard>,
+    stop_guards: Vec<StopGuard>,
 }
 
-/// One lock as `release_all` takes it: its handle, its lease end, and its guard's stop, if a
-/// guard holds it.
+/// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
+/// stops of the guards that hold it.
 #[derive(Clone)]
 pub(crate) struct Held {
     pub(crate) handle: LockHandle,
+    pub(crate) acquired_at: DateTime<Utc>,
     pub(crate) until: Instant,
-    pub(crate) stop_guard: Option<StopGuard>,
+    pub(crate) stop_guards: Vec<StopGuard>,
+}
+
+impl Held {
+    /// Turns every guard of the lock lost for `lost`.
+    pub(crate) fn stop(&self, lost: &LockLost) {
+        for stop in &self.stop_guards {
+            stop(lost.clone());
+        }
+    }
 }
 
 impl std::fmt::Debug for Holds {
@@ -62,26 +81,30 @@ impl Holds {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The client took the lock of `handle`, held until `until`.
-    pub(crate) fn acquired(&self, handle: &LockHandle, until: Instant) {
+    /// The client took the lock of `handle`, acquired at `acquired_at` (as written) and held
+    /// until `until`. A lock taken again (handed back to an idempotent acquisition) keeps its
+    /// guards.
+    pub(crate) fn acquired(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
         let mut inner = self.inner();
         if inner.held.len() >= inner.prune_at.max(FIRST_PRUNE_AT) {
             let now = Instant::now();
             inner
                 .held
-                .retain(|_, hold| hold.until > now || hold.stop_guard.is_some());
+                .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             inner.prune_at = inner.held.len() * 2;
         }
-        let stop_guard = inner
+        let stop_guards = inner
             .held
             .remove(&handle.lock_id())
-            .and_then(|hold| hold.stop_guard);
+            .map(|hold| hold.stop_guards)
+            .unwrap_or_default();
         inner.held.insert(
             handle.lock_id(),
             Hold {
                 handle: handle.clone(),
+                acquired_at,
                 until,
-                stop_guard,
+                stop_guards,
             },
         );
     }
@@ -92,25 +115,66 @@ impl Holds {
     pub(crate) fn guarded(&self, lock_id: LockId, stop: StopGuard) -> bool {
         match self.inner().held.get_mut(&lock_id) {
             Some(hold) => {
-                hold.stop_guard = Some(stop);
+                hold.stop_guards.push(stop);
                 true
             }
             None => false,
         }
     }
 
+    /// Turns every guard of the lock `lock_id` lost for `lost`: its client is about to release
+    /// it, or found it lost. The hold stays remembered until [`freed`](Self::freed).
+    pub(crate) fn stop(&self, lock_id: LockId, lost: &LockLost) {
+        // Called outside the set's mutex: a guard's stop takes its own state's lock.
+        let stops = self
+            .inner()
+            .held
+            .get(&lock_id)
+            .map(|hold| hold.stop_guards.clone())
+            .unwrap_or_default();
+        for stop in stops {
+            stop(lost.clone());
+        }
+    }
+
+    /// Turns lost, as released, the guards of every lock on `resource` that a release of `owner`'s
+    /// lock acquired no later than `acquired_by` can end (`None`: any owner, any time), before that
+    /// release is sent.
+    pub(crate) fn stop_on(
+        &self,
+        resource: &str,
+        owner: Option<&str>,
+        acquired_by: Option<DateTime<Utc>>,
+    ) {
+        let stops: Vec<StopGuard> = self
+            .inner()
+            .held
+            .values()
+            .filter(|hold| {
+                hold.handle.resource() == resource
+                    && owner.is_none_or(|owner| hold.handle.owner() == owner)
+                    && acquired_by.is_none_or(|by| hold.acquired_at <= by)
+            })
+            .flat_map(|hold| hold.stop_guards.iter().cloned())
+            .collect();
+        for stop in stops {
+            stop(LockLost::Released);
+        }
+    }
+
     /// The lock of `handle` was extended to `until`. Remembered again if it had been pruned (its
     /// lease had run out on this process's clock, which times it conservatively, yet the item was
     /// still live and the extension succeeded).
-    pub(crate) fn extended(&self, handle: &LockHandle, until: Instant) {
+    pub(crate) fn extended(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
         self.inner()
             .held
             .entry(handle.lock_id())
             .and_modify(|hold| hold.until = until)
             .or_insert_with(|| Hold {
                 handle: handle.clone(),
+                acquired_at,
                 until,
-                stop_guard: None,
+                stop_guards: Vec::new(),
             });
     }
 
@@ -135,8 +199,9 @@ impl Holds {
             .drain()
             .map(|(_, hold)| Held {
                 handle: hold.handle,
+                acquired_at: hold.acquired_at,
                 until: hold.until,
-                stop_guard: hold.stop_guard,
+                stop_guards: hold.stop_guards,
             })
             .collect()
     }
@@ -161,13 +226,93 @@ mod tests {
         LockHandle::new(resource, "me", LockId::generate())
     }
 
+    fn acquired_at() -> DateTime<Utc> {
+        crate::record::samples::now()
+    }
+
+    /// A guard's stop that counts its calls and remembers the last reason.
+    fn counting_stop() -> (StopGuard, Arc<Mutex<Vec<LockLost>>>) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&calls);
+        let stop: StopGuard = Arc::new(move |lost| seen.lock().unwrap().push(lost));
+        (stop, calls)
+    }
+
+    #[test]
+    fn every_guard_of_a_lock_is_stopped_and_only_those() {
+        let holds = Holds::default();
+        let (a, b) = (handle("a"), handle("b"));
+        let until = Instant::now() + Duration::from_secs(30);
+        holds.acquired(&a, acquired_at(), until);
+        holds.acquired(&b, acquired_at(), until);
+        let (first, first_calls) = counting_stop();
+        let (second, second_calls) = counting_stop();
+        let (other, other_calls) = counting_stop();
+        assert!(holds.guarded(a.lock_id(), first));
+        // Handed back to an idempotent acquisition: a second guard of the same lock.
+        holds.acquired(&a, acquired_at(), until);
+        assert!(holds.guarded(a.lock_id(), second));
+        assert!(holds.guarded(b.lock_id(), other));
+
+        holds.stop(a.lock_id(), &LockLost::NotFound);
+        assert_eq!(*first_calls.lock().unwrap(), [LockLost::NotFound]);
+        assert_eq!(*second_calls.lock().unwrap(), [LockLost::NotFound]);
+        assert!(other_calls.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_release_by_owner_stops_the_guards_it_can_release_and_spares_the_rest() {
+        let holds = Holds::default();
+        let until = Instant::now() + Duration::from_secs(30);
+        let early = acquired_at();
+        let late = early + chrono::TimeDelta::seconds(10);
+        let mine = handle("r");
+        let later = handle("r");
+        let theirs = LockHandle::new("r", "them", LockId::generate());
+        let elsewhere = handle("s");
+        let mut calls = Vec::new();
+        for (lock, at) in [
+            (&mine, early),
+            (&later, late),
+            (&theirs, early),
+            (&elsewhere, early),
+        ] {
+            holds.acquired(lock, at, until);
+            let (stop, seen) = counting_stop();
+            assert!(holds.guarded(lock.lock_id(), stop));
+            calls.push(seen);
+        }
+        let stopped = || {
+            calls
+                .iter()
+                .map(|c| c.lock().unwrap().len())
+                .collect::<Vec<_>>()
+        };
+
+        holds.stop_on("r", Some("me"), Some(early));
+        assert_eq!(
+            stopped(),
+            [1, 0, 0, 0],
+            "acquired no later than the moment, of that owner"
+        );
+        holds.stop_on("r", Some("me"), None);
+        assert_eq!(stopped(), [2, 1, 0, 0]);
+        holds.stop_on("r", None, None);
+        assert_eq!(
+            stopped(),
+            [3, 2, 1, 0],
+            "a force release: every lock on the resource"
+        );
+        assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);
+    }
+
     #[test]
     fn a_hold_is_remembered_until_freed() {
         let holds = Holds::default();
         let (a, b) = (handle("a"), handle("b"));
         let until = Instant::now() + Duration::from_secs(30);
-        holds.acquired(&a, until);
-        holds.acquired(&b, until);
+        holds.acquired(&a, acquired_at(), until);
+        holds.acquired(&b, acquired_at(), until);
         assert_eq!(holds.handles().len(), 2);
         holds.freed(a.lock_id());
         assert_eq!(holds.handles(), vec![b.clone()]);
@@ -175,7 +320,7 @@ mod tests {
         assert_eq!(holds.handles().len(), 1);
         holds.freed_on("b", Some("me"));
         assert!(holds.handles().is_empty());
-        holds.acquired(&b, until);
+        holds.acquired(&b, acquired_at(), until);
         holds.freed_on("b", None);
         assert!(holds.handles().is_empty());
     }
@@ -185,13 +330,17 @@ mod tests {
         let holds = Holds::default();
         let ran_out = Instant::now();
         let guarded = handle("guarded");
-        holds.acquired(&guarded, ran_out);
-        assert!(holds.guarded(guarded.lock_id(), Arc::new(|| {})));
+        holds.acquired(&guarded, acquired_at(), ran_out);
+        assert!(holds.guarded(guarded.lock_id(), Arc::new(|_| {})));
         for i in 0..FIRST_PRUNE_AT - 1 {
-            holds.acquired(&handle(&format!("ran-out/{i}")), ran_out);
+            holds.acquired(&handle(&format!("ran-out/{i}")), acquired_at(), ran_out);
         }
         let live = handle("live");
-        holds.acquired(&live, Instant::now() + Duration::from_secs(30));
+        holds.acquired(
+            &live,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
         let mut left: Vec<_> = holds
             .handles()
             .iter()
@@ -205,11 +354,15 @@ mod tests {
     fn a_lock_taken_back_keeps_its_guard() {
         let holds = Holds::default();
         let lock = handle("a");
-        holds.acquired(&lock, Instant::now());
-        assert!(holds.guarded(lock.lock_id(), Arc::new(|| {})));
-        holds.acquired(&lock, Instant::now() + Duration::from_secs(30));
+        holds.acquired(&lock, acquired_at(), Instant::now());
+        assert!(holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+        holds.acquired(
+            &lock,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
         let taken = holds.take_all();
-        assert!(taken[0].stop_guard.is_some());
+        assert_eq!(taken[0].stop_guards.len(), 1);
     }
 
     #[test]
@@ -217,9 +370,9 @@ mod tests {
         let holds = Holds::default();
         let lock = handle("a");
         let until = Instant::now() + Duration::from_secs(30);
-        holds.extended(&lock, until);
+        holds.extended(&lock, acquired_at(), until);
         assert_eq!(holds.handles(), vec![lock.clone()]);
-        holds.extended(&lock, until + Duration::from_secs(30));
+        holds.extended(&lock, acquired_at(), until + Duration::from_secs(30));
         assert_eq!(holds.take_all()[0].until, until + Duration::from_secs(30));
     }
 
@@ -227,9 +380,13 @@ mod tests {
     fn a_guard_cannot_join_a_hold_taken_by_release_all() {
         let holds = Holds::default();
         let lock = handle("a");
-        holds.acquired(&lock, Instant::now() + Duration::from_secs(30));
+        holds.acquired(
+            &lock,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
         assert_eq!(holds.take_all().len(), 1);
-        assert!(!holds.guarded(lock.lock_id(), Arc::new(|| {})));
+        assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
         assert!(holds.handles().is_empty());
     }
 }

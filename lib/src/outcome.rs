@@ -81,6 +81,22 @@ pub enum ExtendOutcome {
     },
 }
 
+impl ExtendOutcome {
+    /// The lock as extended, or how a guard of it is lost by this outcome.
+    pub(crate) fn lock_or_lost(&self) -> Result<&Lock, LockLost> {
+        match self {
+            ExtendOutcome::Extended(lock) => Ok(lock),
+            ExtendOutcome::NotFound => Err(LockLost::NotFound),
+            ExtendOutcome::Expired { expired_at } => Err(LockLost::Expired {
+                expired_at: *expired_at,
+            }),
+            ExtendOutcome::NotOwner { holder } => Err(LockLost::TakenOver {
+                holder: holder.clone(),
+            }),
+        }
+    }
+}
+
 /// What [`status`](crate::LockClient::status) read.
 ///
 /// # Examples
@@ -166,9 +182,12 @@ pub enum LockLost {
         /// The last extension error, if an extension failed rather than went unanswered.
         last_error: Option<String>,
     },
-    /// The guard released the lock: [`LockGuard::release`](crate::LockGuard::release) started, the guard was dropped, or
-    /// [`LockClient::with_lock`](crate::LockClient::with_lock) finished its work. Every [`LockWatch`](crate::LockWatch) of the guard says so from
-    /// the moment the release starts, before its request is answered.
+    /// The lock was released through this process: [`LockGuard::release`](crate::LockGuard::release)
+    /// started, the guard was dropped, [`LockClient::with_lock`](crate::LockClient::with_lock)
+    /// finished its work, or the guard's client released the lock some other way (`release`,
+    /// `release_owned`, `force_release`, `release_all`, or another guard of the same idempotent
+    /// acquisition). Every [`LockWatch`](crate::LockWatch) of the guard says so from the moment the
+    /// release starts, before its request is answered.
     ///
     /// # Examples
     ///

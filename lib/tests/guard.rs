@@ -60,7 +60,8 @@ async fn a_guard_reports_loss_when_its_lock_is_force_released() {
         .await
         .unwrap();
 
-    client.force_release(&resource).await.unwrap();
+    // Through another client: the guard learns it from its next extension.
+    lock_client().await.force_release(&resource).await.unwrap();
     let lost = timeout(PATIENCE, guard.lost())
         .await
         .expect("loss signalled");
@@ -88,8 +89,10 @@ async fn a_guard_reports_the_new_holder_when_its_lock_is_taken_over() {
         .await
         .unwrap();
 
-    client.force_release(&resource).await.unwrap();
-    let bobs = hold(&client, &resource, "bob", Duration::from_secs(60)).await;
+    // Through another client: the guard learns it from its next extension.
+    let other = lock_client().await;
+    other.force_release(&resource).await.unwrap();
+    let bobs = hold(&other, &resource, "bob", Duration::from_secs(60)).await;
     let lost = timeout(PATIENCE, guard.lost())
         .await
         .expect("loss signalled");
@@ -302,7 +305,8 @@ async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
     let client = lock_client().await;
     let resource = unique("with-lock-lost");
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-    let admin = client.clone();
+    // Another client: the guard learns of it from its next extension.
+    let admin = lock_client().await;
     let admin_resource = resource.clone();
     let intruder = tokio::spawn(async move {
         started_rx.await.unwrap();
@@ -563,4 +567,99 @@ async fn a_guard_extends_a_lock_handed_back_with_little_lease_left_at_once() {
     };
     assert!(holder.expires_at > alices.expires_at() + chrono::TimeDelta::seconds(30));
     guard.release().await.unwrap();
+}
+
+/// Every way a client ends one of its own holds, other than through the guard itself: each must
+/// turn the guard lost before its request is sent, as the guard's own release does.
+#[tokio::test]
+async fn a_guard_is_lost_as_soon_as_its_own_client_releases_its_lock() {
+    let client = lock_client().await;
+    for how in ["release", "release_owned", "force_release", "release_all"] {
+        let resource = unique(&format!("guard-ended-by-{how}"));
+        // A long heartbeat: only the client's own bookkeeping can tell the guard in time.
+        let guard = client
+            .lock(&resource, &opts("alice", 60_000, 20_000))
+            .await
+            .unwrap();
+        match how {
+            "release" => drop(client.release(guard.lock().unwrap()).await.unwrap()),
+            "release_owned" => drop(client.release_owned(&resource, "alice").await.unwrap()),
+            "force_release" => drop(client.force_release(&resource).await.unwrap()),
+            _ => drop(client.release_all().await),
+        }
+        assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+        assert!(
+            !guard.is_held(),
+            "{how}: the guard says held for a free lock"
+        );
+        assert!(guard.lock().is_none(), "{how}");
+        assert_eq!(
+            lost_now(&guard.watch()).await,
+            Some(LockLost::Released),
+            "{how}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn guards_of_one_idempotent_acquisition_are_all_lost_when_one_releases() {
+    let client = lock_client().await;
+    let resource = unique("guard-idempotent-twice");
+    let twice = opts("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &twice).await.unwrap();
+    let second = client.lock(&resource, &twice).await.unwrap();
+    let third = client.lock(&resource, &twice).await.unwrap();
+    assert_eq!(
+        first.lock().unwrap().lock_id(),
+        second.lock().unwrap().lock_id(),
+        "one acquisition, handed back"
+    );
+
+    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        !second.is_held(),
+        "a guard of the released acquisition says held"
+    );
+    assert_eq!(lost_now(&second.watch()).await, Some(LockLost::Released));
+    drop(second);
+
+    // release_all stops every guard of an acquisition, not only the last one made.
+    let fourth = client.lock(&resource, &twice).await.unwrap();
+    let fifth = client.lock(&resource, &twice).await.unwrap();
+    assert!(
+        third.lock().is_none(),
+        "the third guard was lost with the first acquisition"
+    );
+    client.release_all().await;
+    assert!(
+        !fourth.is_held() && !fifth.is_held(),
+        "release_all left a guard saying held"
+    );
+}
+
+#[tokio::test]
+async fn a_guard_is_lost_as_soon_as_an_extension_through_its_client_finds_the_lock_taken() {
+    let client = lock_client().await;
+    let other = lock_client().await;
+    let resource = unique("guard-extension-elsewhere");
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let lock = guard.lock().unwrap();
+    other.force_release(&resource).await.unwrap();
+    let bobs = hold(&other, &resource, "bob", Duration::from_secs(60)).await;
+
+    let outcome = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(outcome, ExtendOutcome::NotOwner { .. }),
+        "{outcome:?}"
+    );
+    assert!(!guard.is_held(), "the guard says held for bob's lock");
+    assert!(matches!(
+        lost_now(&guard.watch()).await,
+        Some(LockLost::TakenOver { holder }) if holder.owner == "bob"
+    ));
+    other.release(&bobs).await.unwrap();
 }

@@ -356,9 +356,11 @@ pub(crate) fn took(table: &LockTable, lock: Lock) -> Lock {
     if table.takeover == TakeoverRule::ObservedLease {
         table.observations.forget(lock.resource());
     }
-    table
-        .holds
-        .acquired(lock.handle(), lock.valid_until_instant());
+    table.holds.acquired(
+        lock.handle(),
+        lock.acquired_at(),
+        lock.valid_until_instant(),
+    );
     // The line makes this client's waiters wait for its own release: right for an exclusive
     // hold, wrong for a shared one, which other shared acquirers of this client may join.
     if lock.mode() != Mode::Exclusive {

@@ -103,6 +103,9 @@ pub(crate) async fn extend(
     match write(table, &extension).await? {
         Ok(record) => Ok(extended(table, &extension, record, sent)),
         Err(outcome) => {
+            if let Err(lost) = outcome.lock_or_lost() {
+                table.holds.stop(handle.lock_id(), &lost);
+            }
             table
                 .queues
                 .freed(handle.resource(), Some(handle.lock_id()));
@@ -181,7 +184,9 @@ fn extended(
     )
     .with_fencing_token(record.holder.fencing_token)
     .with_data(record.holder.data);
-    table.holds.extended(handle, lock.valid_until_instant());
+    table
+        .holds
+        .extended(handle, lock.acquired_at(), lock.valid_until_instant());
     table.queues.extended(
         handle.resource(),
         handle.lock_id(),

@@ -85,6 +85,8 @@ pub(crate) async fn force_release(
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
+    // This client's own guards on the resource say "held" no more, from before the request.
+    table.holds.stop_on(resource, None, None);
     let answer = if table.delete_on_release {
         let sent = table
             .delete_item(resource, FORCE_RELEASE_CONDITION)
