@@ -13,7 +13,7 @@
 //! does the same when a backend is configured and runs node-locally when none is;
 //! [`LockingHint::NodeLocal`] never locks.
 
-use crate::backend::{BackendError, LockBackend};
+use crate::backend::{BackendError, BackendFuture, LockBackend};
 use crate::clock::{Clock, SystemClock};
 use crate::error::InvalidInput;
 use crate::limits;
@@ -21,6 +21,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{info, warn};
 
 /// How a scheduled job is kept from running on several nodes at once.
@@ -197,8 +198,9 @@ pub enum TickOutcome<T> {
         ran_for: Duration,
         /// Whether it ran longer than its lease (expected run plus margin): a schedule to fix.
         overran: bool,
-        /// Whether a renewal of the lock failed while it ran: another node may have run the
-        /// tick too.
+        /// Whether the lock was lost while it ran: a renewal found it taken or gone, or none
+        /// succeeded before its lease ran out (a renewal that fails is tried again at the next
+        /// one). Another node may have run the tick too.
         lock_lost: bool,
     },
     /// Another node holds the tick's lock: skipped here.
@@ -326,6 +328,7 @@ impl Scheduler {
             info!(job = %job.id, tick, late_ms = late.as_millis(), "tick missed: too late to run it");
             return Ok(TickOutcome::Missed);
         }
+        let sent = Instant::now();
         let lock = match backend.try_lock(&job.key(tick), job.lease()).await {
             Ok(Some(lock)) => lock,
             Ok(None) => return Ok(TickOutcome::Skipped),
@@ -335,19 +338,46 @@ impl Scheduler {
                 return Ok(TickOutcome::BackendFailed(failed));
             }
         };
-        // Renew every third of the lease while the job runs.
+        // Renew every third of the lease while the job runs, beside it (the job is never held up
+        // by a renewal); a failed renewal is tried again at the next one. The lock is lost when a
+        // renewal finds it not held, or when none succeeded before the lease, counted on this
+        // node's monotonic clock from the last successful request's send, ran out.
+        let lease = job.lease();
+        let mut held_until = sent + lease;
         let run = ran_for(job, work, true, false);
         tokio::pin!(run);
-        let mut renewals = tokio::time::interval(job.lease() / 3);
+        let mut renewals = tokio::time::interval(lease / 3);
+        renewals.set_missed_tick_behavior(MissedTickBehavior::Delay);
         renewals.tick().await;
+        let mut renewal: Option<(Instant, BackendFuture<'_, ()>)> = None;
         let mut lock_lost = false;
         let outcome = loop {
             tokio::select! {
                 outcome = &mut run => break outcome,
-                _ = renewals.tick(), if !lock_lost => {
-                    if let Err(error) = backend.renew(&lock).await {
-                        warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
-                        lock_lost = true;
+                () = tokio::time::sleep_until(held_until), if !lock_lost => {
+                    warn!(job = %job.id, tick, "the tick's lock was lost while the job ran: no renewal succeeded within its lease");
+                    lock_lost = true;
+                    renewal = None;
+                }
+                _ = renewals.tick(), if !lock_lost && renewal.is_none() => {
+                    renewal = Some((Instant::now(), backend.renew(&lock)));
+                }
+                renewed = async {
+                    match renewal.as_mut() {
+                        Some((_, renew)) => renew.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                }, if renewal.is_some() => {
+                    let sent = renewal.take().map_or(held_until, |(sent, _)| sent);
+                    match renewed {
+                        Ok(()) => held_until = held_until.max(sent + lease),
+                        Err(error @ BackendError::NotHeld { .. }) => {
+                            warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
+                            lock_lost = true;
+                        }
+                        Err(error) => {
+                            warn!(job = %job.id, tick, %error, "a renewal of the tick's lock failed; trying again at the next one");
+                        }
                     }
                 }
             }

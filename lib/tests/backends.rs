@@ -112,11 +112,36 @@ async fn contract(locks: &dyn LockBackend, clock: &AdjustableClock) -> Vec<Strin
         acquired(&locks.try_lock(&"k".repeat(4096), TTL).await)
     ));
     locks.release(e.unwrap().unwrap()).await.unwrap();
+
+    // A renewal on a clock stepped back never shortens the lease it renews.
+    let renewed_key = unique("backend/renewed-back");
+    let f = locks.try_lock(&renewed_key, TTL).await.unwrap().unwrap();
+    clock.set_back(Duration::from_secs(5));
+    t.push(format!(
+        "renew on a clock set back: {}",
+        done(&locks.renew(&f).await)
+    ));
+    clock.advance(Duration::from_secs(5) + TTL - Duration::from_secs(1));
+    t.push(format!(
+        "held until its first ttl: {}",
+        acquired(&locks.try_lock(&renewed_key, TTL).await)
+    ));
+
+    // A release whose future is dropped before it is polled (a select!, a timeout) still
+    // releases: the lock was handed over to it, nobody else can release it any more.
+    let dropped_key = unique("backend/release-dropped");
+    let g = locks.try_lock(&dropped_key, TTL).await.unwrap().unwrap();
+    drop(locks.release(g));
+    locks.flush().await;
+    t.push(format!(
+        "after a dropped release: {}",
+        acquired(&locks.try_lock(&dropped_key, TTL).await)
+    ));
     t.push(format!("cleanup: {}", done(&locks.cleanup().await)));
     t
 }
 
-const EXPECTED: [&str; 19] = [
+const EXPECTED: [&str; 22] = [
     "try_lock free: acquired",
     "try_lock held: held by another",
     "renew: ok",
@@ -135,6 +160,9 @@ const EXPECTED: [&str; 19] = [
     "empty key: invalid resource",
     "zero ttl: invalid lease",
     "too long a key: invalid resource",
+    "renew on a clock set back: ok",
+    "held until its first ttl: held by another",
+    "after a dropped release: acquired",
     "cleanup: ok",
 ];
 

@@ -8,12 +8,32 @@ use ddb_lock::{
     TickOutcome,
 };
 use ddb_lock_test_kit::clocks::AdjustableClock;
-use ddb_lock_test_kit::{builder, dynamodb, dynamodb_at, lock_client, unique};
+use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock_test_kit::{
+    builder, dynamodb, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, unique,
+};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const HOUR: Duration = Duration::from_secs(3600);
+/// Upper bound on any wait, so that a bug fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A node whose requests go through `proxy`, retried quickly by the SDK.
+fn node_through(proxy: &Proxy) -> Scheduler {
+    let client = builder(quickly_retrying_dynamodb(&proxy.endpoint()))
+        .build()
+        .unwrap();
+    Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client))))
+}
+
+/// A job of a two-second lease (a renewal every 667 ms), for tests that watch its renewals.
+fn renewed_job(name: &str) -> ScheduledJob {
+    ScheduledJob::every(unique(name), HOUR)
+        .expected_run(Duration::from_secs(1))
+        .margin(Duration::from_secs(1))
+}
 
 fn node(owner: &str) -> (LockClient, Scheduler) {
     let client = builder(dynamodb()).owner(owner).build().unwrap();
@@ -181,4 +201,73 @@ async fn the_hints_without_a_backend_and_a_broken_backend() {
         broken.run_tick(&bad, tick, || async {}).await,
         Err(InvalidInput::Empty { field: "id" })
     ));
+}
+
+#[tokio::test]
+async fn a_renewal_left_unanswered_does_not_hold_up_the_job() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let scheduler = node_through(&proxy);
+    let job = renewed_job("unanswered-renewal");
+    let tick = scheduler.current_tick(&job) + 1;
+    let mut renewal = proxy.withhold_next_answer("UpdateItem");
+
+    // The job ends once the first renewal was applied, its answer withheld: the job must not
+    // wait for that answer to be polled again.
+    let outcome = tokio::time::timeout(
+        PATIENCE,
+        scheduler.run_tick(&job, tick, || async { renewal.applied().await }),
+    )
+    .await
+    .expect("the job ran to its end while its renewal was unanswered")
+    .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                locked: true,
+                lock_lost: false,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_renewal_that_fails_is_tried_again_and_the_lock_is_not_reported_lost() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let scheduler = node_through(&proxy);
+    let job = renewed_job("failed-renewal");
+    let tick = scheduler.current_tick(&job) + 1;
+
+    let outcome = tokio::time::timeout(
+        PATIENCE,
+        scheduler.run_tick(&job, tick, || async {
+            // Every attempt of the first renewal is throttled: it fails, the lock still held.
+            proxy.set_faults(Faults {
+                throttle_every: 1,
+                ..Faults::default()
+            });
+            proxy.wait_for("UpdateItem", |c| c.throttled >= 3).await;
+            proxy.set_faults(Faults::default());
+            // The next renewal goes through.
+            proxy.wait_for("UpdateItem", |c| c.answered >= 1).await;
+        }),
+    )
+    .await
+    .expect("a renewal after the failed one")
+    .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                locked: true,
+                lock_lost: false,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
 }

@@ -59,6 +59,13 @@ impl AdjustableClock {
         let ms = i64::try_from(by.as_millis()).expect("a test duration");
         self.offset_ms.fetch_add(ms, Ordering::SeqCst);
     }
+
+    /// Moves the clock `by` back, as a clock corrected by NTP may step, for every client that
+    /// reads it.
+    pub fn set_back(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).expect("a test duration");
+        self.offset_ms.fetch_sub(ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for AdjustableClock {

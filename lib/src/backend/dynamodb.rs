@@ -5,9 +5,13 @@
 
 use super::{BackendError, BackendFuture, BackendLock, LockBackend};
 use crate::client::LockClient;
+use crate::error::Error;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// The DynamoDB [`LockBackend`]: locks of a [`LockClient`], owned by the client's owner.
 ///
@@ -90,12 +94,43 @@ impl LockBackend for DynamoDbBackend {
         })
     }
 
+    /// Sent from a task of its own, started at the call: dropping the returned future (a
+    /// `select!`, a timeout) cancels nothing, and [`flush`](LockBackend::flush) waits for it.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
+        let (answer, answered) = oneshot::channel();
+        let (client, spawned_lock) = (self.client.clone(), lock.clone());
+        let spawned = self.client.release_in_background(async move {
+            let released = client.release(spawned_lock.handle()).await;
+            let _ = answer.send(released_or_not(released, &spawned_lock));
+        });
         Box::pin(async move {
-            match self.client.release(lock.handle()).await? {
-                ReleaseOutcome::Released => Ok(()),
-                _ => Err(BackendError::not_held(lock.key())),
+            match answered.await {
+                Ok(released) => released,
+                // No runtime to spawn on at the call: released here.
+                Err(_) if !spawned => {
+                    released_or_not(self.client.release(lock.handle()).await, &lock)
+                }
+                Err(_) => Err(BackendError::Unavailable(Box::new(
+                    Error::ReleaseAbandoned {
+                        resource: lock.key().to_owned(),
+                    },
+                ))),
             }
         })
+    }
+
+    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.client.flush())
+    }
+}
+
+/// A release's outcome as the trait answers it: `NotHeld` unless it released.
+fn released_or_not(
+    released: Result<ReleaseOutcome, Error>,
+    lock: &BackendLock,
+) -> Result<(), BackendError> {
+    match released? {
+        ReleaseOutcome::Released => Ok(()),
+        _ => Err(BackendError::not_held(lock.key())),
     }
 }

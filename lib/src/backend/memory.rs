@@ -167,7 +167,9 @@ impl LockBackend for MemoryBackend {
             let mut state = self.state(now);
             match state.held.get_mut(lock.key()) {
                 Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
-                    holder.expires_at = expires_at;
+                    // Never shortened, as DynamoDB's extension never shortens: a clock stepped
+                    // back would otherwise end the lease before the holder was told it ends.
+                    holder.expires_at = holder.expires_at.max(expires_at);
                     Ok(())
                 }
                 _ => Err(BackendError::not_held(lock.key())),
@@ -175,16 +177,17 @@ impl LockBackend for MemoryBackend {
         })
     }
 
+    /// Released at the call, not when the future is polled: a future dropped unpolled (a
+    /// `select!`, a timeout) releases too.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
-        Box::pin(async move {
-            let mut state = self.state(self.now());
-            match state.held.get(lock.key()) {
-                Some(holder) if holder.token == lock.token() => {
-                    state.held.remove(lock.key());
-                    Ok(())
-                }
-                _ => Err(BackendError::not_held(lock.key())),
+        let mut state = self.state(self.now());
+        let released = match state.held.get(lock.key()) {
+            Some(holder) if holder.token == lock.token() => {
+                state.held.remove(lock.key());
+                Ok(())
             }
-        })
+            _ => Err(BackendError::not_held(lock.key())),
+        };
+        Box::pin(std::future::ready(released))
     }
 }

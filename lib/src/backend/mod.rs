@@ -79,6 +79,13 @@ pub trait LockBackend: Send + Sync {
     fn cleanup(&self) -> BackendFuture<'_, ()> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Completes once every release under way has been answered, including those whose futures
+    /// were dropped (default: none is ever under way). A Lambda handler awaits it before it
+    /// returns, since its execution environment is frozen afterwards.
+    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// A held lock of a [`LockBackend`]: pass it back unchanged to `renew` and `release`.
