@@ -353,6 +353,9 @@ impl Drop for LockGuard {
             // Found gone, expired or taken by an extension: nothing of ours to release.
             State::Lost { .. } | State::Held(_) => return,
         };
+        // Marked as being released at once, so that no idempotent acquisition of this client is
+        // handed the lock back before the release below is sent.
+        self.client.table().holds.release_starts(lock.handle());
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
         let client = self.client.clone();
         self.client.release_in_background(async move {

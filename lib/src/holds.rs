@@ -12,6 +12,10 @@
 //! lock lost. So no guard says "held" for a lock its own client is releasing or has found lost,
 //! whichever call (or which of its guards) ended it.
 //!
+//! A lock whose release has started is marked as being released until the release is answered
+//! (and stays so if its answer never comes): an idempotent acquisition by the same owner is not
+//! handed it back, since the release in flight may delete it at any moment after.
+//!
 //! Unlike the lines of [`wait_queues`](crate::wait_queues), which may forget holds beyond their
 //! bound (costing a waiter some polling), this set forgets no live hold: a lock `release_all`
 //! missed would stay held until its lease ends.
@@ -47,6 +51,8 @@ struct Hold {
     acquired_at: DateTime<Utc>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
+    /// A release of it has started and not been answered.
+    releasing: bool,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -93,10 +99,10 @@ impl Holds {
                 .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             inner.prune_at = inner.held.len() * 2;
         }
-        let stop_guards = inner
+        let (stop_guards, releasing) = inner
             .held
             .remove(&handle.lock_id())
-            .map(|hold| hold.stop_guards)
+            .map(|hold| (hold.stop_guards, hold.releasing))
             .unwrap_or_default();
         inner.held.insert(
             handle.lock_id(),
@@ -105,6 +111,7 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards,
+                releasing,
             },
         );
     }
@@ -137,10 +144,39 @@ impl Holds {
         }
     }
 
-    /// Turns lost, as released, the guards of every lock on `resource` that a release of `owner`'s
-    /// lock acquired no later than `acquired_by` can end (`None`: any owner, any time), before that
-    /// release is sent.
-    pub(crate) fn stop_on(
+    /// A release of the lock of `handle` starts: it is marked as being released (remembered if
+    /// it was not), and its guards turn lost, as released, before the request is sent.
+    pub(crate) fn release_starts(&self, handle: &LockHandle) {
+        let stops = {
+            let mut inner = self.inner();
+            let hold = inner.held.entry(handle.lock_id()).or_insert_with(|| Hold {
+                handle: handle.clone(),
+                acquired_at: DateTime::<Utc>::MIN_UTC,
+                until: Instant::now(),
+                stop_guards: Vec::new(),
+                releasing: false,
+            });
+            hold.releasing = true;
+            hold.stop_guards.clone()
+        };
+        for stop in stops {
+            stop(LockLost::Released);
+        }
+    }
+
+    /// Whether a release of the lock `lock_id` has started through this client and not been
+    /// answered.
+    pub(crate) fn is_releasing(&self, lock_id: LockId) -> bool {
+        self.inner()
+            .held
+            .get(&lock_id)
+            .is_some_and(|hold| hold.releasing)
+    }
+
+    /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
+    /// any owner, any time) starts: every lock of this client it can end is marked as being
+    /// released, and its guards turn lost, as released, before the request is sent.
+    pub(crate) fn releases_start_on(
         &self,
         resource: &str,
         owner: Option<&str>,
@@ -149,13 +185,16 @@ impl Holds {
         let stops: Vec<StopGuard> = self
             .inner()
             .held
-            .values()
+            .values_mut()
             .filter(|hold| {
                 hold.handle.resource() == resource
                     && owner.is_none_or(|owner| hold.handle.owner() == owner)
                     && acquired_by.is_none_or(|by| hold.acquired_at <= by)
             })
-            .flat_map(|hold| hold.stop_guards.iter().cloned())
+            .flat_map(|hold| {
+                hold.releasing = true;
+                hold.stop_guards.clone()
+            })
             .collect();
         for stop in stops {
             stop(LockLost::Released);
@@ -175,6 +214,7 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards: Vec::new(),
+                releasing: false,
             });
     }
 
@@ -289,21 +329,49 @@ mod tests {
                 .collect::<Vec<_>>()
         };
 
-        holds.stop_on("r", Some("me"), Some(early));
+        holds.releases_start_on("r", Some("me"), Some(early));
         assert_eq!(
             stopped(),
             [1, 0, 0, 0],
             "acquired no later than the moment, of that owner"
         );
-        holds.stop_on("r", Some("me"), None);
+        holds.releases_start_on("r", Some("me"), None);
         assert_eq!(stopped(), [2, 1, 0, 0]);
-        holds.stop_on("r", None, None);
+        holds.releases_start_on("r", None, None);
         assert_eq!(
             stopped(),
             [3, 2, 1, 0],
             "a force release: every lock on the resource"
         );
         assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);
+        assert!(holds.is_releasing(mine.lock_id()) && holds.is_releasing(theirs.lock_id()));
+        assert!(!holds.is_releasing(elsewhere.lock_id()));
+    }
+
+    #[test]
+    fn a_lock_is_being_released_from_its_release_until_it_is_freed() {
+        let holds = Holds::default();
+        let lock = handle("a");
+        holds.acquired(
+            &lock,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
+        let (stop, calls) = counting_stop();
+        assert!(holds.guarded(lock.lock_id(), stop));
+        assert!(!holds.is_releasing(lock.lock_id()));
+        holds.release_starts(&lock);
+        assert!(holds.is_releasing(lock.lock_id()));
+        assert_eq!(*calls.lock().unwrap(), [LockLost::Released]);
+        // Taken again meanwhile (an SDK retry's own write): still being released.
+        holds.acquired(&lock, acquired_at(), Instant::now());
+        assert!(holds.is_releasing(lock.lock_id()));
+        holds.freed(lock.lock_id());
+        assert!(!holds.is_releasing(lock.lock_id()));
+        // A lock this client never took, released through it, is marked too.
+        let elsewhere = handle("b");
+        holds.release_starts(&elsewhere);
+        assert!(holds.is_releasing(elsewhere.lock_id()));
     }
 
     #[test]

@@ -663,3 +663,30 @@ async fn a_guard_is_lost_as_soon_as_an_extension_through_its_client_finds_the_lo
     ));
     other.release(&bobs).await.unwrap();
 }
+
+#[tokio::test]
+async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way() {
+    lock_client().await;
+    let resource = unique("guard-idempotent-releasing");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let again = opts("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &again).await.unwrap();
+
+    // The dropped guard's release is on its way but has not reached DynamoDB.
+    let mut release = proxy.delay_next_request("DeleteItem");
+    drop(first);
+    let second = client.try_lock(&resource, &again).await.unwrap();
+    release.captured().await;
+    assert!(release.deliver().await, "the release reached DynamoDB");
+    client.flush().await;
+
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        second.as_ref().is_none_or(|guard| !guard.is_held()),
+        "a guard says held for the lock its dropped twin's release deleted"
+    );
+    assert!(second.is_none(), "handed back a lock being released");
+    let third = client.try_lock(&resource, &again).await.unwrap();
+    assert!(third.is_some(), "free once the release was answered");
+}

@@ -1,10 +1,13 @@
 //! A TCP proxy between a client and the endpoint that counts DynamoDB operations and injects the
 //! faults of a network: a dropped answer after the request was applied, added latency, a cut-off
-//! client (partition), and throttling answers from a busy service.
+//! client (partition), throttling answers from a busy service, a request that arrives late (held
+//! by the proxy, delivered when the test says) and one that arrives twice (a copy delivered again
+//! when the test says).
 //!
-//! Requests are recognized by their `X-Amz-Target: DynamoDB_20120810.<Operation>` header. An SDK
-//! client sends one request at a time per connection, so the next bytes the endpoint sends on that
-//! connection are that request's answer.
+//! Requests are recognized by their `X-Amz-Target: DynamoDB_20120810.<Operation>` header, and
+//! forwarded whole once their body (`Content-Length`) has arrived. An SDK client sends one request
+//! at a time per connection, so the next bytes the endpoint sends on that connection are that
+//! request's answer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,12 +31,15 @@ pub struct OpCounts {
     pub dropped: usize,
     /// Requests answered with throttling instead of forwarded.
     pub throttled: usize,
+    /// Requests held back, not forwarded ([`Proxy::delay_next_request`]).
+    pub held: usize,
 }
 
 /// A running proxy; stops when dropped.
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
+    upstream: SocketAddr,
     counts: watch::Receiver<HashMap<String, OpCounts>>,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
@@ -44,6 +50,8 @@ struct Shared {
     counts: watch::Sender<HashMap<String, OpCounts>>,
     /// Operations whose next answer is to be dropped.
     drop_next: Mutex<Vec<DropRule>>,
+    /// Operations whose next request is to be held (delayed) or copied (duplicated).
+    hold_next: Mutex<Vec<HoldRule>>,
     /// The faults applied to every request now.
     faults: Mutex<Faults>,
     /// Requests seen, for the every-n-th faults.
@@ -78,6 +86,97 @@ struct DropRule {
 struct Hold {
     withheld: oneshot::Sender<()>,
     gate: oneshot::Receiver<()>,
+}
+
+/// One request to hold back or copy: of which operation, and where the test waits for it.
+#[derive(Debug)]
+struct HoldRule {
+    operation: String,
+    /// Only a request whose bytes contain this.
+    containing: Option<String>,
+    /// Forward the request now as well (a duplicate), or only when delivered (a late request).
+    forward: bool,
+    captured: oneshot::Sender<Captured>,
+}
+
+/// A captured request: its bytes, and for one held back, the way to deliver it on its client's
+/// connection (a sender for the signal that its answer came back).
+#[derive(Debug)]
+struct Captured {
+    request: Vec<u8>,
+    deliver: Option<oneshot::Sender<oneshot::Sender<()>>>,
+}
+
+/// A request the proxy captured, to be delivered to the endpoint when the test says: the request
+/// itself, held back ([`Proxy::delay_next_request`]: delivered on its client's connection, whose
+/// answer goes back to the client if it still waits), or a copy of one forwarded at once
+/// ([`Proxy::duplicate_next_request`]: delivered on a connection of its own, answer thrown away).
+#[derive(Debug)]
+pub struct HeldRequest {
+    upstream: SocketAddr,
+    operation: String,
+    pending: Option<oneshot::Receiver<Captured>>,
+    captured: Option<Captured>,
+}
+
+impl HeldRequest {
+    /// The operation it captures.
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// Whether the client has sent the request and the proxy captured it.
+    pub fn is_captured(&mut self) -> bool {
+        if let Some(Ok(captured)) = self.pending.as_mut().map(oneshot::Receiver::try_recv) {
+            self.captured = Some(captured);
+            self.pending = None;
+        }
+        self.captured.is_some()
+    }
+
+    /// Waits until the client has sent the request and the proxy captured it.
+    pub async fn captured(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            self.captured = Some(pending.await.expect("proxy running"));
+        }
+    }
+
+    /// Sends the captured request to the endpoint and waits for the endpoint's answer: the
+    /// request has been applied, or refused, when this returns `true`. Nothing is sent if the
+    /// client never sent it; `false` then.
+    pub async fn deliver(mut self) -> bool {
+        if !self.is_captured() {
+            return false;
+        }
+        let Some(captured) = self.captured.take() else {
+            return false;
+        };
+        match captured.deliver {
+            Some(deliver) => {
+                let (answered_tx, answered) = oneshot::channel();
+                deliver.send(answered_tx).is_ok() && answered.await.is_ok()
+            }
+            None => send_alone(self.upstream, &captured.request).await,
+        }
+    }
+}
+
+/// Sends `request` to `upstream` on a connection of its own and reads the head of its answer:
+/// whether one came.
+async fn send_alone(upstream: SocketAddr, request: &[u8]) -> bool {
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        return false;
+    };
+    send_on(&mut server, request).await
+}
+
+/// Sends `request` on `server` and reads the head of its answer: whether one came.
+async fn send_on(server: &mut TcpStream, request: &[u8]) -> bool {
+    if server.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut answer = vec![0u8; 64 * 1024];
+    matches!(server.read(&mut answer).await, Ok(n) if n > 0)
 }
 
 /// An answer the proxy has withheld, with the client's connection still open; see
@@ -118,6 +217,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             counts: counts_tx,
             drop_next: Mutex::new(Vec::new()),
+            hold_next: Mutex::new(Vec::new()),
             faults: Mutex::new(Faults::default()),
             requests: AtomicU64::new(0),
         });
@@ -134,6 +234,7 @@ impl Proxy {
         });
         Proxy {
             addr,
+            upstream,
             counts,
             shared,
             task,
@@ -166,6 +267,52 @@ impl Proxy {
         WithheldAnswer {
             withheld: Some(withheld_rx),
             gate: Some(gate_tx),
+        }
+    }
+
+    /// Hold the next `operation` request back: it is not forwarded (its client waits for an
+    /// answer that never comes, until it gives up) and reaches the endpoint only when the test
+    /// [`deliver`](HeldRequest::deliver)s it, as a request delayed in the network would, late.
+    pub fn delay_next_request(&self, operation: &str) -> HeldRequest {
+        self.queue_hold(operation, None, false)
+    }
+
+    /// [`delay_next_request`](Self::delay_next_request) for the next `operation` request whose
+    /// bytes contain `text` (an expression, say: extensions and releases are both UpdateItems
+    /// where items are kept).
+    pub fn delay_next_request_containing(&self, operation: &str, text: &str) -> HeldRequest {
+        self.queue_hold(operation, Some(text), false)
+    }
+
+    /// Forward the next `operation` request as usual, and keep a copy that reaches the endpoint
+    /// again when the test [`deliver`](HeldRequest::deliver)s it: a request that arrives twice.
+    pub fn duplicate_next_request(&self, operation: &str) -> HeldRequest {
+        self.queue_hold(operation, None, true)
+    }
+
+    /// [`duplicate_next_request`](Self::duplicate_next_request) for the next `operation` request
+    /// whose bytes contain `text`.
+    pub fn duplicate_next_request_containing(&self, operation: &str, text: &str) -> HeldRequest {
+        self.queue_hold(operation, Some(text), true)
+    }
+
+    fn queue_hold(&self, operation: &str, containing: Option<&str>, forward: bool) -> HeldRequest {
+        let (captured_tx, captured_rx) = oneshot::channel();
+        self.shared
+            .hold_next
+            .lock()
+            .expect("proxy lock")
+            .push(HoldRule {
+                operation: operation.to_owned(),
+                containing: containing.map(str::to_owned),
+                forward,
+                captured: captured_tx,
+            });
+        HeldRequest {
+            upstream: self.upstream,
+            operation: operation.to_owned(),
+            pending: Some(captured_rx),
+            captured: None,
         }
     }
 
@@ -232,28 +379,81 @@ impl Drop for Proxy {
 async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
     let mut from_client = vec![0u8; 64 * 1024];
     let mut from_server = vec![0u8; 64 * 1024];
-    // The tail of the previous chunk, so that a header split across reads is still recognized.
-    let mut tail: Vec<u8> = Vec::new();
+    // The bytes of the request being received, forwarded once whole.
+    let mut request: Vec<u8> = Vec::new();
     // The operation awaiting its answer, and the rule to drop that answer if there is one.
     let mut pending: Option<(String, Option<DropRule>)> = None;
+    // A request held back, until the test delivers it: its operation, bytes and delivery.
+    let mut held: Option<(String, Vec<u8>, oneshot::Receiver<oneshot::Sender<()>>)> = None;
+    // Told when the answer of a delivered request has come back.
+    let mut delivered: Option<oneshot::Sender<()>> = None;
     loop {
         tokio::select! {
+            deliver = async { held.as_mut().map(|(_, _, deliver)| deliver).expect("held").await }, if held.is_some() => {
+                let Some((operation, request, _)) = held.take() else { return };
+                let Ok(answered) = deliver else { continue };
+                shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
+                pending = Some((operation, None));
+                delivered = Some(answered);
+                if server.write_all(&request).await.is_err() { return; }
+            }
             read = client.read(&mut from_client) => {
-                let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
+                let n = match read {
+                    Ok(0) | Err(_) => {
+                        // The client gave up; a request held back still arrives when delivered.
+                        if let Some((_, request, deliver)) = held.take() {
+                            tokio::spawn(async move {
+                                if let Ok(answered) = deliver.await {
+                                    if send_on(&mut server, &request).await {
+                                        let _ = answered.send(());
+                                    }
+                                }
+                            });
+                        }
+                        return;
+                    }
+                    Ok(n) => n,
+                };
                 let faults = *shared.faults.lock().expect("proxy lock");
                 if faults.cut_off {
                     return;
                 }
-                let chunk = &from_client[..n];
-                let mut window = std::mem::take(&mut tail);
-                let overlap = window.len();
-                window.extend_from_slice(chunk);
-                for operation in operations_in(&window, overlap) {
+                request.extend_from_slice(&from_client[..n]);
+                while let Some(len) = whole_request_len(&request) {
+                    let whole: Vec<u8> = request.drain(..len).collect();
+                    let Some(operation) = operations_in(&whole, 0).into_iter().next() else {
+                        if server.write_all(&whole).await.is_err() { return; }
+                        continue;
+                    };
                     let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
                     if faults.throttle_every > 0 && nth % faults.throttle_every == 0 {
                         shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
                         let _ = client.write_all(THROTTLED.as_bytes()).await;
                         return;
+                    }
+                    let hold = {
+                        let mut hold_next = shared.hold_next.lock().expect("proxy lock");
+                        hold_next
+                            .iter()
+                            .position(|rule| {
+                                rule.operation == operation
+                                    && rule.containing.as_ref().is_none_or(|text| {
+                                        find(&whole, text.as_bytes()).is_some()
+                                    })
+                            })
+                            .map(|i| hold_next.remove(i))
+                    };
+                    if let Some(hold) = hold {
+                        if hold.forward {
+                            let _ = hold.captured.send(Captured { request: whole.clone(), deliver: None });
+                        } else {
+                            // Held back: the client's connection stays open with no answer.
+                            let (deliver_tx, deliver_rx) = oneshot::channel();
+                            let _ = hold.captured.send(Captured { request: Vec::new(), deliver: Some(deliver_tx) });
+                            shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().held += 1);
+                            held = Some((operation, whole, deliver_rx));
+                            continue;
+                        }
                     }
                     let drop_answer = {
                         let mut drop_next = shared.drop_next.lock().expect("proxy lock");
@@ -270,9 +470,8 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                     });
                     shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
                     pending = Some((operation, drop_answer));
+                    if server.write_all(&whole).await.is_err() { return; }
                 }
-                tail = window[window.len().saturating_sub(64)..].to_vec();
-                if server.write_all(chunk).await.is_err() { return; }
             }
             read = server.read(&mut from_server) => {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
@@ -294,10 +493,27 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                     }
                     None => {}
                 }
+                if let Some(answered) = delivered.take() {
+                    let _ = answered.send(());
+                }
                 if client.write_all(&from_server[..n]).await.is_err() { return; }
             }
         }
     }
+}
+
+/// The length of the first whole HTTP request in `bytes` (head, and the body its
+/// `Content-Length` announces), if it has all arrived.
+fn whole_request_len(bytes: &[u8]) -> Option<usize> {
+    let head_end = find(bytes, b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&bytes[..head_end]);
+    let body = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    (bytes.len() >= head_end + body).then_some(head_end + body)
 }
 
 /// Operation names whose target header is complete in `window` but was not in its first `overlap`
@@ -328,6 +544,25 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_is_whole_once_its_body_has_arrived() {
+        let head = b"POST / HTTP/1.1\r\ncontent-length: 2\r\nx-amz-target: DynamoDB_20120810.PutItem\r\n\r\n";
+        assert_eq!(whole_request_len(&head[..head.len() - 1]), None, "head cut");
+        assert_eq!(whole_request_len(head), None, "no body yet");
+        let mut whole = head.to_vec();
+        whole.extend_from_slice(b"{}");
+        assert_eq!(whole_request_len(&whole), Some(whole.len()));
+        let mut two = whole.clone();
+        two.extend_from_slice(&whole);
+        assert_eq!(
+            whole_request_len(&two),
+            Some(whole.len()),
+            "the first of two"
+        );
+        let bare = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+        assert_eq!(whole_request_len(bare), Some(bare.len()), "no body");
+    }
 
     #[test]
     fn finds_complete_operation_names_once() {

@@ -63,6 +63,7 @@ pub(crate) const TAKEOVER_EXISTING_CONDITION: &str =
     "attribute_exists(#lock_id) AND (attribute_not_exists(#owner) OR #version = :version) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
 
 /// A validated acquisition request.
+#[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {
     pub(crate) resource: &'a str,
     pub(crate) owner: &'a str,
@@ -405,6 +406,15 @@ pub(crate) async fn refused(
             key: table.schema.describe_key(&table.key(request.resource)),
         });
     }
+    // A lock whose release this client has started is not handed back to an idempotent request:
+    // the release in flight may delete it at any moment after.
+    let releasing_here = record
+        .as_ref()
+        .is_some_and(|record| table.holds.is_releasing(record.lock_id));
+    let request = &Request {
+        idempotent: request.idempotent && !releasing_here,
+        ..*request
+    };
     match read_refused(request, lock.lock_id(), record, now, received, operation)? {
         Refusal::OwnWrite(record) => {
             debug!(

@@ -1,23 +1,27 @@
 //! Looking at a lock without holding it: status (a strongly consistent GetItem) and force release
-//! (a DeleteItem of whatever lock item is there, which returns what it removed).
+//! (that read, then a DeleteItem of exactly the lock item it read, which returns what it removed).
 //!
 //! On a client that keeps items, force release clears the holder with an UpdateItem instead of
 //! deleting the item ([`kept`](super::kept)); a kept item reads as free.
 //!
 //! Both judge the item by its `ExpiresAt` and this client's clock: status is information, not a
-//! takeover decision, and force release is an administrative override that deletes any lock item
-//! (an expired or malformed one too) and only reports whose live lock it removed. It is
-//! conditional on one thing, that the item is a lock item (it has a `LockID`), so that an
-//! application's item sharing the table is reported, never deleted. If the SDK retried the
-//! DeleteItem after a lost answer, the retry finds nothing, and the removed holder is unknown:
-//! force release then says `None`.
+//! takeover decision, and force release is an administrative override that removes any lock item
+//! (an expired or malformed one too) and only reports whose live lock it removed. It removes the
+//! holders it read and no others: its condition is the item's `LockID` and `Version` (every
+//! exclusive acquisition writes a new `LockID`, every extension a new `Version`) and its sets of
+//! shared and intention holders as read. A copy of the request that arrives late, or an SDK retry
+//! after a lost answer, therefore finds nothing or a later holder's item, and leaves it alone:
+//! deleting "whatever is there" blindly, a retry would delete the lock of whoever acquired between
+//! the first attempt and the retry. An item that changed between the read and the write is read
+//! again, a few times. An application's item sharing the table (no `LockID`) is reported, never
+//! deleted.
 
 use super::extend::DataChange;
 use super::kept;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::fair::line;
-use crate::item::{Item, LOCK_ID};
+use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, SHARED, VERSION};
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
@@ -26,12 +30,44 @@ use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use tracing::warn;
 
-/// Force release deletes any lock item, and only a lock item.
-pub(crate) const FORCE_RELEASE_CONDITION: &str = "attribute_exists(#lock_id)";
+/// Force release removes the lock item as it was read: the same acquisition…
+pub(crate) const FORCE_RELEASE_SAME_ACQUISITION: &str = "#lock_id = :lock_id";
+/// …and, for the exclusive lease (every extension writes a new version) and for each set of
+/// shared and intention holders: the attribute, its value's placeholder, the clause for the value
+/// as read, and the clause for an attribute read absent.
+pub(crate) const FORCE_RELEASE_AS_READ: [(&str, &str, &str, &str); 4] = [
+    (
+        VERSION,
+        ":version",
+        " AND #version = :version",
+        " AND attribute_not_exists(#version)",
+    ),
+    (
+        SHARED,
+        ":shared",
+        " AND #shared = :shared",
+        " AND attribute_not_exists(#shared)",
+    ),
+    (
+        INTENT_SHARED,
+        ":intent_shared",
+        " AND #intent_shared = :intent_shared",
+        " AND attribute_not_exists(#intent_shared)",
+    ),
+    (
+        INTENT_EXCLUSIVE,
+        ":intent_exclusive",
+        " AND #intent_exclusive = :intent_exclusive",
+        " AND attribute_not_exists(#intent_exclusive)",
+    ),
+];
+
+/// How many times force release reads the item again after it changed between its read and its
+/// write.
+const MAX_FORCE_RELEASE_TRIES: u32 = 3;
 
 /// The lock on `resource`, read without taking it.
 pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStatus, Error> {
@@ -86,35 +122,31 @@ pub(crate) async fn force_release(
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
     // This client's own guards on the resource say "held" no more, from before the request.
-    table.holds.stop_on(resource, None, None);
-    let answer = if table.delete_on_release {
-        let sent = table
-            .delete_item(resource, FORCE_RELEASE_CONDITION)
-            .return_values(ReturnValue::AllOld)
-            .send();
-        answer("DeleteItem", sent.await, |err| match err {
-            DeleteItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
+    table.holds.releases_start_on(resource, None, None);
+    let mut tries = 0;
+    let deleted = loop {
+        tries += 1;
+        let Some(item) = read(table, resource).await? else {
+            break None;
+        };
+        if !item.contains_key(LOCK_ID) {
+            return Err(table.not_a_lock_item(&item));
+        }
+        match remove_as_read(table, resource, &item).await? {
+            Answer::Applied(()) => break Some(item),
+            // Gone meanwhile: nothing left to release.
+            Answer::Refused(None) => break None,
+            Answer::Refused(Some(changed)) if !changed.contains_key(LOCK_ID) => {
+                return Err(table.not_a_lock_item(&changed));
             }
-            _ => None,
-        })?
-        .map(|out| out.attributes)
-    } else {
-        // The item is kept, cleared of its holder (a kept item already is: cleared again).
-        let ttl = table.schema.ttl_attribute_name().is_some();
-        let (update, values) = kept::release_update(ttl, DataChange::Keep);
-        let sent = table
-            .update_item(resource, &update, FORCE_RELEASE_CONDITION)
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllOld)
-            .send();
-        answer("UpdateItem", sent.await, update_refused)?.map(|out| out.attributes)
-    };
-    let deleted = match answer {
-        Answer::Applied(attributes) => attributes,
-        // No item at all: nothing to release.
-        Answer::Refused(None) => None,
-        Answer::Refused(Some(item)) => return Err(table.not_a_lock_item(&item)),
+            Answer::Refused(Some(_)) if tries < MAX_FORCE_RELEASE_TRIES => {}
+            Answer::Refused(Some(_)) => {
+                return Err(Error::UnexpectedResponse {
+                    operation: "DeleteItem",
+                    detail: "the lock item kept changing between force release's read and its write; nothing was released",
+                })
+            }
+        }
     };
     table.queues.freed(resource, None);
     table.holds.freed_on(resource, None);
@@ -132,6 +164,60 @@ pub(crate) async fn force_release(
         "lock force-released"
     );
     Ok(removed)
+}
+
+/// Removes `resource`'s lock item if it is still `item` (its acquisition, lease and holder
+/// sets): a DeleteItem, or on a client that keeps items an UpdateItem clearing the holder.
+/// Refused, the item it found instead (`ALL_OLD`), if any.
+async fn remove_as_read(
+    table: &LockTable,
+    resource: &str,
+    item: &Item,
+) -> Result<Answer<(), Option<Item>>, Error> {
+    let (condition, values) = as_read(item);
+    let answer = if table.delete_on_release {
+        let sent = table
+            .delete_item(resource, &condition)
+            .set_expression_attribute_values(Some(values))
+            .send();
+        answer("DeleteItem", sent.await, |err| match err {
+            DeleteItemError::ConditionalCheckFailedException(failed) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        })?
+        .map(drop)
+    } else {
+        // The item is kept, cleared of its holder (a kept item already is: cleared again).
+        let ttl = table.schema.ttl_attribute_name().is_some();
+        let (update, mut update_values) = kept::release_update(ttl, DataChange::Keep);
+        update_values.extend(values);
+        let sent = table
+            .update_item(resource, &update, &condition)
+            .set_expression_attribute_values(Some(update_values))
+            .send();
+        answer("UpdateItem", sent.await, update_refused)?.map(drop)
+    };
+    Ok(answer)
+}
+
+/// The condition that `item` is unchanged in what makes its holders, and its values.
+fn as_read(item: &Item) -> (String, Item) {
+    let mut condition = FORCE_RELEASE_SAME_ACQUISITION.to_owned();
+    let mut values = Item::new();
+    if let Some(lock_id) = item.get(LOCK_ID) {
+        values.insert(":lock_id".to_owned(), lock_id.clone());
+    }
+    for (attribute, placeholder, same, absent) in FORCE_RELEASE_AS_READ {
+        match item.get(attribute) {
+            Some(value) => {
+                condition.push_str(same);
+                values.insert(placeholder.to_owned(), value.clone());
+            }
+            None => condition.push_str(absent),
+        }
+    }
+    (condition, values)
 }
 
 /// The status of a lock whose item is `record` (`None`: no item) at `now`.
@@ -186,6 +272,8 @@ mod tests {
     use super::*;
     use crate::lock::LockId;
     use crate::record::samples::{self, now};
+    use crate::schema::tests::assert_every_placeholder_named;
+    use aws_sdk_dynamodb::types::AttributeValue;
     use chrono::TimeDelta;
     use std::time::Duration;
 
@@ -219,6 +307,41 @@ mod tests {
             status_of(Some(record(0)), now()),
             LockStatus::Held { .. }
         ));
+    }
+
+    #[test]
+    fn force_release_asks_for_the_item_as_read() {
+        let lock_id = AttributeValue::S(LockId::generate().to_string());
+        let version = AttributeValue::S("v7".into());
+        let shared = AttributeValue::Ss(vec![LockId::generate().to_string()]);
+        let item = Item::from([
+            (LOCK_ID.to_owned(), lock_id.clone()),
+            (VERSION.to_owned(), version.clone()),
+            (SHARED.to_owned(), shared.clone()),
+        ]);
+        let (condition, values) = as_read(&item);
+        assert_eq!(
+            condition,
+            "#lock_id = :lock_id AND #version = :version AND #shared = :shared \
+             AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)"
+        );
+        assert_eq!(
+            values,
+            Item::from([
+                (":lock_id".to_owned(), lock_id),
+                (":version".to_owned(), version),
+                (":shared".to_owned(), shared),
+            ])
+        );
+    }
+
+    #[test]
+    fn every_force_release_placeholder_is_named() {
+        assert_every_placeholder_named(FORCE_RELEASE_SAME_ACQUISITION);
+        for (_, _, same, absent) in FORCE_RELEASE_AS_READ {
+            assert_every_placeholder_named(same);
+            assert_every_placeholder_named(absent);
+        }
     }
 
     #[test]

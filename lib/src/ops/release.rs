@@ -22,7 +22,7 @@ use crate::item::{s, Item};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
-use crate::outcome::{LockLost, ReleaseOutcome};
+use crate::outcome::ReleaseOutcome;
 use crate::record::Record;
 use crate::shared;
 use crate::timestamp;
@@ -100,10 +100,15 @@ pub(crate) async fn send(
         acquired_by,
         mode,
     } = *release;
-    // From here the lock may be free at any moment: no guard of it says "held" any more.
+    // From here the lock may be free at any moment: no guard of it says "held" any more, and
+    // this client hands it back to no idempotent acquisition.
     match lock_id {
-        Some(lock_id) => table.holds.stop(lock_id, &LockLost::Released),
-        None => table.holds.stop_on(resource, Some(owner), acquired_by),
+        Some(lock_id) => table
+            .holds
+            .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
+        None => table
+            .holds
+            .releases_start_on(resource, Some(owner), acquired_by),
     }
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         if !matches!(change, DataChange::Keep) {

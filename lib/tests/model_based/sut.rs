@@ -346,10 +346,17 @@ impl Sut {
                 }
             }
             Op::ForceRelease { via } => {
-                let (client, dropped) = self.client(*via, self.release_operation());
+                // A force release reads the item, then removes the item it read: with no item
+                // there is nothing to remove, and the answer lost is the read's.
+                let operation = if self.stored_items().0.contains_key(LOCK_ID) {
+                    self.release_operation()
+                } else {
+                    "GetItem"
+                };
+                let (client, dropped) = self.client(*via, operation);
                 let result = self.runtime.block_on(client.force_release(&resource));
                 let answer = self.answer(op, result);
-                self.check_dropped(self.release_operation(), dropped);
+                self.check_dropped(operation, dropped);
                 let Expect::ForceRelease(allowed) = &model.expect else {
                     unreachable!("a force release is expected to answer as one")
                 };
