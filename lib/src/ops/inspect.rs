@@ -12,9 +12,11 @@
 //! shared and intention holders as read. A copy of the request that arrives late, or an SDK retry
 //! after a lost answer, therefore finds nothing or a later holder's item, and leaves it alone:
 //! deleting "whatever is there" blindly, a retry would delete the lock of whoever acquired between
-//! the first attempt and the retry. An item that changed between the read and the write is read
-//! again, a few times. An application's item sharing the table (no `LockID`) is reported, never
-//! deleted.
+//! the first attempt and the retry. An item of another acquisition by the time of the write (the
+//! lock read was released, and someone acquired) is spared: nothing was removed. An item of the
+//! same acquisition that changed (extended, shared holders come or gone) is written again as the
+//! refusal found it (`ALL_OLD`), up to [`MAX_FORCE_RELEASE_TRIES`] writes. An application's item
+//! sharing the table (no `LockID`) is reported, never deleted.
 
 use super::extend::DataChange;
 use super::kept;
@@ -65,9 +67,10 @@ pub(crate) const FORCE_RELEASE_AS_READ: [(&str, &str, &str, &str); 4] = [
     ),
 ];
 
-/// How many times force release reads the item again after it changed between its read and its
-/// write.
-const MAX_FORCE_RELEASE_TRIES: u32 = 3;
+/// How many writes force release makes at most, each with the item as the last one's refusal
+/// found it, while the same acquisition's item keeps changing under it (extensions, shared
+/// holders).
+const MAX_FORCE_RELEASE_TRIES: u32 = 16;
 
 /// The lock on `resource`, read without taking it.
 pub(crate) async fn status(table: &LockTable, resource: &str) -> Result<LockStatus, Error> {
@@ -124,9 +127,10 @@ pub(crate) async fn force_release(
     // This client's own guards on the resource say "held" no more, from before the request.
     table.holds.releases_start_on(resource, None, None);
     let mut tries = 0;
+    let mut found = read(table, resource).await?;
     let deleted = loop {
         tries += 1;
-        let Some(item) = read(table, resource).await? else {
+        let Some(item) = found else {
             break None;
         };
         if !item.contains_key(LOCK_ID) {
@@ -136,14 +140,18 @@ pub(crate) async fn force_release(
             Answer::Applied(()) => break Some(item),
             // Gone meanwhile: nothing left to release.
             Answer::Refused(None) => break None,
-            Answer::Refused(Some(changed)) if !changed.contains_key(LOCK_ID) => {
-                return Err(table.not_a_lock_item(&changed));
+            // Another acquisition's now: the lock read was released meanwhile, and the later
+            // holder is spared.
+            Answer::Refused(Some(changed)) if changed.get(LOCK_ID) != item.get(LOCK_ID) => {
+                break None
             }
-            Answer::Refused(Some(_)) if tries < MAX_FORCE_RELEASE_TRIES => {}
-            Answer::Refused(Some(_)) => {
+            // The same acquisition, extended, or its shared holders changed: written again as
+            // the refusal found it (`ALL_OLD`).
+            Answer::Refused(changed) if tries < MAX_FORCE_RELEASE_TRIES => found = changed,
+            Answer::Refused(_) => {
                 return Err(Error::UnexpectedResponse {
                     operation: "DeleteItem",
-                    detail: "the lock item kept changing between force release's read and its write; nothing was released",
+                    detail: "the lock item kept changing under force release; nothing was released",
                 })
             }
         }
