@@ -375,7 +375,9 @@ async fn with_auto_release_the_handler_can_watch_its_lock_and_learns_of_its_loss
     let client = lock_client().await;
     let key = unique("order");
     let full_key = format!("lock:{FUNCTION}:{key}");
-    let admin = client.clone();
+    // Another client: the guard learns of the force release from its next extension. (Through
+    // its own client it would know at once, as released.)
+    let admin = lock_client().await;
     let handler: Handler = BoxCloneService::new(lambda_runtime::service_fn(
         move |_event: LambdaEvent<Value>| {
             let admin = admin.clone();

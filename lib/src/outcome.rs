@@ -221,7 +221,9 @@ impl fmt::Display for LockLost {
             LockLost::LeaseRanOut {
                 last_error: Some(error),
             } => write!(f, "the lease ran out; the last extension failed: {error}"),
-            LockLost::Released => f.write_str("the guard released the lock"),
+            LockLost::Released => {
+                f.write_str("the lock was released through this process (its guard or its client)")
+            }
         }
     }
 }
