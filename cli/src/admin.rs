@@ -5,6 +5,7 @@ use crate::failure::{Failure, NOT_DONE, USAGE};
 use crate::output;
 use crate::settings::Settings;
 use ddb_lock::{Error, LockHandle, LockId, Mode};
+use ddb_lock_lambda::error::reason;
 use ddb_lock_lambda::response::{
     CleanupResponse, ForceReleaseResponse, ListResponse, ReleaseResponse, StatusResponse,
 };
@@ -88,6 +89,8 @@ pub async fn release(
         output::json(&answer);
     } else if answer.released {
         println!("released `{key}`");
+    } else if answer.reason == Some(reason::ALREADY_RELEASED) {
+        println!("nothing to release: `{key}` of `{owner}` was released already");
     } else {
         println!("nothing to release: `{key}` of `{owner}` was already released, or expired");
     }

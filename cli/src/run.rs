@@ -206,7 +206,11 @@ fn holders(status: &LockStatus) -> String {
 async fn release(key: &str, guard: LockGuard) -> bool {
     match guard.release().await {
         Ok(ReleaseOutcome::Released) => true,
-        Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. }) => false,
+        Ok(
+            ReleaseOutcome::NotFound
+            | ReleaseOutcome::NotOwner { .. }
+            | ReleaseOutcome::AlreadyReleased { .. },
+        ) => false,
         Err(err) => {
             eprintln!("ddb-lock: could not release `{key}` ({err}); it ends with its lease");
             true

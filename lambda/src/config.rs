@@ -27,6 +27,8 @@ pub mod var {
     pub const TTL_ATTRIBUTE: &str = "DDB_LOCK_TTL_ATTRIBUTE";
     /// `false` to keep lock items on release (default `true`).
     pub const DELETE_ON_RELEASE: &str = "DDB_LOCK_DELETE_ON_RELEASE";
+    /// Keep released items this long, then let the TTL delete them (default unset).
+    pub const KEEP_RELEASED_FOR_MS: &str = "DDB_LOCK_KEEP_RELEASED_FOR_MS";
     /// `writes-through-one-region` to accept a global table (default `refuse`).
     pub const GLOBAL_TABLES: &str = "DDB_LOCK_GLOBAL_TABLES";
     /// Lease when an event gives no `lease_ms` (default 30000).
@@ -75,6 +77,8 @@ pub struct Config {
     pub schema: TableSchema,
     /// Whether a release deletes the lock item (else it keeps it, cleared of its holder).
     pub delete_on_release: bool,
+    /// How long a kept item is kept after its release (`None`: for good, if items are kept).
+    pub keep_released_for: Option<Duration>,
     /// Whether the table may be a global table.
     pub global_tables: GlobalTables,
     /// Lease when an event gives none.
@@ -128,7 +132,39 @@ impl Config {
             }),
         };
         let allow_force_release = flag(var::ALLOW_FORCE_RELEASE, false)?;
-        let delete_on_release = flag(var::DELETE_ON_RELEASE, true)?;
+        let keep_released_for = match lookup(var::KEEP_RELEASED_FOR_MS) {
+            None => None,
+            Some(_) => Some(millis(var::KEEP_RELEASED_FOR_MS, 0)?),
+        };
+        // Keeping released items for a while implies keeping them.
+        let delete_on_release = flag(var::DELETE_ON_RELEASE, keep_released_for.is_none())?;
+        let schema = schema(&lookup)?;
+        if let Some(keep) = keep_released_for {
+            let problem = if delete_on_release {
+                Some(format!(
+                    "keeps released items, but {} is true",
+                    var::DELETE_ON_RELEASE
+                ))
+            } else if keep < Duration::from_secs(1) {
+                Some(format!(
+                    "{} ms is under the minimum of 1000 ms (TTL counts seconds)",
+                    keep.as_millis()
+                ))
+            } else if schema.ttl_attribute_name().is_none() {
+                Some(format!(
+                    "needs a TTL attribute to delete what it keeps, and {} is empty",
+                    var::TTL_ATTRIBUTE
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(ConfigError {
+                    var: var::KEEP_RELEASED_FOR_MS,
+                    problem,
+                });
+            }
+        }
         let global_tables = match lookup(var::GLOBAL_TABLES).as_deref() {
             None | Some("") | Some("refuse") => GlobalTables::Refuse,
             Some("writes-through-one-region") => GlobalTables::WritesThroughOneRegion,
@@ -148,8 +184,9 @@ impl Config {
         };
         Ok(Config {
             table,
-            schema: schema(&lookup)?,
+            schema,
             delete_on_release,
+            keep_released_for,
             global_tables,
             default_lease: millis(var::DEFAULT_LEASE_MS, 30_000)?,
             default_wait: millis(var::DEFAULT_WAIT_MS, 10_000)?,
@@ -166,14 +203,18 @@ impl Config {
         &self,
         dynamodb: aws_sdk_dynamodb::Client,
     ) -> Result<LockClient, ddb_lock::Error> {
-        LockClient::builder(dynamodb)
+        let builder = LockClient::builder(dynamodb)
             .table_name(&self.table)
             .schema(self.schema.clone())
             .delete_on_release(self.delete_on_release)
             .global_tables(self.global_tables)
             .lease(self.default_lease)
-            .acquire_timeout(self.default_wait)
-            .build()
+            .acquire_timeout(self.default_wait);
+        match self.keep_released_for {
+            Some(keep) => builder.keep_released_for(keep),
+            None => builder,
+        }
+        .build()
     }
 }
 
@@ -315,6 +356,42 @@ mod tests {
             .fence_key_format("", "#FENCE")
             .without_ttl();
         assert_eq!(id_only.schema, expected);
+    }
+
+    #[test]
+    fn released_items_are_kept_for_a_while_when_asked() {
+        let c = config(&[(var::TABLE, "t"), (var::KEEP_RELEASED_FOR_MS, "86400000")]).unwrap();
+        assert!(!c.delete_on_release, "keeping for a while keeps");
+        assert_eq!(c.keep_released_for, Some(Duration::from_secs(86_400)));
+        assert_eq!(
+            config(&[(var::TABLE, "t")]).unwrap().keep_released_for,
+            None
+        );
+        let table = (var::TABLE, "t");
+        for (vars, mentioned) in [
+            (
+                vec![
+                    table,
+                    (var::KEEP_RELEASED_FOR_MS, "5000"),
+                    (var::DELETE_ON_RELEASE, "true"),
+                ],
+                "true",
+            ),
+            (vec![table, (var::KEEP_RELEASED_FOR_MS, "999")], "1000"),
+            (
+                vec![
+                    table,
+                    (var::KEEP_RELEASED_FOR_MS, "5000"),
+                    (var::TTL_ATTRIBUTE, ""),
+                ],
+                var::TTL_ATTRIBUTE,
+            ),
+            (vec![table, (var::KEEP_RELEASED_FOR_MS, "soon")], "soon"),
+        ] {
+            let err = config(&vars).unwrap_err();
+            assert_eq!(err.var, var::KEEP_RELEASED_FOR_MS, "{vars:?}: {err}");
+            assert!(err.to_string().contains(mentioned), "{err}");
+        }
     }
 
     #[test]

@@ -34,6 +34,18 @@ pub mod name {
     pub const BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
 }
 
+/// Why a release released nothing, as its answer's `reason` says (not errors: a saga's
+/// compensation may release a lock gone already).
+pub mod reason {
+    /// Nothing of this acquisition was found: released already by a function whose table
+    /// deletes released items, or expired.
+    pub const NOT_FOUND: &str = "not_found: already released, or expired";
+    /// This acquisition (or, by owner, a lock of this owner) was released already, and nobody has
+    /// taken the lock since: the table keeps released items (`DDB_LOCK_DELETE_ON_RELEASE=false`
+    /// or `DDB_LOCK_KEEP_RELEASED_FOR_MS`).
+    pub const ALREADY_RELEASED: &str = "already_released";
+}
+
 /// A failed invocation; becomes a [`Diagnostic`] whose `error_type` is one of [`name`].
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -128,17 +140,18 @@ impl HandlerError {
         }
     }
 
-    /// Whether a release of `owner`'s lock on `resource` deleted it, or
-    /// [`name::LOCK_OWNERSHIP_MISMATCH`]. A lock gone already is `Ok(false)`, not an error, so
-    /// that a saga's compensation can always release.
+    /// Why a release of `owner`'s lock on `resource` released nothing (`Ok(None)`: it released
+    /// it), or [`name::LOCK_OWNERSHIP_MISMATCH`]. A lock gone already is a reason, not an error,
+    /// so that a saga's compensation can always release.
     pub(crate) fn from_release(
         resource: &str,
         owner: &str,
         outcome: ReleaseOutcome,
-    ) -> Result<bool, HandlerError> {
+    ) -> Result<Option<&'static str>, HandlerError> {
         match outcome {
-            ReleaseOutcome::Released => Ok(true),
-            ReleaseOutcome::NotFound => Ok(false),
+            ReleaseOutcome::Released => Ok(None),
+            ReleaseOutcome::NotFound => Ok(Some(reason::NOT_FOUND)),
+            ReleaseOutcome::AlreadyReleased { .. } => Ok(Some(reason::ALREADY_RELEASED)),
             ReleaseOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
                 resource: resource.to_owned(),
                 owner: owner.to_owned(),

@@ -1,7 +1,7 @@
 //! The handler: parse the event, call the library, shape the answer, emit one metrics line.
 
 use crate::config::Config;
-use crate::error::HandlerError;
+use crate::error::{reason, HandlerError};
 use crate::event::{self, HeldLock, NewLock, NewSet, Request, RequestError};
 use crate::metrics::{emf_line, OperationMetrics};
 use crate::response::{
@@ -449,10 +449,10 @@ fn release_answer(
     outcome: ReleaseOutcome,
 ) -> Result<Done, HandlerError> {
     let answer = ReleaseResponse::of(resource, owner, lock_id, outcome)?;
-    let outcome = if answer.released {
-        "released"
-    } else {
-        "not_found"
+    let outcome = match answer.reason {
+        None => "released",
+        Some(reason::ALREADY_RELEASED) => "already_released",
+        Some(_) => "not_found",
     };
     Ok(Done::new(answer, outcome))
 }

@@ -73,7 +73,7 @@ pub struct ReleaseResponse {
     pub lock_id: Option<String>,
     /// Whether this call deleted the lock.
     pub released: bool,
-    /// Why not, when `released` is false.
+    /// Why not, when `released` is false: one of [`reason`](crate::error::reason).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
 }
@@ -100,13 +100,13 @@ impl ReleaseResponse {
         lock_id: Option<String>,
         outcome: ReleaseOutcome,
     ) -> Result<ReleaseResponse, HandlerError> {
-        let released = HandlerError::from_release(&resource, &owner, outcome)?;
+        let reason = HandlerError::from_release(&resource, &owner, outcome)?;
         Ok(ReleaseResponse {
             resource,
             owner,
             lock_id,
-            released,
-            reason: (!released).then_some("not_found: already released, or expired"),
+            released: reason.is_none(),
+            reason,
         })
     }
 }

@@ -5,9 +5,9 @@
 mod common;
 
 use chrono::TimeDelta;
-use common::{error_name, handler, invalid_field, invoke, take};
+use common::{config, error_name, handler, handler_with, invalid_field, invoke, take};
 use ddb_lock::AcquireOptions;
-use ddb_lock_lambda::error::name;
+use ddb_lock_lambda::error::{name, reason};
 use ddb_lock_test_kit::{builder, dynamodb, raw_item, string_attr, unique, FixedClock};
 use serde_json::{json, Value};
 
@@ -32,6 +32,27 @@ async fn release_of_a_lock_already_gone_succeeds_with_released_false() {
     let again = invoke(&handler, release).await.unwrap();
     assert_eq!(again["released"], false);
     assert!(again["reason"].as_str().unwrap().starts_with("not_found"));
+}
+
+#[tokio::test]
+async fn a_second_release_where_released_items_are_kept_says_already_released() {
+    let handler = handler_with(config(&[("DDB_LOCK_KEEP_RELEASED_FOR_MS", "3600000")])).await;
+    let resource = unique("h-already");
+    let lock = take(&handler, &resource, EXECUTION).await;
+    let release = json!({"op": "release", "resource": resource, "owner": EXECUTION,
+        "lock_id": lock["lock_id"]});
+    let first = invoke(&handler, release.clone()).await.unwrap();
+    assert_eq!(first["released"], true);
+    let again = invoke(&handler, release).await.unwrap();
+    assert_eq!(again["released"], false);
+    assert_eq!(again["reason"], reason::ALREADY_RELEASED);
+    // By owner too: an ended execution's release event that comes after its own release.
+    let ended = invoke(&handler, execution_ended(EXECUTION, &resource))
+        .await
+        .unwrap();
+    assert_eq!(ended["reason"], reason::ALREADY_RELEASED, "{ended}");
+    let item = raw_item(&resource).await.expect("kept for an hour");
+    assert_eq!(string_attr(&item, "ReleasedBy"), EXECUTION);
 }
 
 #[tokio::test]

@@ -18,6 +18,10 @@ pub mod code {
     pub const LOCK_NOT_FOUND: &str = "LOCK_NOT_FOUND";
     /// A release named an owner that does not hold the lock.
     pub const LOCK_OWNERSHIP_MISMATCH: &str = "LOCK_OWNERSHIP_MISMATCH";
+    /// A release found the lock of that owner released already, and not taken since. Told apart
+    /// from [`LOCK_NOT_FOUND`] only by a lock client that keeps released items
+    /// ([`keep_released_for`](ddb_lock::LockClientBuilder::keep_released_for)).
+    pub const LOCK_ALREADY_RELEASED: &str = "LOCK_ALREADY_RELEASED";
     /// Not in the seed: no lock key could be read from the event, or a system function's
     /// argument is missing or malformed; the message names the field.
     pub const LOCK_INVALID_ARGUMENT: &str = "LOCK_INVALID_ARGUMENT";
@@ -78,6 +82,12 @@ pub enum LockError {
         /// The full key given.
         key: String,
     },
+    /// See [`code::LOCK_ALREADY_RELEASED`].
+    #[error("Lock `{key}` was already released")]
+    AlreadyReleased {
+        /// The full key given.
+        key: String,
+    },
     /// No key could be read from the event; see [`code::LOCK_INVALID_ARGUMENT`].
     #[error("invalid lock key: {0}")]
     InvalidKey(#[from] KeyError),
@@ -104,6 +114,7 @@ impl LockError {
             LockError::Timeout { .. } => code::LOCK_TIMEOUT,
             LockError::NotFound { .. } => code::LOCK_NOT_FOUND,
             LockError::OwnershipMismatch { .. } => code::LOCK_OWNERSHIP_MISMATCH,
+            LockError::AlreadyReleased { .. } => code::LOCK_ALREADY_RELEASED,
             LockError::InvalidKey(_) | LockError::InvalidArgument { .. } => {
                 code::LOCK_INVALID_ARGUMENT
             }
@@ -136,9 +147,9 @@ impl LockError {
                 waited,
             } => json!({"key": key, "scope": scope, "full_key": full_key,
                 "waited": {"value": waited.as_secs_f64(), "unit": "second"}}),
-            LockError::NotFound { key } | LockError::OwnershipMismatch { key } => {
-                json!({"key": key})
-            }
+            LockError::NotFound { key }
+            | LockError::OwnershipMismatch { key }
+            | LockError::AlreadyReleased { key } => json!({"key": key}),
             LockError::InvalidKey(_) | LockError::InvalidArgument { .. } => {
                 json!({"field": self.field()})
             }

@@ -6,9 +6,11 @@
 //! Every function takes the lock's full key (`lock:{function}:{key}` or `lock:{key}`), as
 //! [`LockData::full_key`](crate::LockData::full_key) gives it.
 //!
-//! `LOCK_ALREADY_RELEASED` is never answered: a release deletes the lock's item, after which a
-//! released lock cannot be told from one that never existed or expired, so both are
-//! [`LOCK_NOT_FOUND`](crate::code::LOCK_NOT_FOUND).
+//! A release of a lock released already answers
+//! [`LOCK_ALREADY_RELEASED`](crate::code::LOCK_ALREADY_RELEASED) when the lock client keeps released
+//! items for a while ([`keep_released_for`](ddb_lock::LockClientBuilder::keep_released_for)), whose
+//! record says so; a client that deletes them cannot tell a released lock from one that never
+//! existed or expired, and answers [`LOCK_NOT_FOUND`](crate::code::LOCK_NOT_FOUND) for both.
 
 use crate::error::LockError;
 use chrono::{DateTime, Utc};
@@ -146,7 +148,9 @@ impl SystemFunctions {
     }
 
     /// Releases the lock under `key` if `owner` holds it: [`LockError::NotFound`] if there is no
-    /// live lock, [`LockError::OwnershipMismatch`] if another owner holds it (left untouched).
+    /// live lock, [`LockError::OwnershipMismatch`] if another owner holds it (left untouched),
+    /// [`LockError::AlreadyReleased`] if `owner`'s lock was released already (a client that keeps
+    /// released items only).
     pub async fn release(&self, key: &str, owner: &str) -> Result<Released, LockError> {
         match self.client.release_owned(key, owner).await? {
             ReleaseOutcome::Released => Ok(Released {
@@ -157,6 +161,9 @@ impl SystemFunctions {
                 key: key.to_owned(),
             }),
             ReleaseOutcome::NotOwner { .. } => Err(LockError::OwnershipMismatch {
+                key: key.to_owned(),
+            }),
+            ReleaseOutcome::AlreadyReleased { .. } => Err(LockError::AlreadyReleased {
                 key: key.to_owned(),
             }),
         }

@@ -3,7 +3,7 @@
 
 use ddb_lock_layer::system::{FORCE_RELEASE, RELEASE, STATUS};
 use ddb_lock_layer::{code, LockError, SystemFunctions};
-use ddb_lock_test_kit::{hold, lock_client, unique};
+use ddb_lock_test_kit::{builder, dynamodb, hold, lock_client, unique};
 use serde_json::json;
 use std::time::Duration;
 
@@ -60,6 +60,39 @@ async fn releasing_a_missing_lock_is_lock_not_found() {
     );
 }
 
+#[tokio::test]
+async fn releasing_twice_is_lock_already_released_where_released_locks_are_kept() {
+    lock_client().await;
+    let client = builder(dynamodb())
+        .keep_released_for(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let key = full_key();
+    hold(&client, &key, "owner-1", Duration::from_secs(60)).await;
+    let system = SystemFunctions::new(client.clone());
+    system
+        .release(&key, "owner-1")
+        .await
+        .expect("first release");
+
+    let again = system
+        .call(&json!({"function": RELEASE, "arguments": {"key": key, "owner": "owner-1"}}))
+        .await;
+    let err = again.expect_err("released already");
+    assert_eq!(err.code(), code::LOCK_ALREADY_RELEASED);
+    assert_eq!(err.to_json()["details"]["key"], key.as_str());
+    // Another owner never held it: not found, as a force release of the released lock is.
+    assert_eq!(
+        code_of(system.release(&key, "owner-2").await),
+        code::LOCK_NOT_FOUND
+    );
+    assert_eq!(
+        code_of(system.force_release(&key).await),
+        code::LOCK_NOT_FOUND
+    );
+}
+
+/// A client that deletes released locks cannot tell a released lock from one never taken.
 #[tokio::test]
 async fn releasing_twice_is_lock_not_found_the_second_time() {
     let client = lock_client().await;

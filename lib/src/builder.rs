@@ -46,6 +46,7 @@ pub struct LockClientBuilder {
     clock: Arc<dyn Clock>,
     takeover: TakeoverRule,
     delete_on_release: bool,
+    keep_released_for: Option<Duration>,
     global_tables: GlobalTables,
     namespace: Option<Namespace>,
 }
@@ -73,6 +74,7 @@ impl LockClientBuilder {
             clock: Arc::new(SystemClock),
             takeover: TakeoverRule::WallClock,
             delete_on_release: true,
+            keep_released_for: None,
             global_tables: GlobalTables::Refuse,
             namespace: None,
         }
@@ -195,6 +197,12 @@ impl LockClientBuilder {
     /// deleted (no `TTL`); [`AcquireOptions::only_if_exists`](crate::AcquireOptions::only_if_exists)
     /// takes locks only on such items. Clients of both kinds can share a table.
     ///
+    /// A kept item also records its release (`ReleasedBy`, `ReleasedAt`), so that a later release
+    /// of the same acquisition, or by the same owner, answers
+    /// [`ReleaseOutcome::AlreadyReleased`](crate::ReleaseOutcome::AlreadyReleased) instead of
+    /// `NotFound`. To keep that record for a while only, see
+    /// [`keep_released_for`](Self::keep_released_for). Setting this replaces it.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -212,6 +220,41 @@ impl LockClientBuilder {
     /// ```
     pub fn delete_on_release(mut self, delete: bool) -> Self {
         self.delete_on_release = delete;
+        self.keep_released_for = None;
+        self
+    }
+
+    /// Keeps a released item for `keep` after its release, then lets DynamoDB's TTL delete it: a
+    /// release clears the holder, as [`delete_on_release(false)`](Self::delete_on_release) does,
+    /// and sets the item's `TTL` to the release time plus `keep` instead of removing it. Meanwhile
+    /// a release of the same acquisition, or by the same owner, answers
+    /// [`ReleaseOutcome::AlreadyReleased`](crate::ReleaseOutcome::AlreadyReleased) (the
+    /// `LOCK_ALREADY_RELEASED` of the atomic-lock protocol); afterwards, as TTL deletion is late
+    /// (often hours), `AlreadyReleased` until the item is gone and `NotFound` after. For keys that
+    /// come and go (one per order, per user), where kept items would pile up for good. The schema
+    /// needs its TTL attribute (`InvalidInput::NeedsTtl` otherwise); `keep` is at least a second
+    /// (`TTL` counts whole seconds). Setting [`delete_on_release`](Self::delete_on_release)
+    /// replaces it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(dynamodb: aws_sdk_dynamodb::Client) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::{AcquireOptions, LockClient, ReleaseOutcome};
+    /// use std::time::Duration;
+    ///
+    /// let client = LockClient::builder(dynamodb)
+    ///     .table_name("locks")
+    ///     .keep_released_for(Duration::from_secs(24 * 3600))
+    ///     .build()?;
+    /// let lock = client.acquire("order/7", &AcquireOptions::new()).await?;
+    /// client.release(&lock).await?;
+    /// assert!(matches!(client.release(&lock).await?, ReleaseOutcome::AlreadyReleased { .. }));
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_released_for(mut self, keep: Duration) -> Self {
+        self.delete_on_release = false;
+        self.keep_released_for = Some(keep);
         self
     }
 
@@ -258,6 +301,15 @@ impl LockClientBuilder {
         limits::duration("ttl_grace", self.ttl_grace, Duration::ZERO)?;
         limits::duration("backoff", self.backoff.initial(), Duration::from_millis(1))?;
         limits::duration("backoff", self.backoff.max(), Duration::from_millis(1))?;
+        if let Some(keep) = self.keep_released_for {
+            limits::duration("keep_released_for", keep, Duration::from_secs(1))?;
+            if schema.ttl_attribute_name().is_none() {
+                return Err(InvalidInput::NeedsTtl {
+                    field: "keep_released_for",
+                }
+                .into());
+            }
+        }
         if self.backoff.initial() > self.backoff.max() {
             return Err(InvalidInput::BackoffOrder {
                 initial: self.backoff.initial(),
@@ -273,6 +325,7 @@ impl LockClientBuilder {
             clock: self.clock,
             takeover: self.takeover,
             delete_on_release: self.delete_on_release,
+            keep_released_for: self.keep_released_for,
             global_tables: self.global_tables,
             observations: Default::default(),
             queues: Default::default(),

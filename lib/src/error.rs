@@ -300,6 +300,12 @@ pub enum InvalidInput {
         /// The value given.
         limit: usize,
     },
+    /// A setting that needs the schema's TTL attribute, on a schema without one.
+    #[error("`{field}` needs the schema's TTL attribute, which deletes what it keeps; without one, keep items for good with delete_on_release(false)")]
+    NeedsTtl {
+        /// The setting.
+        field: &'static str,
+    },
     /// A table name breaks DynamoDB's rules.
     #[error("`table_name` {name:?} must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.'")]
     TableName {
@@ -330,7 +336,8 @@ impl InvalidInput {
             | InvalidInput::KeysOverlap { field }
             | InvalidInput::NotForMode { field, .. }
             | InvalidInput::NotForSets { field }
-            | InvalidInput::NotForFair { field } => field,
+            | InvalidInput::NotForFair { field }
+            | InvalidInput::NeedsTtl { field } => field,
             InvalidInput::EmptySet
             | InvalidInput::TooManyMembers { .. }
             | InvalidInput::TooManyWrites { .. } => "resources",

@@ -89,6 +89,15 @@ pub const QUEUE: &str = "Queue";
 /// if it waits until a deadline, `ExpiresAt` (that deadline), the names and formats of a holder's.
 pub const QUEUED_PREFIX: &str = "Queued:";
 
+/// On an item a release kept ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)
+/// or [`keep_released_for`](crate::LockClientBuilder::keep_released_for)): the owner whose lock it
+/// released…
+pub const RELEASED_BY: &str = "ReleasedBy";
+/// …and when, a timestamp in `AcquiredAt`'s format: a later release of the same acquisition, or by
+/// the same owner, answers [`AlreadyReleased`](crate::ReleaseOutcome::AlreadyReleased). The next
+/// acquisition removes both.
+pub const RELEASED_AT: &str = "ReleasedAt";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -110,7 +119,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 15] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 17] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -126,4 +135,6 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 15] = [
     ("#namespace", NAMESPACE),
     ("#window", WINDOW),
     ("#queue", QUEUE),
+    ("#released_by", RELEASED_BY),
+    ("#released_at", RELEASED_AT),
 ];

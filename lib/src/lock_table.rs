@@ -41,6 +41,8 @@ pub(crate) struct LockTable {
     pub(crate) takeover: TakeoverRule,
     /// Whether a release deletes the lock item or keeps it, cleared of its holder.
     pub(crate) delete_on_release: bool,
+    /// How long a kept item records its release before its TTL ends it (`None`: for good).
+    pub(crate) keep_released_for: Option<Duration>,
     /// Whether the table may have replicas in other Regions.
     pub(crate) global_tables: GlobalTables,
     pub(crate) observations: Observations,
@@ -68,6 +70,7 @@ impl LockTable {
             clock: Arc::clone(&self.clock),
             takeover: self.takeover,
             delete_on_release: self.delete_on_release,
+            keep_released_for: self.keep_released_for,
             global_tables: self.global_tables,
             observations: Default::default(),
             queues: Default::default(),

@@ -29,6 +29,7 @@ pub enum AcquireAttempt {
 ///     ReleaseOutcome::Released => {}
 ///     ReleaseOutcome::NotFound => eprintln!("already released, or expired and taken away"),
 ///     ReleaseOutcome::NotOwner { holder } => eprintln!("{} holds it now", holder.owner),
+///     ReleaseOutcome::AlreadyReleased { released_at } => eprintln!("released at {released_at}"),
 /// }
 /// # Ok(()) }
 /// ```
@@ -44,6 +45,15 @@ pub enum ReleaseOutcome {
     NotOwner {
         /// The current holder.
         holder: Holder,
+    },
+    /// This acquisition (for a release by owner: a lock of this owner) was released already, and
+    /// nobody has taken the lock since. Only a client that keeps released items can tell
+    /// ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release), or for a while
+    /// [`keep_released_for`](crate::LockClientBuilder::keep_released_for)); a client that deletes
+    /// them answers [`NotFound`](Self::NotFound).
+    AlreadyReleased {
+        /// When it was released, by the releasing client's clock.
+        released_at: DateTime<Utc>,
     },
 }
 

@@ -9,7 +9,8 @@ use ddb_lock::{
 };
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, unique,
+    builder, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, stored,
+    string_attr, unique,
 };
 use std::time::Duration;
 
@@ -60,9 +61,18 @@ async fn a_kept_release_clears_the_holder_keeps_the_payload_and_each_costs_one_r
     let kept = raw_item(&resource).await.expect("the item is kept");
     assert_eq!(
         attributes(&kept),
-        ["Data", "LockID", "PK", "SK", "Version"],
-        "holder, lease and TTL removed: {kept:?}"
+        [
+            "Data",
+            "LockID",
+            "PK",
+            "ReleasedAt",
+            "ReleasedBy",
+            "SK",
+            "Version"
+        ],
+        "holder, lease and TTL removed, the release recorded: {kept:?}"
     );
+    assert_eq!(string_attr(&kept, "ReleasedBy"), "first");
     assert_eq!(data(&kept).as_deref(), Some(&b"row 10"[..]));
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 
@@ -329,21 +339,31 @@ async fn a_kept_force_release_keeps_the_payload_and_spends_the_holders_credentia
         client.extend(&lock, Duration::from_secs(30)).await.unwrap(),
         ExtendOutcome::NotFound
     );
+    // The item records whose lock the force release ended: the holder's own release learns it.
     assert_eq!(
-        client.release(&lock).await.unwrap(),
-        ReleaseOutcome::NotFound
+        string_attr(&raw_item(&resource).await.unwrap(), "ReleasedBy"),
+        "stuck"
     );
+    assert!(matches!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::AlreadyReleased { .. }
+    ));
     assert_eq!(
         client.force_release(&resource).await.unwrap(),
         None,
         "nothing held"
     );
+    assert_eq!(
+        string_attr(&raw_item(&resource).await.unwrap(), "ReleasedBy"),
+        "stuck",
+        "a force release of a released item leaves its record's owner"
+    );
 }
 
-/// A kept release whose answer is lost is retried by the SDK; the retry finds the item already
-/// cleared (by itself) and says `NotFound`, never `NotOwner`, and the payload stays.
+/// A kept release whose answer is lost is retried by the SDK; the retry finds the item cleared by
+/// its own first attempt (the version it wrote) and says `Released`, and the payload stays.
 #[tokio::test]
-async fn a_kept_release_retried_after_a_lost_answer_is_not_found_and_keeps_the_payload() {
+async fn a_kept_release_retried_after_a_lost_answer_is_released_and_keeps_the_payload() {
     lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = builder(quickly_retrying_dynamodb(&proxy.endpoint()))
@@ -358,7 +378,7 @@ async fn a_kept_release_retried_after_a_lost_answer_is_not_found_and_keeps_the_p
     proxy.drop_next_answer("UpdateItem");
     assert_eq!(
         client.release(&lock).await.unwrap(),
-        ReleaseOutcome::NotFound
+        ReleaseOutcome::Released
     );
     assert_eq!(proxy.counts("UpdateItem").dropped, 1);
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
@@ -394,4 +414,130 @@ async fn a_dropped_acquisition_of_a_kept_item_is_cleared_not_deleted() {
     assert!(!item.contains_key("Owner"), "cleared: {item:?}");
     assert_eq!(data(&item).as_deref(), Some(&b"ledger"[..]));
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+#[tokio::test]
+async fn a_release_of_a_lock_released_already_says_so_by_id_and_by_owner() {
+    lock_client().await;
+    let client = keeping(&endpoint());
+    let resource = unique("kept/twice");
+    let opts = AcquireOptions::new().owner("alice");
+    let lock = client.acquire(&resource, &opts).await.unwrap();
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let released_at = string_attr(&raw_item(&resource).await.unwrap(), "ReleasedAt").to_owned();
+
+    let again = client.release(&lock).await.unwrap();
+    assert!(
+        matches!(again, ReleaseOutcome::AlreadyReleased { released_at: at } if stored(at) == released_at),
+        "{again:?}"
+    );
+    assert!(matches!(
+        client.release_owned(&resource, "alice").await.unwrap(),
+        ReleaseOutcome::AlreadyReleased { .. }
+    ));
+    // Another owner's release, or a release of another acquisition, is no release of theirs.
+    assert_eq!(
+        client.release_owned(&resource, "bob").await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    let bobs = client
+        .acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotOwner { .. }
+    ));
+    client.release(&bobs).await.unwrap();
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound,
+        "the item records bob's release now"
+    );
+    assert!(matches!(
+        client.release(&bobs).await.unwrap(),
+        ReleaseOutcome::AlreadyReleased { .. }
+    ));
+    // The next acquisition clears the record.
+    let next = client.acquire(&resource, &opts).await.unwrap();
+    let held = raw_item(&resource).await.unwrap();
+    assert!(
+        !held.contains_key("ReleasedBy") && !held.contains_key("ReleasedAt"),
+        "{held:?}"
+    );
+    client.release(&next).await.unwrap();
+}
+
+#[tokio::test]
+async fn released_items_kept_for_a_while_get_the_ttl_that_ends_them() {
+    lock_client().await;
+    let client = builder(dynamodb_at(&endpoint()))
+        .keep_released_for(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let resource = unique("kept/for-a-while");
+    let lock = client
+        .acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap();
+    client.release(&lock).await.unwrap();
+
+    let item = raw_item(&resource).await.expect("kept");
+    let released_at = chrono::DateTime::parse_from_rfc3339(string_attr(&item, "ReleasedAt"))
+        .unwrap()
+        .timestamp();
+    let ttl: i64 = match item.get("TTL") {
+        Some(AttributeValue::N(n)) => n.parse().unwrap(),
+        other => panic!("TTL is {other:?}"),
+    };
+    assert!(
+        (released_at + 600..=released_at + 601).contains(&ttl),
+        "TTL {ttl} is not ten minutes after the release at {released_at}"
+    );
+    assert!(matches!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::AlreadyReleased { .. }
+    ));
+    // A client that deletes takes the kept item, and deletes it on release.
+    let deleting = builder(dynamodb_at(&endpoint())).build().unwrap();
+    let next = deleting
+        .acquire(&resource, &AcquireOptions::new())
+        .await
+        .unwrap();
+    deleting.release(&next).await.unwrap();
+    assert!(raw_item(&resource).await.is_none());
+}
+
+#[tokio::test]
+async fn keeping_released_items_for_a_while_needs_a_ttl_and_at_least_a_second() {
+    let without_ttl = builder(dynamodb_at(&endpoint()))
+        .schema(ddb_lock::TableSchema::new().without_ttl())
+        .keep_released_for(Duration::from_secs(60))
+        .build();
+    assert!(
+        matches!(
+            without_ttl,
+            Err(Error::InvalidInput(InvalidInput::NeedsTtl {
+                field: "keep_released_for"
+            }))
+        ),
+        "{without_ttl:?}"
+    );
+    let too_short = builder(dynamodb_at(&endpoint()))
+        .keep_released_for(Duration::from_millis(500))
+        .build();
+    assert!(
+        matches!(&too_short, Err(Error::InvalidInput(invalid)) if invalid.field() == "keep_released_for"),
+        "{too_short:?}"
+    );
+    // delete_on_release after it replaces it.
+    assert!(builder(dynamodb_at(&endpoint()))
+        .schema(ddb_lock::TableSchema::new().without_ttl())
+        .keep_released_for(Duration::from_secs(60))
+        .delete_on_release(true)
+        .build()
+        .is_ok());
 }

@@ -7,8 +7,9 @@
 //!
 //! The same function answers the atomic lock's system functions,
 //! `{"function": "urn:cline:forrst:ext:atomic-lock:fn:status", "arguments": {"key": "lock:<function>:o-17"}}`
-//! (release and force-release too). A real deployment would serve force-release from a separately
-//! permissioned function.
+//! (release and force-release too; a release of a lock released already answers
+//! `LOCK_ALREADY_RELEASED` for a day). A real deployment would serve force-release from a
+//! separately permissioned function.
 //!
 //! Configuration: `DDB_LOCK_TABLE` names the lock table; the DynamoDB endpoint, region and
 //! credentials come from the AWS SDK's usual sources.
@@ -37,8 +38,11 @@ async fn main() -> Result<(), Error> {
     let table =
         std::env::var("DDB_LOCK_TABLE").map_err(|_| "DDB_LOCK_TABLE must name the lock table")?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    // A released order lock is remembered for a day (then the table's TTL deletes it), so that a
+    // release that comes late answers LOCK_ALREADY_RELEASED rather than LOCK_NOT_FOUND.
     let client = LockClient::builder(aws_sdk_dynamodb::Client::new(&aws))
         .table_name(table)
+        .keep_released_for(Duration::from_secs(24 * 3600))
         .build()?;
     let orders = LockLayer::builder(client.clone())
         .key_pointer("/order_id")

@@ -91,14 +91,22 @@ async fn invocations_of_one_order_one_after_the_other_both_run_and_leave_it_free
         .await
         .response();
     assert_eq!(status, json!({"key": full_key, "locked": false}));
-    let release = api
-        .invoke(&json!({"function": RELEASE, "arguments": {"key": full_key, "owner": owners[1]}}))
-        .await;
+    let release = |owner: serde_json::Value| {
+        let call = json!({"function": RELEASE, "arguments": {"key": full_key, "owner": owner}});
+        let api = &api;
+        async move { api.invoke(&call).await.error_type() }
+    };
     assert_eq!(
-        release.error_type(),
-        "LOCK_NOT_FOUND",
+        release(owners[1].clone()).await,
+        "LOCK_ALREADY_RELEASED",
         "released after the invocation"
     );
+    assert_eq!(
+        release(owners[0].clone()).await,
+        "LOCK_NOT_FOUND",
+        "the lock was taken and released again since the first owner's release"
+    );
+    assert_eq!(release(json!("nobody")).await, "LOCK_NOT_FOUND");
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@ use super::kept;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::fair::line;
-use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, SHARED, VERSION};
+use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
 use crate::lock::Holder;
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
@@ -32,6 +32,7 @@ use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use tracing::warn;
 
@@ -196,9 +197,14 @@ async fn remove_as_read(
         })?
         .map(drop)
     } else {
-        // The item is kept, cleared of its holder (a kept item already is: cleared again).
-        let ttl = table.schema.ttl_attribute_name().is_some();
-        let (update, mut update_values) = kept::release_update(ttl, DataChange::Keep);
+        // The item is kept, cleared of its holder (a kept item already is: cleared again), and
+        // records the release of its holder's lock.
+        let holder = match item.get(OWNER) {
+            Some(AttributeValue::S(owner)) => Some(owner.as_str()),
+            _ => None,
+        };
+        let record = kept::release_record(table, holder)?;
+        let (update, mut update_values) = kept::release_update(DataChange::Keep, &record);
         update_values.extend(values);
         let sent = table
             .update_item(resource, &update, &condition)
@@ -281,7 +287,6 @@ mod tests {
     use crate::lock::LockId;
     use crate::record::samples::{self, now};
     use crate::schema::tests::assert_every_placeholder_named;
-    use aws_sdk_dynamodb::types::AttributeValue;
     use chrono::TimeDelta;
     use std::time::Duration;
 

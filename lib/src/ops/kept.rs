@@ -3,11 +3,16 @@
 //! the holder instead of deleting the item.
 //!
 //! A kept item is a lock item (it has a `LockID`) without an `Owner`: the release removes the
-//! holder's attributes (`Owner`, `AcquiredAt`, `ExpiresAt`, `LeaseMs`, `FencingToken`, `TTL`),
-//! writes a new `Version` and keeps or replaces `Data`. Every acquire condition takes such an item
-//! as free (`attribute_not_exists(#owner)`), and every release, extend and takeover condition
-//! names an `Owner` or an `ExpiresAt`, which it lacks: nothing but an acquisition changes it.
-//! Each is still one request: an UpdateItem in place of the PutItem or DeleteItem.
+//! holder's attributes (`Owner`, `AcquiredAt`, `ExpiresAt`, `LeaseMs`, `FencingToken`), writes a
+//! new `Version`, records itself (`ReleasedBy`, the owner it released, and `ReleasedAt`) and keeps
+//! or replaces `Data`. Its `TTL` goes (kept for good), or, where releases are kept for a while
+//! ([`keep_released_for`](crate::LockClientBuilder::keep_released_for)), is set to end the record
+//! then. Every acquire condition takes such an item as free (`attribute_not_exists(#owner)`), and
+//! every release, extend and takeover condition names an `Owner` or an `ExpiresAt`, which it
+//! lacks: nothing but an acquisition changes it (and removes the release's record). A later
+//! release of the same acquisition or owner reads the record and answers `AlreadyReleased`; a
+//! retry of the release itself finds the version it wrote. Each is still one request: an
+//! UpdateItem in place of the PutItem or DeleteItem.
 
 use super::extend::DataChange;
 use crate::conditional::{answer, Answer};
@@ -17,10 +22,12 @@ use crate::limits;
 use crate::lock::{Lock, LockId};
 use crate::lock_table::LockTable;
 use crate::record::Written;
+use crate::time;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
 
 /// A kept item is created only where there is no item at all.
 pub(crate) const CREATE_CONDITION: &str = "attribute_not_exists(#pk)";
@@ -36,18 +43,38 @@ pub(crate) const ACQUIRE_SET_DATA: &str = ", #data = :data";
 /// …and the client's namespace, on an item the acquisition may create…
 pub(crate) const SET_NAMESPACE: &str = ", #namespace = :namespace";
 /// …and removes the marker of an exclusive acquirer waiting for shared holders (this one, or
-/// another that can announce itself again)…
-pub(crate) const ACQUIRE_REMOVE_WAITER: &str = " REMOVE #writer_waiting";
+/// another that can announce itself again) and the record of the last release…
+pub(crate) const ACQUIRE_REMOVE_WAITER: &str =
+    " REMOVE #writer_waiting, #released_by, #released_at";
 /// …and an earlier holder's token, if unfenced.
 pub(crate) const ACQUIRE_REMOVE_TOKEN: &str = ", #fencing_token";
 
-/// A release that keeps the item writes a new version (and perhaps a new payload)…
+/// A release that keeps the item writes a new version…
 pub(crate) const RELEASE_SET_VERSION: &str = "SET #version = :new_version";
+/// …and when it released whose lock (a force release of an item released already leaves the
+/// record as it was)…
+pub(crate) const RELEASE_SET_RECORD: &str =
+    ", #released_at = :released_at, #released_by = :released_by";
+/// …the TTL that ends the record, where releases are kept for a while…
+pub(crate) const RELEASE_SET_TTL: &str = ", #ttl = :ttl";
 /// …removes the holder…
 pub(crate) const RELEASE_REMOVE_HOLDER: &str =
     " REMOVE #owner, #acquired_at, #expires_at, #lease_ms, #fencing_token";
-/// …and the TTL, so that DynamoDB does not delete the kept item.
+/// …and the TTL where items are kept for good, so that DynamoDB does not delete the kept item.
 pub(crate) const RELEASE_REMOVE_TTL: &str = ", #ttl";
+
+/// What a release that keeps the item records of itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseRecord<'a> {
+    /// The owner whose lock it releases (`None`: the item is released already, and its record is
+    /// left as it is).
+    pub(crate) by: Option<&'a str>,
+    /// The clock's reading.
+    pub(crate) at: DateTime<Utc>,
+    /// The schema's TTL attribute: `None` without one; `Some(None)` to remove it (kept for good);
+    /// `Some(Some(epoch_seconds))` to end the record then.
+    pub(crate) ttl: Option<Option<i64>>,
+}
 
 /// The update expression of an acquisition that keeps the item, and its values (besides the
 /// condition's): `lock` as written with `written`.
@@ -93,20 +120,50 @@ pub(crate) fn acquire_update(lock: &Lock, written: &Written<'_>) -> (String, Ite
     (expression, values)
 }
 
-/// The update expression of a release that keeps the item (`ttl`: whether the schema has a TTL
-/// attribute), and its values (besides the condition's).
-pub(crate) fn release_update(ttl: bool, change: DataChange<'_>) -> (String, Item) {
+/// What a release that keeps the item records, now: `by` the owner it releases (`None` to leave
+/// the record's owner as it is), and the TTL the schema and
+/// [`keep_released_for`](crate::LockClientBuilder::keep_released_for) give the kept item.
+pub(crate) fn release_record<'a>(
+    table: &LockTable,
+    by: Option<&'a str>,
+) -> Result<ReleaseRecord<'a>, Error> {
+    let at = table.now();
+    let ttl = match (table.schema.ttl_attribute_name(), table.keep_released_for) {
+        (None, _) => None,
+        (Some(_), None) => Some(None),
+        (Some(_), Some(keep)) => {
+            let until = time::after(at, keep, "keep_released_for")?;
+            let rounded_up = i64::from(until.timestamp_subsec_nanos() > 0);
+            Some(Some(until.timestamp() + rounded_up))
+        }
+    };
+    Ok(ReleaseRecord { by, at, ttl })
+}
+
+/// The update expression of a release that keeps the item, recording `record`, and its values
+/// (besides the condition's). The new version is `:new_version`: a retry of this very request
+/// finds it in the item.
+pub(crate) fn release_update(change: DataChange<'_>, record: &ReleaseRecord<'_>) -> (String, Item) {
     let mut expression = RELEASE_SET_VERSION.to_owned();
     let mut values = Item::from([(
         ":new_version".to_owned(),
         s(uuid::Uuid::new_v4().to_string()),
     )]);
+    if let Some(by) = record.by {
+        expression.push_str(RELEASE_SET_RECORD);
+        values.insert(":released_at".into(), s(timestamp::format(record.at)));
+        values.insert(":released_by".into(), s(by));
+    }
+    if let Some(Some(epoch_seconds)) = record.ttl {
+        expression.push_str(RELEASE_SET_TTL);
+        values.insert(":ttl".into(), AttributeValue::N(epoch_seconds.to_string()));
+    }
     if let DataChange::Replace(data) = change {
         expression.push_str(", #data = :data");
         values.insert(":data".into(), AttributeValue::B(Blob::new(data)));
     }
     expression.push_str(RELEASE_REMOVE_HOLDER);
-    if ttl {
+    if record.ttl == Some(None) {
         expression.push_str(RELEASE_REMOVE_TTL);
     }
     if let DataChange::Remove = change {
@@ -198,14 +255,15 @@ mod tests {
     fn an_unfenced_acquisition_removes_an_earlier_token_and_a_fenced_one_sets_its_own() {
         let (unfenced, _) = acquire_update(&lock(), &written(None, Some(("TTL", 9))));
         assert!(
-            unfenced.ends_with(" REMOVE #writer_waiting, #fencing_token"),
+            unfenced
+                .ends_with(" REMOVE #writer_waiting, #released_by, #released_at, #fencing_token"),
             "{unfenced}"
         );
         assert!(unfenced.contains("#ttl = :ttl"), "{unfenced}");
         let fenced = lock().with_fencing_token(Some(crate::FencingToken::new(7)));
         let (expression, values) = acquire_update(&fenced, &written(None, None));
         assert!(
-            expression.ends_with(" REMOVE #writer_waiting"),
+            expression.ends_with(" REMOVE #writer_waiting, #released_by, #released_at"),
             "{expression}"
         );
         assert_eq!(
@@ -214,25 +272,56 @@ mod tests {
         );
     }
 
+    /// A release by "me" now, on a schema with a TTL attribute (`ttl`) or without.
+    fn record(ttl: Option<Option<i64>>) -> ReleaseRecord<'static> {
+        ReleaseRecord {
+            by: Some("me"),
+            at: now(),
+            ttl,
+        }
+    }
+
     #[test]
     fn a_release_removes_the_holder_and_the_ttl_and_changes_the_payload_as_asked() {
-        let (keep, _) = release_update(true, DataChange::Keep);
+        let (keep, values) = release_update(DataChange::Keep, &record(Some(None)));
         assert_eq!(
             keep,
-            "SET #version = :new_version REMOVE #owner, #acquired_at, #expires_at, #lease_ms, #fencing_token, #ttl"
+            "SET #version = :new_version, #released_at = :released_at, #released_by = :released_by \
+             REMOVE #owner, #acquired_at, #expires_at, #lease_ms, #fencing_token, #ttl"
         );
-        let (replace, values) = release_update(false, DataChange::Replace(b"next"));
-        assert!(replace.starts_with("SET #version = :new_version, #data = :data REMOVE"));
+        assert_eq!(values.get(":released_by"), Some(&s("me")));
+        assert_eq!(
+            values.get(":released_at"),
+            Some(&s(timestamp::format(now())))
+        );
+        let (replace, values) = release_update(DataChange::Replace(b"next"), &record(None));
+        assert!(replace.contains(", #data = :data REMOVE"), "{replace}");
         assert!(!replace.contains("#ttl"), "{replace}");
         assert!(values.contains_key(":data"));
-        let (remove, _) = release_update(false, DataChange::Remove);
+        let (remove, _) = release_update(DataChange::Remove, &record(None));
         assert!(remove.ends_with(", #fencing_token, #data"), "{remove}");
+    }
+
+    #[test]
+    fn a_release_kept_for_a_while_sets_the_ttl_that_ends_it() {
+        let (kept_for, values) = release_update(DataChange::Keep, &record(Some(Some(99))));
+        assert!(kept_for.contains(", #ttl = :ttl REMOVE"), "{kept_for}");
+        assert!(!kept_for.ends_with(", #ttl"), "{kept_for}");
+        assert_eq!(values.get(":ttl"), Some(&AttributeValue::N("99".into())));
+        // A force release of an item released already leaves its record's owner as it was.
+        let again = ReleaseRecord {
+            by: None,
+            ..record(None)
+        };
+        let (update, values) = release_update(DataChange::Keep, &again);
+        assert!(!update.contains("#released"), "{update}");
+        assert!(!values.contains_key(":released_by") && !values.contains_key(":released_at"));
     }
 
     #[test]
     fn every_placeholder_is_named() {
         let (acquire, _) = acquire_update(&lock(), &written(Some(b"x"), Some(("TTL", 9))));
-        let (release, _) = release_update(true, DataChange::Remove);
+        let (release, _) = release_update(DataChange::Remove, &record(Some(Some(9))));
         for expression in [acquire, release] {
             assert_every_placeholder_named(&expression);
         }

@@ -18,7 +18,7 @@ use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
 use crate::fair::line;
-use crate::item::{s, Item};
+use crate::item::{s, Item, LOCK_ID, OWNER, RELEASED_AT, RELEASED_BY, VERSION};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
@@ -27,6 +27,7 @@ use crate::record::Record;
 use crate::shared;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
 
@@ -168,6 +169,13 @@ pub(crate) async fn send(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
+            if let Some(outcome) = item
+                .as_ref()
+                .and_then(|item| already_released(owner, lock_id, item))
+            {
+                info!(resource, owner, ?outcome, "lock not released");
+                return Ok(outcome);
+            }
             let record = table.record(resource, item.as_ref())?;
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
@@ -204,8 +212,9 @@ async fn send_request(
         })?
         .map(drop)
     } else {
-        let ttl = table.schema.ttl_attribute_name().is_some();
-        let (update, update_values) = kept::release_update(ttl, change);
+        let record = kept::release_record(table, Some(release.owner))?;
+        let (update, update_values) = kept::release_update(change, &record);
+        let written = update_values.get(":new_version").cloned();
         let mut values = values.clone();
         values.extend(update_values);
         let request = table
@@ -214,9 +223,42 @@ async fn send_request(
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        answer("UpdateItem", request.await, update_refused)?.map(drop)
+        match answer("UpdateItem", request.await, update_refused)?.map(drop) {
+            // An SDK retry refused by the item its own first attempt wrote: released by it.
+            Answer::Refused(Some(item))
+                if written.is_some() && item.get(VERSION) == written.as_ref() =>
+            {
+                Answer::Applied(())
+            }
+            answer => answer,
+        }
     };
     Ok((answer, transmissions.retried()))
+}
+
+/// What a refusal on `item`, an item a release kept, says of the release of `owner`'s lock
+/// `lock_id` (`None`: any lock of `owner`): [`ReleaseOutcome::AlreadyReleased`] if the item
+/// records the release of this very acquisition, or of a lock of this owner; `None` if it is no
+/// such record (a held item, another acquisition's or owner's record, or one kept before releases
+/// recorded themselves).
+pub(crate) fn already_released(
+    owner: &str,
+    lock_id: Option<LockId>,
+    item: &Item,
+) -> Option<ReleaseOutcome> {
+    let string = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(value)) => Some(value.as_str()),
+        _ => None,
+    };
+    if item.contains_key(OWNER) {
+        return None;
+    }
+    let released_at = timestamp::parse(string(RELEASED_AT)?)?;
+    let ours = match lock_id {
+        Some(lock_id) => string(LOCK_ID) == Some(lock_id.to_string().as_str()),
+        None => string(RELEASED_BY) == Some(owner),
+    };
+    ours.then_some(ReleaseOutcome::AlreadyReleased { released_at })
 }
 
 /// The condition's values: exactly those its expression uses.

@@ -117,6 +117,9 @@ pub(crate) struct Kept {
     /// The lock whose `LockID` it keeps.
     pub(crate) lock: usize,
     pub(crate) data: Option<&'static str>,
+    /// The owner whose lock the release ended, and when (`ReleasedBy`, `ReleasedAt`).
+    pub(crate) released_by: &'static str,
+    pub(crate) released_at: i64,
 }
 
 /// The reference model of one resource, and what it allows the last operation to answer.
@@ -165,6 +168,11 @@ pub(crate) enum ReleaseAnswer {
     Released,
     NotFound,
     NotOwner(Stored),
+    /// The kept item records the release of this lock (by id) or of this owner's lock, at this
+    /// time.
+    AlreadyReleased {
+        released_at: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -206,6 +214,8 @@ impl Model {
                 self.kept = Some(Kept {
                     lock: s.lock,
                     data: s.data,
+                    released_by: s.owner,
+                    released_at: self.now,
                 });
             }
         }
@@ -260,6 +270,10 @@ impl Model {
                     // Its own item goes, whether or not its lease has ended.
                     self.end_hold();
                     vec![ReleaseAnswer::Released]
+                } else if let Some(kept) = self.kept.as_ref().filter(|k| k.lock == lock) {
+                    vec![ReleaseAnswer::AlreadyReleased {
+                        released_at: kept.released_at,
+                    }]
                 } else {
                     vec![live.map_or(ReleaseAnswer::NotFound, ReleaseAnswer::NotOwner)]
                 };
@@ -269,6 +283,10 @@ impl Model {
                 let allowed = if self.item.as_ref().is_some_and(|s| s.owner == *owner) {
                     self.end_hold();
                     vec![ReleaseAnswer::Released]
+                } else if let Some(kept) = self.kept.as_ref().filter(|k| k.released_by == *owner) {
+                    vec![ReleaseAnswer::AlreadyReleased {
+                        released_at: kept.released_at,
+                    }]
                 } else {
                     vec![live.map_or(ReleaseAnswer::NotFound, ReleaseAnswer::NotOwner)]
                 };

@@ -463,6 +463,9 @@ impl Sut {
                 ReleaseAnswer::NotOwner(s) => ReleaseOutcome::NotOwner {
                     holder: self.holder(s),
                 },
+                ReleaseAnswer::AlreadyReleased { released_at } => ReleaseOutcome::AlreadyReleased {
+                    released_at: at(*released_at),
+                },
             })
             .collect();
         if !allowed.contains(&answer) {
