@@ -330,6 +330,7 @@ impl LockClientBuilder {
             observations: Default::default(),
             queues: Default::default(),
             holds: Default::default(),
+            lines_seen: Default::default(),
             background: Default::default(),
             token_offset: Default::default(),
         };

@@ -61,6 +61,7 @@ mod global_tables;
 mod holds;
 pub mod item;
 pub mod limits;
+mod lines_seen;
 mod lock;
 mod lock_set;
 mod lock_table;

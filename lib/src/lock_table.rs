@@ -15,6 +15,7 @@ use crate::global_tables::GlobalTables;
 use crate::holds::Holds;
 use crate::item::{Item, LOCK_ID};
 use crate::limits;
+use crate::lines_seen::LinesSeen;
 use crate::lock::LockHandle;
 use crate::record::{self, Record};
 use crate::schema::TableSchema;
@@ -50,6 +51,8 @@ pub(crate) struct LockTable {
     pub(crate) queues: WaitQueues,
     /// Every lock this client holds, for `release_all`.
     pub(crate) holds: Holds,
+    /// The fair locks this client last saw with a line.
+    pub(crate) lines_seen: LinesSeen,
     /// Releases sent from spawned tasks (dropped guards, dropped acquisitions).
     pub(crate) background: BackgroundReleases,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
@@ -75,6 +78,7 @@ impl LockTable {
             observations: Default::default(),
             queues: Default::default(),
             holds: Default::default(),
+            lines_seen: Default::default(),
             background: Default::default(),
             token_offset: Default::default(),
         }

@@ -426,3 +426,145 @@ async fn options_a_fair_acquisition_does_not_offer_are_refused_by_name() {
     }
     assert_eq!(raw_item(&resource).await, None);
 }
+
+/// A holder granted the lock from a line, with a waiter behind it, hands over with one request:
+/// the grant it read showed the line, so its release skips the delete the line would refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_granted_from_a_line_hands_over_in_one_request() {
+    let first = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&first, &resource, "first", LEASE).await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let middle = quickly_retrying_client(&proxy.endpoint());
+    let granted_middle = {
+        let (middle, resource) = (middle.clone(), resource.clone());
+        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
+    };
+    line_becomes(&first, &resource, &["middle"]).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let last = spawn_waiter(&resource, "last", fair("last"), granted_tx);
+    line_becomes(&first, &resource, &["middle", "last"]).await;
+
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+    let (deletes, updates) = (proxy.counts("DeleteItem"), proxy.counts("UpdateItem"));
+    assert_eq!(
+        middle.release(&held).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        proxy.counts("DeleteItem").requests,
+        deletes.requests,
+        "no delete tried"
+    );
+    assert_eq!(
+        proxy.counts("UpdateItem").requests - updates.requests,
+        1,
+        "the grant alone"
+    );
+
+    let (owner, next, client) = granted.recv().await.unwrap();
+    assert_eq!(owner, "last");
+    client.release(&next).await.unwrap();
+    last.await.unwrap().unwrap();
+    assert_eq!(raw_item(&resource).await, None);
+}
+
+/// The item a holder was granted with may be stale by its release: the waiter it showed left, and
+/// another joined. The grant computed from it is refused, computed again from the refusal, and
+/// the lock goes to the waiter that is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_from_a_stale_line_goes_to_the_waiter_there_now() {
+    let first = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&first, &resource, "first", LEASE).await;
+    let middle = lock_client().await;
+    let granted_middle = {
+        let (middle, resource) = (middle.clone(), resource.clone());
+        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
+    };
+    line_becomes(&first, &resource, &["middle"]).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let quitter = spawn_waiter(
+        &resource,
+        "quitter",
+        fair("quitter").timeout(Duration::from_millis(1500)),
+        granted_tx.clone(),
+    );
+    line_becomes(&first, &resource, &["middle", "quitter"]).await;
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+    // The quitter's deadline passes and it leaves; a stayer joins.
+    assert!(matches!(quitter.await.unwrap(), Err(Error::Timeout { .. })));
+    line_becomes(&first, &resource, &[]).await;
+    let stayer = spawn_waiter(&resource, "stayer", fair("stayer"), granted_tx);
+    line_becomes(&first, &resource, &["stayer"]).await;
+
+    assert_eq!(
+        middle.release(&held).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let (owner, next, client) = granted.recv().await.unwrap();
+    assert_eq!(owner, "stayer");
+    client.release(&next).await.unwrap();
+    stayer.await.unwrap().unwrap();
+    assert_eq!(raw_item(&resource).await, None);
+}
+
+/// A client that last saw the lock held with a line joins it first, with no try; a guess gone
+/// wrong (the lock is free by now) costs the join it refuses, and the lock is taken as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_last_saw_a_line_joins_it_first() {
+    let _ = lock_client().await; // the table
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let mine = client.acquire(&resource, &fair("me")).await.unwrap();
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let other = spawn_waiter(&resource, "other", fair("other"), granted_tx);
+    line_becomes(&lock_client().await, &resource, &["other"]).await;
+    client.release(&mine).await.unwrap(); // handed over: the line is what this client saw
+    let (_, theirs, their_client) = granted.recv().await.unwrap();
+
+    let puts = proxy.counts("PutItem").requests;
+    let again = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &fair("me")).await })
+    };
+    line_becomes(&their_client, &resource, &["me"]).await;
+    assert_eq!(
+        proxy.counts("PutItem").requests,
+        puts,
+        "joined without a try"
+    );
+    their_client.release(&theirs).await.unwrap();
+    let mine = again.await.unwrap().unwrap();
+    other.await.unwrap().unwrap();
+    assert_eq!(mine.owner(), "me");
+    client.release(&mine).await.unwrap(); // nobody waits: deleted, and seen free
+
+    // Seen held again by a hand-over, but free by the next acquisition: the join is refused.
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let mine = client.acquire(&resource, &fair("me")).await.unwrap();
+    let other = spawn_waiter(&resource, "other", fair("other"), granted_tx);
+    line_becomes(&lock_client().await, &resource, &["other"]).await;
+    client.release(&mine).await.unwrap();
+    let (_, theirs, their_client) = granted.recv().await.unwrap();
+    their_client.release(&theirs).await.unwrap();
+    other.await.unwrap().unwrap();
+    let (puts, updates) = (
+        proxy.counts("PutItem").requests,
+        proxy.counts("UpdateItem").requests,
+    );
+    let mine = client.acquire(&resource, &fair("me")).await.unwrap();
+    assert_eq!(
+        (
+            proxy.counts("UpdateItem").requests - updates,
+            proxy.counts("PutItem").requests - puts
+        ),
+        (1, 1),
+        "a refused join, then the try that takes it"
+    );
+    client.release(&mine).await.unwrap();
+    assert_eq!(raw_item(&resource).await, None);
+}

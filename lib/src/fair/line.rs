@@ -12,7 +12,7 @@ use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::ops::inspect;
 use crate::timestamp;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -135,10 +135,12 @@ fn encode(lock_id: LockId, waiter: &QueuedWaiter) -> AttributeValue {
 }
 
 /// Whether a waiter joined.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) enum Joined {
-    /// It is in the line (by this request or an earlier attempt of it).
-    InLine,
+    /// It is in the line (by this request or an earlier attempt of it): the item as the join
+    /// left it (`ALL_NEW`), or as the retry that found it in line saw it (`ALL_OLD`), so that
+    /// the waiter need not read it at once.
+    InLine(Item),
     /// The lock is not held by a live exclusive holder and has no line (free, lapsed, shared):
     /// try to acquire it again instead.
     NotHeld,
@@ -166,11 +168,22 @@ pub(crate) async fn join(
         .update_item(resource, JOIN_UPDATE, JOIN_CONDITION)
         .set_expression_attribute_names(Some(names))
         .set_expression_attribute_values(Some(values))
+        .return_values(ReturnValue::AllNew)
         .send();
     Ok(match answer("UpdateItem", sent.await, update_refused)? {
-        Answer::Applied(_) => Joined::InLine,
+        Answer::Applied(out) => match out.attributes {
+            Some(item) => Joined::InLine(item),
+            None => {
+                return Err(Error::UnexpectedResponse {
+                    operation: "UpdateItem",
+                    detail: "no attributes despite ReturnValues = ALL_NEW",
+                })
+            }
+        },
         // An earlier attempt of this request, whose answer was lost, put us in line.
-        Answer::Refused(Some(item)) if item.contains_key(&attribute(lock_id)) => Joined::InLine,
+        Answer::Refused(Some(item)) if item.contains_key(&attribute(lock_id)) => {
+            Joined::InLine(item)
+        }
         Answer::Refused(_) => Joined::NotHeld,
     })
 }

@@ -44,10 +44,27 @@ enum Turn {
 pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Lock, Error> {
     let mut backoff = Backoff::new(wait.bounds);
     let mut last_holder = None;
+    let resource = wait.request.resource;
+    // Last seen held with a line: join it first, rather than try a lock a line stands before.
+    if wait.table.lines_seen.has_line(resource) {
+        stats.attempts += 1;
+        match in_line(wait).await? {
+            Turn::Granted(lock) => {
+                log_acquired(&lock, wait.started.elapsed(), stats.attempts);
+                return Ok(lock);
+            }
+            Turn::TimedOut(holder) => {
+                return Err(wait.timed_out(holder, Instant::now(), stats.attempts));
+            }
+            // Free, or lapsed without a line: tried below, at once.
+            Turn::NotInLine => wait.table.lines_seen.free(resource),
+        }
+    }
     loop {
         stats.attempts += 1;
         let retry_at = match attempt_acquire(wait.table, wait.request, None).await? {
             Attempt::Acquired(lock) => {
+                wait.table.lines_seen.free(resource);
                 log_acquired(&lock, wait.started.elapsed(), stats.attempts);
                 return Ok(lock);
             }
@@ -62,6 +79,7 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
             }
             Attempt::Held { holder, .. } => {
                 last_holder = Some(holder);
+                wait.table.lines_seen.held(resource);
                 match in_line(wait).await? {
                     Turn::Granted(lock) => {
                         log_acquired(&lock, wait.started.elapsed(), stats.attempts);
@@ -107,16 +125,26 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let mut leaving = LeaveOnDrop::arm(table, &handle);
     let mut last_sent = Instant::now();
     let pace = Pace::new(wait.bounds);
-    if line::join(table, resource, lock_id, &waiter).await? == Joined::NotHeld {
-        leaving.disarm();
-        return Ok(Turn::NotInLine);
-    }
-    debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
-    loop {
-        let sent = Instant::now();
-        let Some(item) = inspect::read(table, resource).await? else {
+    // The join's answer is the item as it left it: the first look at the line costs no read.
+    let mut seen = match line::join(table, resource, lock_id, &waiter).await? {
+        Joined::InLine(item) => Some((last_sent, item)),
+        Joined::NotHeld => {
             leaving.disarm();
             return Ok(Turn::NotInLine);
+        }
+    };
+    debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
+    loop {
+        let (sent, item) = match seen.take() {
+            Some(seen) => seen,
+            None => {
+                let sent = Instant::now();
+                let Some(item) = inspect::read(table, resource).await? else {
+                    leaving.disarm();
+                    return Ok(Turn::NotInLine);
+                };
+                (sent, item)
+            }
         };
         if line::held_by(&item, lock_id) {
             leaving.disarm();
@@ -168,13 +196,20 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
 }
 
 /// The lock granted to `handle`, read back as `item`; its lease began no earlier than
-/// `not_before` (a request sent before the grant was made).
+/// `not_before` (a request sent before the grant was made). Its release hands it over from `item`
+/// if waiters stand behind it there.
 fn granted(
     table: &Arc<LockTable>,
     handle: &LockHandle,
     item: &Item,
     not_before: Instant,
 ) -> Result<Lock, Error> {
+    table.lines_seen.holding(
+        handle.resource(),
+        handle.lock_id(),
+        item,
+        line::has_line(item),
+    );
     let record = table
         .record(handle.resource(), Some(item))?
         .ok_or(Error::UnexpectedResponse {

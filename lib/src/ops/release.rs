@@ -131,13 +131,36 @@ pub(crate) async fn send(
         (None, None) => RELEASE_OWNED_CONDITION,
     };
     let values = values(owner, lock_id, acquired_by);
-    let (mut answer, mut retried) =
-        send_request(table, release, condition, &values, change).await?;
+    // A hold granted from a line with waiters behind it hands the lock over at once, from the
+    // item it was granted with ([`LinesSeen`](crate::lines_seen::LinesSeen)), rather than first
+    // try a delete that the line refuses.
+    let seen_line = match (lock_id, change) {
+        (Some(lock_id), DataChange::Keep) => table.lines_seen.take_line_of(resource, lock_id),
+        _ => None,
+    };
+    let handed = match (seen_line, lock_id) {
+        (Some(item), Some(lock_id)) => {
+            Some(grant::hand_over(table, resource, (lock_id, owner), item).await?)
+        }
+        _ => None,
+    };
+    let mut handed_over = matches!(handed, Some(HandOver::HandedOver));
+    let (mut answer, mut retried) = match handed {
+        Some(HandOver::HandedOver) => (Answer::Applied(()), false),
+        Some(HandOver::NotOurs { item, retried }) => (Answer::Refused(item), retried),
+        // Nobody waits by the item seen, or none was seen: released as usual.
+        Some(HandOver::NoWaiter) | None => {
+            send_request(table, release, condition, &values, change).await?
+        }
+    };
     if let (Answer::Refused(Some(item)), Some(lock_id)) = (&answer, lock_id) {
         if line::has_line(item) && line::held_by(item, lock_id) {
             let item = item.clone();
             match grant::hand_over(table, resource, (lock_id, owner), item).await? {
-                HandOver::HandedOver => answer = Answer::Applied(()),
+                HandOver::HandedOver => {
+                    answer = Answer::Applied(());
+                    handed_over = true;
+                }
                 HandOver::NotOurs {
                     item,
                     retried: again,
@@ -151,6 +174,12 @@ pub(crate) async fn send(
                 }
             }
         }
+    }
+    // What a fair acquirer of this client tries first next time: the line, if there was one.
+    if handed_over {
+        table.lines_seen.held(resource);
+    } else if matches!(answer, Answer::Applied(_)) {
+        table.lines_seen.free(resource);
     }
     // Released or not ours (any more): either way not held by this client.
     table.queues.freed(resource, lock_id);
