@@ -98,6 +98,11 @@ pub const RELEASED_BY: &str = "ReleasedBy";
 /// acquisition removes both.
 pub const RELEASED_AT: &str = "ReleasedAt";
 
+/// How long the last holder of a fair lock held it, in milliseconds, as the hand-over that
+/// ended its hold writes it (that holder's monotonic clock, from when it learned it holds the
+/// lock): the waiters time their reads by it.
+pub const HOLD_MS: &str = "HoldMs";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -119,7 +124,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 17] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 18] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -137,4 +142,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 17] = [
     ("#queue", QUEUE),
     ("#released_by", RELEASED_BY),
     ("#released_at", RELEASED_AT),
+    ("#hold_ms", HOLD_MS),
 ];

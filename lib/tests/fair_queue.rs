@@ -465,6 +465,15 @@ async fn a_holder_granted_from_a_line_hands_over_in_one_request() {
 
     let (owner, next, client) = granted.recv().await.unwrap();
     assert_eq!(owner, "last");
+    // The hand-over says how long its holder held the lock, for the waiters' reads.
+    let handed = raw_item(&resource).await.expect("held by the last");
+    assert!(
+        matches!(
+            handed.get("HoldMs"),
+            Some(aws_sdk_dynamodb::types::AttributeValue::N(_))
+        ),
+        "{handed:?}"
+    );
     client.release(&next).await.unwrap();
     last.await.unwrap().unwrap();
     assert_eq!(raw_item(&resource).await, None);

@@ -18,6 +18,7 @@ use crate::time::after;
 use crate::timestamp;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
+use std::time::Duration;
 use tracing::debug;
 
 /// The holder `#lock_id = :holder` releasing grants.
@@ -32,8 +33,13 @@ const MAX_GRANT_TRIES: usize = 8;
 /// Who grants.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Over<'a> {
-    /// The holder of acquisition `lock_id`, by `owner`, releasing it.
-    Released { lock_id: LockId, owner: &'a str },
+    /// The holder of acquisition `lock_id`, by `owner`, releasing it after holding it `held_for`
+    /// (if known: written as `HoldMs`).
+    Released {
+        lock_id: LockId,
+        owner: &'a str,
+        held_for: Option<Duration>,
+    },
     /// A waiter that saw the holder's lease run out.
     Lapsed,
 }
@@ -100,9 +106,17 @@ pub(crate) async fn send(
     }
     let mut remove: Vec<String> = (0..=place).map(|i| format!("#e{i}")).collect();
     let mut clauses = vec![match over {
-        Over::Released { lock_id, owner } => {
+        Over::Released {
+            lock_id,
+            owner,
+            held_for,
+        } => {
             values.insert(":holder".to_owned(), s(lock_id.to_string()));
             values.insert(":holder_owner".to_owned(), s(owner));
+            if let Some(held_for) = held_for {
+                set.push("#hold_ms = :hold_ms");
+                values.insert(":hold_ms".to_owned(), item::millis(held_for));
+            }
             RELEASED.to_owned()
         }
         Over::Lapsed => LAPSED.to_owned(),
@@ -165,12 +179,12 @@ pub(crate) enum HandOver {
     NotOurs { item: Option<Item>, retried: bool },
 }
 
-/// Releases the lock `lock_id` of `owner` on `resource`, whose item `item` has a line, by
-/// granting it to the next waiter.
+/// Releases the lock `lock_id` of `owner` on `resource`, held `held_for` (if known), whose item
+/// `item` has a line, by granting it to the next waiter.
 pub(crate) async fn hand_over(
     table: &LockTable,
     resource: &str,
-    (lock_id, owner): (LockId, &str),
+    (lock_id, owner, held_for): (LockId, &str, Option<Duration>),
     mut item: Item,
 ) -> Result<HandOver, Error> {
     let mut retried = false;
@@ -181,7 +195,12 @@ pub(crate) async fn hand_over(
                 retried,
             });
         }
-        match send(table, resource, &item, Over::Released { lock_id, owner }).await? {
+        let over = Over::Released {
+            lock_id,
+            owner,
+            held_for,
+        };
+        match send(table, resource, &item, over).await? {
             Grant::Granted { to, .. } => {
                 debug!(resource, to = %to.short(), "lock handed to the next in line");
                 return Ok(HandOver::HandedOver);

@@ -15,7 +15,7 @@ use super::line::{self, Joined, Left};
 use super::pace::Pace;
 use super::QueuedWaiter;
 use crate::error::Error;
-use crate::item::Item;
+use crate::item::{Item, HOLD_MS};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
@@ -26,6 +26,7 @@ use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
 use crate::wait::backoff::Backoff;
 use crate::wait::{log_acquired, Wait};
+use aws_sdk_dynamodb::types::AttributeValue;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -65,6 +66,9 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
         let retry_at = match attempt_acquire(wait.table, wait.request, None).await? {
             Attempt::Acquired(lock) => {
                 wait.table.lines_seen.free(resource);
+                wait.table
+                    .lines_seen
+                    .holding(resource, lock.lock_id(), None);
                 log_acquired(&lock, wait.started.elapsed(), stats.attempts);
                 return Ok(lock);
             }
@@ -134,6 +138,9 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         }
     };
     debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
+    // The holder last seen, and when its grant happened at the earliest (the send of the last
+    // look before the one that first showed it), if the waiter saw it happen.
+    let (mut seen_holder, mut holder_since, mut previous_sent) = (None, None, None);
     loop {
         let (sent, item) = match seen.take() {
             Some(seen) => seen,
@@ -159,6 +166,12 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         };
         let record = table.record(resource, Some(&item))?;
         let holder = record.as_ref().map(|record| record.holder.clone());
+        let holder_id = record.as_ref().map(|record| record.lock_id);
+        if holder_id != seen_holder {
+            holder_since = seen_holder.and(previous_sent);
+            seen_holder = holder_id;
+        }
+        previous_sent = Some(sent);
         if holder.as_ref().is_none_or(|h| !h.is_live_at(table.now())) {
             let grant_sent = Instant::now();
             let grant = grant::send(table, resource, &item, Over::Lapsed).await?;
@@ -173,6 +186,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                     leaving.disarm();
                     let valid_until = grant_sent + request.lease;
                     let lock = Lock::new(handle, acquired_at, expires_at, valid_until);
+                    table.lines_seen.holding(resource, lock_id, None);
                     return Ok(Turn::Granted(acquire::took(table, lock)));
                 }
                 // Granted to a waiter before us: read again at once, we may be next.
@@ -190,8 +204,20 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             };
         }
         last_sent = sent;
-        let delay = pace.next(place).min(wait.deadline - now);
+        let delay = match hold_ms(&item) {
+            Some(hold) => pace.next_with_holds(place, hold, holder_since, now),
+            None => pace.next(place),
+        }
+        .min(wait.deadline - now);
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// How long the last holder held the lock, as its hand-over wrote it (`HoldMs`), if it did.
+fn hold_ms(item: &Item) -> Option<std::time::Duration> {
+    match item.get(HOLD_MS) {
+        Some(AttributeValue::N(ms)) => ms.parse().ok().map(std::time::Duration::from_millis),
+        _ => None,
     }
 }
 
@@ -204,12 +230,10 @@ fn granted(
     item: &Item,
     not_before: Instant,
 ) -> Result<Lock, Error> {
-    table.lines_seen.holding(
-        handle.resource(),
-        handle.lock_id(),
-        item,
-        line::has_line(item),
-    );
+    let line = line::has_line(item).then_some(item);
+    table
+        .lines_seen
+        .holding(handle.resource(), handle.lock_id(), line);
     let record = table
         .record(handle.resource(), Some(item))?
         .ok_or(Error::UnexpectedResponse {

@@ -134,13 +134,16 @@ pub(crate) async fn send(
     // A hold granted from a line with waiters behind it hands the lock over at once, from the
     // item it was granted with ([`LinesSeen`](crate::lines_seen::LinesSeen)), rather than first
     // try a delete that the line refuses.
-    let seen_line = match (lock_id, change) {
-        (Some(lock_id), DataChange::Keep) => table.lines_seen.take_line_of(resource, lock_id),
-        _ => None,
+    let (held_for, seen_line) = match (lock_id, change) {
+        (Some(lock_id), DataChange::Keep) => table
+            .lines_seen
+            .take_hold(resource, lock_id)
+            .map_or((None, None), |(held_for, line)| (Some(held_for), line)),
+        _ => (None, None),
     };
     let handed = match (seen_line, lock_id) {
         (Some(item), Some(lock_id)) => {
-            Some(grant::hand_over(table, resource, (lock_id, owner), item).await?)
+            Some(grant::hand_over(table, resource, (lock_id, owner, held_for), item).await?)
         }
         _ => None,
     };
@@ -156,7 +159,7 @@ pub(crate) async fn send(
     if let (Answer::Refused(Some(item)), Some(lock_id)) = (&answer, lock_id) {
         if line::has_line(item) && line::held_by(item, lock_id) {
             let item = item.clone();
-            match grant::hand_over(table, resource, (lock_id, owner), item).await? {
+            match grant::hand_over(table, resource, (lock_id, owner, held_for), item).await? {
                 HandOver::HandedOver => {
                     answer = Answer::Applied(());
                     handed_over = true;
