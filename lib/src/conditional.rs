@@ -21,6 +21,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{BoxError, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -77,6 +78,15 @@ impl<O, R> Answer<O, R> {
 pub(crate) fn update_refused(err: &UpdateItemError) -> Option<Option<Item>> {
     match err {
         UpdateItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
+        _ => None,
+    }
+}
+
+/// The refusal of a conditional DeleteItem: the item that failed the condition (`ALL_OLD`, if
+/// asked for), for [`answer`].
+pub(crate) fn delete_refused(err: &DeleteItemError) -> Option<Option<Item>> {
+    match err {
+        DeleteItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
         _ => None,
     }
 }

@@ -270,6 +270,15 @@ mod tests {
         crate::record::samples::now()
     }
 
+    /// `holds` took `lock`, for thirty seconds.
+    fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
+        holds.acquired(
+            lock,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
+    }
+
     /// A guard's stop that counts its calls and remembers the last reason.
     fn counting_stop() -> (StopGuard, Arc<Mutex<Vec<LockLost>>>) {
         let calls = Arc::new(Mutex::new(Vec::new()));
@@ -352,11 +361,7 @@ mod tests {
     fn a_lock_is_being_released_from_its_release_until_it_is_freed() {
         let holds = Holds::default();
         let lock = handle("a");
-        holds.acquired(
-            &lock,
-            acquired_at(),
-            Instant::now() + Duration::from_secs(30),
-        );
+        held_for_a_while(&holds, &lock);
         let (stop, calls) = counting_stop();
         assert!(holds.guarded(lock.lock_id(), stop));
         assert!(!holds.is_releasing(lock.lock_id()));
@@ -404,11 +409,7 @@ mod tests {
             holds.acquired(&handle(&format!("ran-out/{i}")), acquired_at(), ran_out);
         }
         let live = handle("live");
-        holds.acquired(
-            &live,
-            acquired_at(),
-            Instant::now() + Duration::from_secs(30),
-        );
+        held_for_a_while(&holds, &live);
         let mut left: Vec<_> = holds
             .handles()
             .iter()
@@ -424,11 +425,7 @@ mod tests {
         let lock = handle("a");
         holds.acquired(&lock, acquired_at(), Instant::now());
         assert!(holds.guarded(lock.lock_id(), Arc::new(|_| {})));
-        holds.acquired(
-            &lock,
-            acquired_at(),
-            Instant::now() + Duration::from_secs(30),
-        );
+        held_for_a_while(&holds, &lock);
         let taken = holds.take_all();
         assert_eq!(taken[0].stop_guards.len(), 1);
     }
@@ -448,11 +445,7 @@ mod tests {
     fn a_guard_cannot_join_a_hold_taken_by_release_all() {
         let holds = Holds::default();
         let lock = handle("a");
-        holds.acquired(
-            &lock,
-            acquired_at(),
-            Instant::now() + Duration::from_secs(30),
-        );
+        held_for_a_while(&holds, &lock);
         assert_eq!(holds.take_all().len(), 1);
         assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
         assert!(holds.handles().is_empty());

@@ -427,6 +427,20 @@ async fn options_a_fair_acquisition_does_not_offer_are_refused_by_name() {
     assert_eq!(raw_item(&resource).await, None);
 }
 
+/// `middle` joins the line behind `first`'s lock: its acquisition, in a task.
+async fn join_as_middle(
+    first: &LockClient,
+    middle: &LockClient,
+    resource: &str,
+) -> tokio::task::JoinHandle<Result<Lock, Error>> {
+    let acquiring = {
+        let (middle, resource) = (middle.clone(), resource.to_owned());
+        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
+    };
+    line_becomes(first, resource, &["middle"]).await;
+    acquiring
+}
+
 /// A holder granted the lock from a line, with a waiter behind it, hands over with one request:
 /// the grant it read showed the line, so its release skips the delete the line would refuse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,11 +450,7 @@ async fn a_holder_granted_from_a_line_hands_over_in_one_request() {
     let lock = hold(&first, &resource, "first", LEASE).await;
     let proxy = Proxy::start(&endpoint()).await;
     let middle = quickly_retrying_client(&proxy.endpoint());
-    let granted_middle = {
-        let (middle, resource) = (middle.clone(), resource.clone());
-        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
-    };
-    line_becomes(&first, &resource, &["middle"]).await;
+    let granted_middle = join_as_middle(&first, &middle, &resource).await;
     let (granted_tx, mut granted) = mpsc::unbounded_channel();
     let last = spawn_waiter(&resource, "last", fair("last"), granted_tx);
     line_becomes(&first, &resource, &["middle", "last"]).await;
@@ -488,11 +498,7 @@ async fn a_hand_over_from_a_stale_line_goes_to_the_waiter_there_now() {
     let resource = unique("fair");
     let lock = hold(&first, &resource, "first", LEASE).await;
     let middle = lock_client().await;
-    let granted_middle = {
-        let (middle, resource) = (middle.clone(), resource.clone());
-        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
-    };
-    line_becomes(&first, &resource, &["middle"]).await;
+    let granted_middle = join_as_middle(&first, &middle, &resource).await;
     let (granted_tx, mut granted) = mpsc::unbounded_channel();
     let quitter = spawn_waiter(
         &resource,

@@ -28,6 +28,21 @@ fn node_through(proxy: &Proxy) -> Scheduler {
     Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client))))
 }
 
+/// The tick ran under its lock, which was never lost.
+fn assert_ran_holding_its_lock<T: std::fmt::Debug>(outcome: &TickOutcome<T>) {
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                locked: true,
+                lock_lost: false,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
 /// A job of a two-second lease (a renewal every 667 ms), for tests that watch its renewals.
 fn renewed_job(name: &str) -> ScheduledJob {
     ScheduledJob::every(unique(name), HOUR)
@@ -221,17 +236,7 @@ async fn a_renewal_left_unanswered_does_not_hold_up_the_job() {
     .await
     .expect("the job ran to its end while its renewal was unanswered")
     .unwrap();
-    assert!(
-        matches!(
-            outcome,
-            TickOutcome::Ran {
-                locked: true,
-                lock_lost: false,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_ran_holding_its_lock(&outcome);
 }
 
 #[tokio::test]
@@ -259,15 +264,5 @@ async fn a_renewal_that_fails_is_tried_again_and_the_lock_is_not_reported_lost()
     .await
     .expect("a renewal after the failed one")
     .unwrap();
-    assert!(
-        matches!(
-            outcome,
-            TickOutcome::Ran {
-                locked: true,
-                lock_lost: false,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_ran_holding_its_lock(&outcome);
 }

@@ -20,7 +20,7 @@
 
 use super::extend::DataChange;
 use super::kept;
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, delete_refused, update_refused, Answer};
 use crate::error::Error;
 use crate::fair::line;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
@@ -31,7 +31,6 @@ use crate::outcome::LockStatus;
 use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use tracing::warn;
@@ -189,13 +188,7 @@ async fn remove_as_read(
             .delete_item(resource, &condition)
             .set_expression_attribute_values(Some(values))
             .send();
-        answer("DeleteItem", sent.await, |err| match err {
-            DeleteItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?
-        .map(drop)
+        answer("DeleteItem", sent.await, delete_refused)?.map(drop)
     } else {
         // The item is kept, cleared of its holder (a kept item already is: cleared again), and
         // records the release of its holder's lock.

@@ -14,7 +14,7 @@
 
 use super::extend::DataChange;
 use super::kept;
-use crate::conditional::{answer, update_refused, Answer, Transmissions};
+use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
 use crate::fair::line;
@@ -26,7 +26,6 @@ use crate::outcome::ReleaseOutcome;
 use crate::record::Record;
 use crate::shared;
 use crate::timestamp;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
@@ -236,13 +235,7 @@ async fn send_request(
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        answer("DeleteItem", request.await, |err| match err {
-            DeleteItemError::ConditionalCheckFailedException(failed) => {
-                Some(failed.item().cloned())
-            }
-            _ => None,
-        })?
-        .map(drop)
+        answer("DeleteItem", request.await, delete_refused)?.map(drop)
     } else {
         let record = kept::release_record(table, Some(release.owner))?;
         let (update, update_values) = kept::release_update(change, &record);
