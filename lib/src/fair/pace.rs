@@ -8,11 +8,12 @@
 //!
 //! Where the item says how long the last holder held the lock (`HoldMs`, written by the hand-over
 //! that ended its hold, see [`lines_seen`](crate::lines_seen)), reads before the grant can come
-//! are spared: the waiter at place `p ≥ 1` cannot be granted before `p` holders have held the lock
-//! (it waits at least three quarters of `p` holds), and the first in line, if it saw the current
-//! holder's grant happen (between two of its reads), reads first when that holder's hold, as long
-//! as the last one, would end, counted from the earlier of the two reads, so never later than it
-//! could end. After that it reads every period. `HoldMs` is the application's own hold, measured
+//! are spared: the waiter at place `p` cannot be granted before the current holder and the `p`
+//! waiters before it have held the lock, each (by the last hold) `HoldMs`, counted from when the
+//! current holder's hold began ([`holder_start`]: its `AcquiredAt` by the waiter's clock, kept
+//! within the looks that saw the holder change, so no later than it can have been). It reads
+//! then, and after that the first in line every half period (its grant is due), the others by
+//! their place. `HoldMs` is the application's own hold, measured
 //! by the holders, with no waiter's delay in it, so this cannot feed on itself.
 //!
 //! An earlier schedule estimated each turn's length from how fast the line had moved and slept
@@ -50,28 +51,40 @@ impl Pace {
             .clamp(self.period, self.max)
     }
 
-    /// The delay before the next read, after a read at `now` found the waiter at `place` and the
-    /// last holder's hold `hold` long; `holder_since`, when the waiter saw the current holder's
-    /// grant happen, is the send of the last read before it.
+    /// The delay before the next read, after a read at `now` found the waiter at `place`, the
+    /// last holder's hold `hold` long, and the current holder holding since `holder_since` (see
+    /// [`holder_start`]): the waiter's grant cannot come before `place + 1` holds from then.
     pub(crate) fn next_with_holds(
         &self,
         place: usize,
         hold: Duration,
-        holder_since: Option<Instant>,
+        holder_since: Instant,
         now: Instant,
     ) -> Duration {
-        let by_place = self.next(place);
-        let held = match place {
-            0 => holder_since
-                .map(|since| (since + hold).saturating_duration_since(now))
-                .unwrap_or_default(),
-            _ => {
-                let places = u32::try_from(place).unwrap_or(u32::MAX);
-                hold.saturating_mul(places).saturating_mul(3) / 4
-            }
+        let holds = u32::try_from(place).unwrap_or(u32::MAX).saturating_add(1);
+        let due = (holder_since + hold.saturating_mul(holds)).saturating_duration_since(now);
+        let after_due = match place {
+            // The first in line, its grant due: every half period.
+            0 => self.period / 2,
+            _ => self.next(place),
         };
-        by_place.max(held).min(self.max)
+        due.max(after_due).min(self.max)
     }
+}
+
+/// When the current holder's hold began, at the latest it can have: its `AcquiredAt`, `ago` before
+/// now by this client's wall clock, kept within what the waiter saw, after its look before the one
+/// that first showed this holder (`earliest`, if that look showed another) and before the look
+/// that first showed it (`latest`). A clock skewed from the granter's moves it only within those.
+pub(crate) fn holder_start(
+    ago: Option<Duration>,
+    earliest: Option<Instant>,
+    latest: Instant,
+    now: Instant,
+) -> Instant {
+    let by_clock = ago.map_or(latest, |ago| now.checked_sub(ago).unwrap_or(latest));
+    let start = by_clock.min(latest);
+    earliest.map_or(start, |earliest| start.max(earliest))
 }
 
 #[cfg(test)]
@@ -103,25 +116,43 @@ mod tests {
     }
 
     #[test]
-    fn the_waiters_behind_the_first_wait_three_quarters_of_a_hold_per_place() {
-        let pace = pace();
-        let now = Instant::now();
-        assert_eq!(pace.next_with_holds(1, ms(40), None, now), ms(30));
-        assert_eq!(pace.next_with_holds(4, ms(40), None, now), ms(120));
-        // Never sooner than by the place, never longer than the backoff's maximum.
-        assert_eq!(pace.next_with_holds(3, ms(1), None, now), ms(20));
-        assert_eq!(pace.next_with_holds(30, ms(40), None, now), ms(500));
-    }
-
-    #[test]
-    fn the_first_reads_when_the_holders_hold_would_end() {
+    fn a_waiter_reads_when_the_holds_before_its_own_would_end() {
         let pace = pace();
         let now = Instant::now();
         let since = now - ms(15);
-        assert_eq!(pace.next_with_holds(0, ms(40), Some(since), now), ms(25));
-        // Due already, or the holder's grant not seen: every period.
-        assert_eq!(pace.next_with_holds(0, ms(10), Some(since), now), ms(5));
-        assert_eq!(pace.next_with_holds(0, ms(40), None, now), ms(5));
+        // The holder's hold ends 25 ms from now; the first in line reads then.
+        assert_eq!(pace.next_with_holds(0, ms(40), since, now), ms(25));
+        // The fourth in line: the holder's and three more holds.
+        assert_eq!(pace.next_with_holds(3, ms(40), since, now), ms(145));
+        // Due already: the first every half period, the others by their place.
+        assert_eq!(pace.next_with_holds(0, ms(10), since, now), ms(5) / 2);
+        assert_eq!(pace.next_with_holds(3, ms(1), since, now), ms(20));
+        // Never longer than the backoff's maximum.
+        assert_eq!(pace.next_with_holds(30, ms(40), since, now), ms(500));
+    }
+
+    #[test]
+    fn a_holders_start_by_its_clock_stays_within_what_the_waiter_saw() {
+        let now = Instant::now();
+        let (earliest, latest) = (now - ms(30), now - ms(10));
+        // By the clock, within the two looks: taken.
+        assert_eq!(
+            holder_start(Some(ms(20)), Some(earliest), latest, now),
+            now - ms(20)
+        );
+        // A clock that says earlier than the look before, or later than the look that showed
+        // it, is held to them.
+        assert_eq!(
+            holder_start(Some(ms(90)), Some(earliest), latest, now),
+            earliest
+        );
+        assert_eq!(
+            holder_start(Some(ms(1)), Some(earliest), latest, now),
+            latest
+        );
+        // Its grant not seen: no earliest.
+        assert_eq!(holder_start(Some(ms(90)), None, latest, now), now - ms(90));
+        assert_eq!(holder_start(None, None, latest, now), latest);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
-use super::pace::Pace;
+use super::pace::{self, Pace};
 use super::QueuedWaiter;
 use crate::error::Error;
 use crate::item::{Item, HOLD_MS};
@@ -138,9 +138,10 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         }
     };
     debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
-    // The holder last seen, and when its grant happened at the earliest (the send of the last
-    // look before the one that first showed it), if the waiter saw it happen.
-    let (mut seen_holder, mut holder_since, mut previous_sent) = (None, None, None);
+    // The holder last seen, and the looks between which its grant happened: after the send of
+    // the look before (if that one showed another holder), before the send of the first look that
+    // showed it.
+    let (mut seen_holder, mut granted_between, mut previous_sent) = (None, None, None);
     loop {
         let (sent, item) = match seen.take() {
             Some(seen) => seen,
@@ -167,8 +168,8 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         let record = table.record(resource, Some(&item))?;
         let holder = record.as_ref().map(|record| record.holder.clone());
         let holder_id = record.as_ref().map(|record| record.lock_id);
-        if holder_id != seen_holder {
-            holder_since = seen_holder.and(previous_sent);
+        if holder_id != seen_holder || granted_between.is_none() {
+            granted_between = Some((seen_holder.and(previous_sent), sent));
             seen_holder = holder_id;
         }
         previous_sent = Some(sent);
@@ -205,7 +206,14 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         }
         last_sent = sent;
         let delay = match hold_ms(&item) {
-            Some(hold) => pace.next_with_holds(place, hold, holder_since, now),
+            Some(hold) => {
+                let ago = holder
+                    .as_ref()
+                    .and_then(|holder| (table.now() - holder.acquired_at).to_std().ok());
+                let (earliest, latest) = granted_between.unwrap_or((None, sent));
+                let since = pace::holder_start(ago, earliest, latest, now);
+                pace.next_with_holds(place, hold, since, now)
+            }
             None => pace.next(place),
         }
         .min(wait.deadline - now);
