@@ -21,6 +21,7 @@
 //! missed would stay held until its lease ends.
 
 use crate::lock::{LockHandle, LockId};
+use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -174,8 +175,9 @@ impl Holds {
     }
 
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
-    /// any owner, any time) starts: every lock of this client it can end is marked as being
-    /// released, and its guards turn lost, as released, before the request is sent.
+    /// any owner, any time: a force release, which removes every holder) starts: every lock of
+    /// this client it can end is marked as being released, and its guards turn lost, as released,
+    /// before the request is sent. A release by owner ends only the exclusive holder's lock.
     pub(crate) fn releases_start_on(
         &self,
         resource: &str,
@@ -188,7 +190,9 @@ impl Holds {
             .values_mut()
             .filter(|hold| {
                 hold.handle.resource() == resource
-                    && owner.is_none_or(|owner| hold.handle.owner() == owner)
+                    && owner.is_none_or(|owner| {
+                        hold.handle.owner() == owner && hold.handle.mode() == Mode::Exclusive
+                    })
                     && acquired_by.is_none_or(|by| hold.acquired_at <= by)
             })
             .flat_map(|hold| {
@@ -223,10 +227,13 @@ impl Holds {
         self.inner().held.remove(&lock_id);
     }
 
-    /// The client no longer holds a lock on `resource`: any, or only `owner`'s.
+    /// The client no longer holds a lock on `resource`: any, or only `owner`'s exclusive one.
     pub(crate) fn freed_on(&self, resource: &str, owner: Option<&str>) {
         self.inner().held.retain(|_, hold| {
-            hold.handle.resource() != resource || owner.is_some_and(|o| hold.handle.owner() != o)
+            hold.handle.resource() != resource
+                || owner.is_some_and(|o| {
+                    hold.handle.owner() != o || hold.handle.mode() != Mode::Exclusive
+                })
         });
     }
 
@@ -319,12 +326,14 @@ mod tests {
         let later = handle("r");
         let theirs = LockHandle::new("r", "them", LockId::generate());
         let elsewhere = handle("s");
+        let shared = handle("r").with_mode(Mode::Shared);
         let mut calls = Vec::new();
         for (lock, at) in [
             (&mine, early),
             (&later, late),
             (&theirs, early),
             (&elsewhere, early),
+            (&shared, early),
         ] {
             holds.acquired(lock, at, until);
             let (stop, seen) = counting_stop();
@@ -341,15 +350,15 @@ mod tests {
         holds.releases_start_on("r", Some("me"), Some(early));
         assert_eq!(
             stopped(),
-            [1, 0, 0, 0],
-            "acquired no later than the moment, of that owner"
+            [1, 0, 0, 0, 0],
+            "acquired no later than the moment, of that owner, exclusive"
         );
         holds.releases_start_on("r", Some("me"), None);
-        assert_eq!(stopped(), [2, 1, 0, 0]);
+        assert_eq!(stopped(), [2, 1, 0, 0, 0]);
         holds.releases_start_on("r", None, None);
         assert_eq!(
             stopped(),
-            [3, 2, 1, 0],
+            [3, 2, 1, 0, 1],
             "a force release: every lock on the resource"
         );
         assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);

@@ -1,6 +1,7 @@
 //! Random schedules of guards on one resource, deterministic in their choices given a seed:
 //! several clients (each behind its own fault-injecting proxy, all reading one adjustable clock)
-//! take guards (a second guard of the same acquisition, too, through an idempotent acquire),
+//! take guards, exclusive and shared (a second guard of the same acquisition, too, through an
+//! idempotent acquire),
 //! replace their data, release them, drop them, cancel their releases and data replacements
 //! before they are sent and after they were applied, end their locks through the client instead
 //! (`release`, `release_owned`, `force_release`, `release_all`), suffer dropped and delayed answers,
@@ -9,8 +10,9 @@
 //! step the invariants are checked against the stored item:
 //!
 //! - a guard that says it is held, and whose lease end (as it believes it) has not passed on the
-//!   shared clock, finds its own acquisition in the item with a lease end not before the one it
-//!   believes: so no two such guards of different acquisitions at once, no guard believing in
+//!   shared clock, finds its own acquisition in the item (an exclusive one as the holder, a
+//!   shared one as an entry beside no live exclusive holder) with a lease end not before the one it
+//!   believes: so no exclusive guard beside a guard of another acquisition, no guard believing in
 //!   more lease than is stored, and no live lock deleted by anyone else's release;
 //! - a guard released, dropped, or whose lock its client ended, has a watch that says lost at once;
 //! - once every guard is released or dropped, every held request delivered and the background
@@ -19,7 +21,9 @@
 //! The same schedules run on a client that deletes lock items on release and on one that keeps
 //! them. `GUARD_SCHEDULE_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
 
-use ddb_lock::{AcquireOptions, Clock, LockClient, LockGuard, LockWatch};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use ddb_lock::{AcquireOptions, Clock, Lock, LockClient, LockGuard, LockWatch, Mode};
 use ddb_lock_test_kit::proxy::{Faults, HeldRequest, Proxy};
 use ddb_lock_test_kit::{
     builder, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, stored, string_attr,
@@ -27,6 +31,7 @@ use ddb_lock_test_kit::{
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::timeout;
@@ -42,6 +47,9 @@ const HEARTBEAT: Duration = Duration::from_millis(700);
 const OPERATIONS: [&str; 3] = ["PutItem", "UpdateItem", "DeleteItem"];
 /// What only an extension's request says (a release that keeps the item is an UpdateItem too).
 const EXTENSION: &str = "SET #expires_at = :expires_at";
+
+/// A lock item as read.
+type Item = HashMap<String, AttributeValue>;
 
 /// Whether releases delete the lock item or keep it.
 #[derive(Debug, Clone, Copy)]
@@ -141,13 +149,21 @@ impl World {
         let client = rng.random_range(0..CLIENTS);
         match roll {
             0..22 => {
-                // An idempotent acquire of a lock its owner holds hands it back: two guards.
-                let idempotent = rng.random_bool(0.3);
-                let opts = opts(client).idempotent(idempotent);
+                // Shared holders coexist; an idempotent acquire of an exclusive lock its owner
+                // holds hands it back: two guards.
+                let shared = rng.random_bool(0.3);
+                let idempotent = !shared && rng.random_bool(0.3);
+                let opts = if shared {
+                    opts(client).mode(Mode::Shared)
+                } else {
+                    opts(client).idempotent(idempotent)
+                };
                 match self.clients[client].try_lock(&self.resource, &opts).await {
                     Ok(Some(guard)) => {
                         self.guards.push((step, client, guard));
-                        format!("client {client} took a guard (idempotent: {idempotent})")
+                        format!(
+                            "client {client} took a guard (shared: {shared}, idempotent: {idempotent})"
+                        )
                     }
                     Ok(None) => format!("client {client} found the lock held"),
                     Err(err) => format!("client {client} try_lock failed: {err}"),
@@ -188,6 +204,13 @@ impl World {
             }
             46..54 if open > 0 => {
                 let k = pick(rng);
+                if self.guards[k]
+                    .2
+                    .lock()
+                    .is_some_and(|l| l.mode() != Mode::Exclusive)
+                {
+                    return format!("the guard of step {} is shared: no data", self.guards[k].0);
+                }
                 let data = format!("step {step}").into_bytes();
                 let (taken, owner) = (self.guards[k].0, self.guards[k].1);
                 if rng.random_bool(0.5) {
@@ -315,14 +338,18 @@ impl World {
         };
         let client = &self.clients[owner];
         // The guards of that client the call ends, chosen before it (their locks, after it, are
-        // gone): the acquisition's for a release by id, every one of the client's otherwise (by
-        // owner: the client's guards are all of its one owner).
+        // gone): the acquisition's for a release by id, the exclusive ones for a release by owner
+        // (the client's guards are all of its one owner), every one of the client's otherwise.
         let ended: Vec<bool> = self
             .guards
             .iter()
             .map(|(_, client_of, g)| {
                 *client_of == owner
-                    && (way != 0 || g.lock().is_some_and(|l| l.lock_id() == lock.lock_id()))
+                    && match way {
+                        0 => g.lock().is_some_and(|l| l.lock_id() == lock.lock_id()),
+                        1 => g.lock().is_some_and(|l| l.mode() == Mode::Exclusive),
+                        _ => true,
+                    }
             })
             .collect();
         let how = match way {
@@ -386,35 +413,30 @@ impl World {
                 "{context}: a closed guard's watch says held"
             );
         }
-        let acquisitions: std::collections::HashSet<_> =
-            held.iter().map(|(_, lock)| lock.lock_id()).collect();
+        let exclusive: std::collections::HashSet<_> = held
+            .iter()
+            .filter(|(_, lock)| lock.mode() == Mode::Exclusive)
+            .map(|(_, lock)| lock.lock_id())
+            .collect();
         assert!(
-            acquisitions.len() <= 1,
-            "{context}: guards of two acquisitions held at once: {held:?}"
+            exclusive.len() <= 1
+                && (exclusive.is_empty()
+                    || held.iter().all(|(_, l)| exclusive.contains(&l.lock_id()))),
+            "{context}: an exclusive guard held with another acquisition: {held:?}"
         );
-        let Some((taken, lock)) = held.first() else {
+        if held.is_empty() {
             return;
-        };
+        }
         let item = raw_item(&self.resource).await.unwrap_or_else(|| {
-            panic!("{context}: the guard of step {taken} says held but the lock item is gone")
+            panic!("{context}: guards say held but the lock item is gone: {held:?}")
         });
-        assert_eq!(
-            item.get("LockID")
-                .and_then(|id| id.as_s().ok())
-                .map(String::as_str),
-            Some(lock.lock_id().to_string().as_str()),
-            "{context}: the guard of step {taken} says held but the item is another acquisition's"
-        );
-        assert!(
-            item.contains_key("Owner"),
-            "{context}: the guard of step {taken} says held but the item was released"
-        );
-        let expires_at = string_attr(&item, "ExpiresAt");
-        assert!(
-            expires_at >= stored(lock.expires_at()).as_str(),
-            "{context}: the guard of step {taken} believes its lease ends at {}, the item says {expires_at}",
-            stored(lock.expires_at())
-        );
+        for (taken, lock) in &held {
+            if lock.mode() == Mode::Exclusive {
+                check_exclusive(context, *taken, lock, &item);
+            } else {
+                check_shared(context, *taken, lock, &item, now);
+            }
+        }
     }
 
     /// Releases or drops every open guard, delivers every held request, then waits (event by
@@ -454,6 +476,51 @@ impl World {
                     panic!("{context}: every guard is closed and nothing happens, but the lock is held")
                 });
         }
+    }
+}
+
+/// An exclusive guard that says held finds its own acquisition in the item, held, with a lease end
+/// not before the one it believes.
+fn check_exclusive(context: &str, taken: usize, lock: &Lock, item: &Item) {
+    assert_eq!(
+        item.get("LockID")
+            .and_then(|id| id.as_s().ok())
+            .map(String::as_str),
+        Some(lock.lock_id().to_string().as_str()),
+        "{context}: the guard of step {taken} says held but the item is another acquisition's"
+    );
+    assert!(
+        item.contains_key("Owner"),
+        "{context}: the guard of step {taken} says held but the item was released"
+    );
+    let expires_at = string_attr(item, "ExpiresAt");
+    assert!(
+        expires_at >= stored(lock.expires_at()).as_str(),
+        "{context}: the guard of step {taken} believes its lease ends at {}, the item says {expires_at}",
+        stored(lock.expires_at())
+    );
+}
+
+/// A shared guard that says held finds its entry in the item with a lease end not before the one
+/// it believes, and no live exclusive holder beside it.
+fn check_shared(context: &str, taken: usize, lock: &Lock, item: &Item, now: DateTime<Utc>) {
+    let entry = item
+        .get(&format!("Shared:{}", lock.lock_id()))
+        .and_then(|entry| entry.as_m().ok())
+        .unwrap_or_else(|| {
+            panic!("{context}: the shared guard of step {taken} says held but its entry is gone: {item:?}")
+        });
+    let expires_at = string_attr(entry, "ExpiresAt");
+    assert!(
+        expires_at >= stored(lock.expires_at()).as_str(),
+        "{context}: the shared guard of step {taken} believes its lease ends at {}, its entry says {expires_at}",
+        stored(lock.expires_at())
+    );
+    if item.contains_key("Owner") {
+        assert!(
+            string_attr(item, "ExpiresAt") < stored(now).as_str(),
+            "{context}: a live exclusive holder beside the shared guard of step {taken}: {item:?}"
+        );
     }
 }
 
