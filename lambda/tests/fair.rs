@@ -82,8 +82,8 @@ async fn fair_where_it_does_not_apply_is_named() {
             "fair",
         ),
         (
-            json!({"op": "acquire", "resource": resource, "owner": "o", "fair": true, "fencing": true}),
-            "fencing",
+            json!({"op": "acquire", "resource": resource, "owner": "o", "fair": true, "idempotent": true}),
+            "idempotent",
         ),
         (
             json!({"op": "acquire", "resource": resource, "owner": "o", "fair": "yes"}),

@@ -86,8 +86,13 @@ pub const WINDOW: &str = "Window";
 pub const QUEUE: &str = "Queue";
 /// Prefix of the attribute of one waiter in the line: `Queued:<LockID>`, a map with the waiter's
 /// `LockID` (the id its lock will have), `Owner`, `LeaseMs`, `AcquiredAt` (when it joined) and,
-/// if it waits until a deadline, `ExpiresAt` (that deadline), the names and formats of a holder's.
+/// if it waits until a deadline, `ExpiresAt` (that deadline), the names and formats of a holder's;
+/// and [`FENCED`] if it asked for a fencing token.
 pub const QUEUED_PREFIX: &str = "Queued:";
+/// In a waiter's entry of a fair lock's line: `true` (a boolean) when the waiter asked for a
+/// fencing token, which the grant that makes it the holder then issues, raising the fence item
+/// in the same transaction.
+pub const FENCED: &str = "Fenced";
 
 /// On an item a release kept ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release)
 /// or [`keep_released_for`](crate::LockClientBuilder::keep_released_for)): the owner whose lock it

@@ -174,8 +174,10 @@ impl AcquireOptions {
     /// holder's release (one request hands it over) or, once the holder's lease has run out, by
     /// any waiter; no later fair acquirer overtakes it, whatever its process. Locktopus calls
     /// this state `ENQUEUED`; [`LockClient::status`](crate::LockClient::status) lists the line.
-    /// Exclusive mode only, without fencing, idempotence, a payload, `only_if_exists` or the
+    /// Exclusive mode only, without idempotence, a payload, `only_if_exists` or the
     /// observed-lease takeover rule (each is [`InvalidInput::NotForFair`](crate::InvalidInput::NotForFair)).
+    /// With [`fencing`](Self::fencing), the grant issues the token, in the same transaction that
+    /// raises the fence item, so that tokens follow the order of the line.
     /// A `try_acquire` tries once and never joins the line. Acquirers that are not fair still
     /// take a free lock (a holder's release never leaves it free while someone waits in line),
     /// and one that takes a lapsed lock replaces its line: its waiters join again.

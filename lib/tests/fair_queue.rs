@@ -413,7 +413,6 @@ async fn options_a_fair_acquisition_does_not_offer_are_refused_by_name() {
         Error::InvalidInput(InvalidInput::NotForMode { field: "fair", .. })
     ));
     for (opts, field) in [
-        (fair("a").fencing(true), "fencing"),
         (fair("a").idempotent(true), "idempotent"),
         (fair("a").data(b"x".to_vec()), "data"),
         (fair("a").only_if_exists(true), "only_if_exists"),

@@ -1,16 +1,18 @@
 //! Concurrency invariants of shared and exclusive holds, lock sets and a semaphore, checked on
 //! recorded histories: workers with clients of their own (behind one fault-injecting proxy that
 //! drops answers after applying the request, and throttles) take, extend, release, abandon (a
-//! crash), cancel the release of, drop the acquisition of (in a fair line, say), and guard holds on two read-write resources (singly, or both as
-//! a lock set in random modes; exclusive holds fenced, fair or neither) and one semaphore, each at random (deterministic given a seed). Each hold is recorded as the interval, on the monotonic
-//! clock, from its acquisition's answer to the earlier of its release's send and its lease end:
-//! inside the true hold, so any overlap found is a real one. Then:
+//! crash), cancel the release of, drop the acquisition of (in a fair line, say), and guard holds
+//! on two read-write resources (singly, or both as a lock set in random modes; exclusive holds
+//! fenced or not, fair or not) and one semaphore, each at random (deterministic given a seed).
+//! Each hold is recorded as the interval, on the monotonic clock, from its acquisition's answer to
+//! the earlier of its release's send and its lease end: inside the true hold, so any overlap found
+//! is a real one. Then:
 //!
 //! - no exclusive interval overlaps any other interval on its resource (a set's members are
 //!   recorded one interval each);
 //! - at no moment are more than `PERMITS` semaphore intervals open;
-//! - the fencing tokens of the exclusive holds of a resource (sets and single acquisitions are
-//!   fenced at random) grow in the order of the holds.
+//! - the fencing tokens of the exclusive holds of a resource (sets, single and fair acquisitions
+//!   are fenced at random) grow in the order of the holds.
 //!
 //! `SHARED_HISTORY_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
 
@@ -154,9 +156,12 @@ async fn run_worker(
             _ => Kind::Permit,
         };
         let (resource, opts) = match kind {
-            // Unfenced exclusive holds wait in the fair line at random (and meet the others).
-            Kind::Exclusive if rng.random_bool(0.5) => (rw, base.fencing(true)),
-            Kind::Exclusive => (rw, base.fair(rng.random_bool(0.6))),
+            // Exclusive holds are fenced at random and wait in the fair line at random (and
+            // meet the others there): fenced fair holds take their tokens from their grants.
+            Kind::Exclusive => {
+                let fenced = base.fencing(rng.random_bool(0.5));
+                (rw, fenced.fair(rng.random_bool(0.6)))
+            }
             Kind::Shared => (rw, base.mode(Mode::Shared)),
             Kind::Permit => (sem, base.permits(PERMITS)),
         };

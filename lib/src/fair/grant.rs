@@ -7,17 +7,31 @@
 //! (exactly those, when the grant empties it and removes `Queue`; more, when some stay), besides
 //! who may grant: the holder releasing ([`Over::Released`]), or anyone once the holder's lease
 //! has run out ([`Over::Lapsed`], the same clauses as an acquisition's).
+//!
+//! A waiter that asked for a fencing token is granted by a `TransactWriteItems` of that same
+//! update, writing the token into the lock item, and the raise of the resource's fence item to
+//! it, as a fenced acquisition does ([`fenced_acquire`](crate::ops::fenced_acquire)): the
+//! granter guesses the token (above the current holder's), a stale guess is refused by the fence
+//! alone and sent again one above the fence's token, so that token order is grant order.
 
 use super::line::{self, Entry};
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
+use crate::fencing::FencingToken;
 use crate::item::{self, s, Item};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
+use crate::ops::fenced_acquire::{self, Cancellation, MAX_FENCE_TRIES};
+use crate::ops::inspect;
+use crate::record;
 use crate::time::after;
 use crate::timestamp;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::time::Duration;
 use tracing::debug;
 
@@ -47,17 +61,22 @@ pub(crate) enum Over<'a> {
 /// What a grant did.
 #[derive(Debug)]
 pub(crate) enum Grant {
-    /// The waiter `to` holds the lock, acquired at `acquired_at` until `expires_at`.
+    /// The waiter `to` holds the lock, acquired at `acquired_at` until `expires_at`, with the
+    /// fencing token its grant issued, if it asked for one.
     Granted {
         to: LockId,
         acquired_at: DateTime<Utc>,
         expires_at: DateTime<Utc>,
+        fencing_token: Option<FencingToken>,
     },
     /// Nobody in line waits any more (every deadline gone, or no line).
     NoWaiter,
     /// The condition failed on this item (`None`: there is none); `retried` if the SDK sent the
     /// request more than once.
     Refused { item: Option<Item>, retried: bool },
+    /// A fenced grant's transaction was cancelled by a concurrent write to the lock item or the
+    /// fence item: nothing was written; the item is to be read again.
+    Conflict,
 }
 
 /// The first waiter of `line` a grant at `now` goes to, with its place.
@@ -65,6 +84,14 @@ pub(crate) fn first_live(line: &[Entry], now: DateTime<Utc>) -> Option<(usize, &
     line.iter()
         .enumerate()
         .find(|(_, entry)| !entry.gave_up_at(now))
+}
+
+/// One grant's update of the lock item, its condition and their names and values.
+struct GrantWrite {
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: Item,
 }
 
 /// Grants `resource`'s lock, whose item was last seen as `item`, to its first live waiter.
@@ -80,6 +107,52 @@ pub(crate) async fn send(
         return Ok(Grant::NoWaiter);
     };
     let expires_at = after(now, to.waiter.lease, "lease")?;
+    let write = grant_write(table, &line, place, (now, expires_at), over)?;
+    let granted = |fencing_token| Grant::Granted {
+        to: to.lock_id,
+        acquired_at: now,
+        expires_at,
+        fencing_token,
+    };
+    if to.fenced {
+        let floor = record::decode_fence(resource, item)?;
+        return send_fenced(table, resource, write, to.lock_id, floor)
+            .await
+            .map(|fenced| match fenced {
+                Fenced::Granted(token) => granted(Some(token)),
+                Fenced::Not(grant) => grant,
+            });
+    }
+    let transmissions = Transmissions::default();
+    let sent = table
+        .update_item(resource, &write.update, &write.condition)
+        .set_expression_attribute_names(Some(write.names))
+        .set_expression_attribute_values(Some(write.values))
+        .customize()
+        .interceptor(transmissions.clone())
+        .send();
+    Ok(match answer("UpdateItem", sent.await, update_refused)? {
+        Answer::Applied(_) => granted(None),
+        // An earlier attempt of this very grant, whose answer was lost, was applied.
+        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => granted(None),
+        Answer::Refused(item) => Grant::Refused {
+            item,
+            retried: transmissions.retried(),
+        },
+    })
+}
+
+/// The update of a grant to the waiter at `place` of `line`, at `now` until `expires_at`. A
+/// fenced waiter's grant sets `#fencing_token` to `:fencing_token`, whose value each try adds;
+/// any other removes the last holder's token.
+fn grant_write(
+    table: &LockTable,
+    line: &[Entry],
+    place: usize,
+    (now, expires_at): (DateTime<Utc>, DateTime<Utc>),
+    over: Over<'_>,
+) -> Result<GrantWrite, Error> {
+    let to = &line[place];
     let mut values = Item::from([
         (":to".to_owned(), s(to.lock_id.to_string())),
         (":to_owner".to_owned(), s(&to.waiter.owner)),
@@ -132,7 +205,12 @@ pub(crate) async fn send(
         clauses.push("size(#queue) > :removed".to_owned());
         remove.extend((0..=place).map(|i| format!("#queue[{i}]")));
     }
-    remove.extend(["#fencing_token", "#writer_waiting"].map(str::to_owned));
+    if to.fenced {
+        set.push("#fencing_token = :fencing_token");
+    } else {
+        remove.push("#fencing_token".to_owned());
+    }
+    remove.push("#writer_waiting".to_owned());
     if table.delete_on_release {
         // A fresh holder has no payload; a client that keeps items keeps it for the next one.
         remove.push("#data".to_owned());
@@ -143,28 +221,95 @@ pub(crate) async fn send(
     for (i, entry) in line.iter().take(place + 1).enumerate() {
         names.insert(format!("#e{i}"), line::attribute(entry.lock_id));
     }
-    let transmissions = Transmissions::default();
-    let sent = table
-        .update_item(resource, &update, &condition)
-        .set_expression_attribute_names(Some(names))
-        .set_expression_attribute_values(Some(values))
-        .customize()
-        .interceptor(transmissions.clone())
-        .send();
-    let granted = Grant::Granted {
-        to: to.lock_id,
-        acquired_at: now,
-        expires_at,
-    };
-    Ok(match answer("UpdateItem", sent.await, update_refused)? {
-        Answer::Applied(_) => granted,
-        // An earlier attempt of this very grant, whose answer was lost, was applied.
-        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => granted,
-        Answer::Refused(item) => Grant::Refused {
-            item,
-            retried: transmissions.retried(),
-        },
+    Ok(GrantWrite {
+        update,
+        condition,
+        names,
+        values,
     })
+}
+
+/// How a fenced grant ended.
+enum Fenced {
+    /// Granted with this token.
+    Granted(FencingToken),
+    /// Not granted: refused or cancelled by a conflict.
+    Not(Grant),
+}
+
+/// Sends `write`, a grant to the fenced waiter `to`, with the raise of the fence item, in one
+/// transaction; `floor` is the current holder's token, if it has one.
+async fn send_fenced(
+    table: &LockTable,
+    resource: &str,
+    mut write: GrantWrite,
+    to: LockId,
+    floor: Option<FencingToken>,
+) -> Result<Fenced, Error> {
+    let now = table.now();
+    let mut token = fenced_acquire::first_guess(table, now, floor);
+    let transmissions = Transmissions::default();
+    for _ in 0..MAX_FENCE_TRIES {
+        write
+            .values
+            .insert(":fencing_token".to_owned(), item::token(token));
+        let grant = Update::builder()
+            .table_name(&table.name)
+            .set_key(Some(table.key(resource)))
+            .update_expression(&write.update)
+            .condition_expression(&write.condition)
+            .set_expression_attribute_names(Some(write.names.clone()))
+            .set_expression_attribute_values(Some(write.values.clone()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::backend_other("TransactWriteItems", e))?;
+        let fence = fenced_acquire::fence_write(table, resource, token)?;
+        let sent = table
+            .dynamodb
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(grant).build())
+            .transact_items(TransactWriteItem::builder().update(fence).build())
+            .customize()
+            .interceptor(transmissions.clone())
+            .send();
+        let answer = answer("TransactWriteItems", sent.await, |err| match err {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                fenced_acquire::read_cancellation(cancelled.cancellation_reasons())
+            }
+            _ => None,
+        })?;
+        let cancellation = match answer {
+            Answer::Applied(_) => return Ok(Fenced::Granted(token)),
+            Answer::Refused(cancellation) => cancellation,
+        };
+        match cancellation {
+            // An earlier attempt of this grant (the SDK's, whose answer was lost), or another
+            // waiter's grant of a lapsed lock, made `to` the holder: its token is in the item.
+            Cancellation::LockRefused(Some(item)) if line::held_by(&item, to) => {
+                return match record::decode_fence(resource, &item)? {
+                    Some(token) => Ok(Fenced::Granted(token)),
+                    None => Err(Error::UnexpectedResponse {
+                        operation: "TransactWriteItems",
+                        detail: "a fenced waiter was granted the lock without a fencing token",
+                    }),
+                };
+            }
+            Cancellation::LockRefused(item) => {
+                return Ok(Fenced::Not(Grant::Refused {
+                    item,
+                    retried: transmissions.retried(),
+                }))
+            }
+            // Only the fence refused: the guess was stale, nothing was written.
+            Cancellation::FenceRefused(item) => {
+                let next = fenced_acquire::next_guess(table, resource, now, item.as_ref())?;
+                debug!(resource, %next, guessed = %token, "a grant's fencing token guess was stale");
+                token = next;
+            }
+            Cancellation::Conflict => return Ok(Fenced::Not(Grant::Conflict)),
+        }
+    }
+    Ok(Fenced::Not(Grant::Conflict))
 }
 
 /// How a release through a line ended.
@@ -206,6 +351,16 @@ pub(crate) async fn hand_over(
                 return Ok(HandOver::HandedOver);
             }
             Grant::NoWaiter => return Ok(HandOver::NoWaiter),
+            // A fenced grant met a concurrent write: computed again from the item as it is now.
+            Grant::Conflict => match inspect::read(table, resource).await? {
+                Some(now) => item = now,
+                None => {
+                    return Ok(HandOver::NotOurs {
+                        item: None,
+                        retried,
+                    })
+                }
+            },
             Grant::Refused {
                 item: None,
                 retried: again,
@@ -238,6 +393,7 @@ mod tests {
     fn entry(until: Option<DateTime<Utc>>) -> Entry {
         Entry {
             lock_id: LockId::generate(),
+            fenced: false,
             waiter: QueuedWaiter {
                 owner: "w".to_owned(),
                 joined_at: Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap(),

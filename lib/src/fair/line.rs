@@ -7,7 +7,9 @@
 use super::QueuedWaiter;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
-use crate::item::{self, s, Item, ACQUIRED_AT, EXPIRES_AT, LEASE_MS, LOCK_ID, OWNER, QUEUE};
+use crate::item::{
+    self, s, Item, ACQUIRED_AT, EXPIRES_AT, FENCED, LEASE_MS, LOCK_ID, OWNER, QUEUE,
+};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::ops::inspect;
@@ -34,6 +36,8 @@ pub(crate) struct Entry {
     /// The `LockID` its lock will carry.
     pub(crate) lock_id: LockId,
     pub(crate) waiter: QueuedWaiter,
+    /// It asked for a fencing token: its grant issues one.
+    pub(crate) fenced: bool,
 }
 
 impl Entry {
@@ -104,6 +108,11 @@ pub(crate) fn decode(resource: &str, item: &Item) -> Result<Vec<Entry>, Error> {
                 Some(_) => Some(time(EXPIRES_AT)?),
                 None => None,
             };
+            let fenced = match entry.get(FENCED) {
+                None => false,
+                Some(AttributeValue::Bool(fenced)) => *fenced,
+                Some(_) => return Err(malformed("names a waiter whose Fenced is not a boolean")),
+            };
             Ok(Entry {
                 lock_id,
                 waiter: QueuedWaiter {
@@ -112,13 +121,14 @@ pub(crate) fn decode(resource: &str, item: &Item) -> Result<Vec<Entry>, Error> {
                     lease,
                     until,
                 },
+                fenced,
             })
         })
         .collect()
 }
 
-/// The entry of `waiter`, whose lock will be `lock_id`.
-fn encode(lock_id: LockId, waiter: &QueuedWaiter) -> AttributeValue {
+/// The entry of `waiter`, whose lock will be `lock_id` (with a fencing token if `fenced`).
+fn encode(lock_id: LockId, waiter: &QueuedWaiter, fenced: bool) -> AttributeValue {
     let mut entry = HashMap::from([
         (LOCK_ID.to_owned(), s(lock_id.to_string())),
         (OWNER.to_owned(), s(&waiter.owner)),
@@ -130,6 +140,9 @@ fn encode(lock_id: LockId, waiter: &QueuedWaiter) -> AttributeValue {
     ]);
     if let Some(until) = waiter.until {
         entry.insert(EXPIRES_AT.to_owned(), s(timestamp::format(until)));
+    }
+    if fenced {
+        entry.insert(FENCED.to_owned(), AttributeValue::Bool(true));
     }
     AttributeValue::M(entry)
 }
@@ -146,12 +159,12 @@ pub(crate) enum Joined {
     NotHeld,
 }
 
-/// Joins `resource`'s line as `waiter`, whose lock will be `lock_id`.
+/// Joins `resource`'s line as `waiter`, whose lock will be `lock_id`, with a fencing token if
+/// `fenced`.
 pub(crate) async fn join(
     table: &LockTable,
     resource: &str,
-    lock_id: LockId,
-    waiter: &QueuedWaiter,
+    (lock_id, waiter, fenced): (LockId, &QueuedWaiter, bool),
 ) -> Result<Joined, Error> {
     let values = Item::from([
         (":empty".to_owned(), AttributeValue::L(Vec::new())),
@@ -159,7 +172,7 @@ pub(crate) async fn join(
             ":me".to_owned(),
             AttributeValue::L(vec![s(lock_id.to_string())]),
         ),
-        (":entry".to_owned(), encode(lock_id, waiter)),
+        (":entry".to_owned(), encode(lock_id, waiter, fenced)),
         (":now".to_owned(), s(timestamp::format(table.now()))),
     ]);
     let mut names = table.names_for(&[JOIN_UPDATE, JOIN_CONDITION]);
@@ -270,14 +283,14 @@ mod tests {
         }
     }
 
-    fn item_with(line: &[(LockId, QueuedWaiter)]) -> Item {
+    fn item_with(line: &[(LockId, QueuedWaiter, bool)]) -> Item {
         let mut item = Item::from([(LOCK_ID.to_owned(), s(LockId::generate().to_string()))]);
         item.insert(
             QUEUE.to_owned(),
-            AttributeValue::L(line.iter().map(|(id, _)| s(id.to_string())).collect()),
+            AttributeValue::L(line.iter().map(|(id, ..)| s(id.to_string())).collect()),
         );
-        for (id, waiter) in line {
-            item.insert(attribute(*id), encode(*id, waiter));
+        for (id, waiter, fenced) in line {
+            item.insert(attribute(*id), encode(*id, waiter, *fenced));
         }
         item
     }
@@ -286,15 +299,16 @@ mod tests {
     fn a_line_decodes_in_order_with_its_entries() {
         let until = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 5).unwrap();
         let line = [
-            (LockId::generate(), waiter("b", None)),
-            (LockId::generate(), waiter("a", Some(until))),
+            (LockId::generate(), waiter("b", None), false),
+            (LockId::generate(), waiter("a", Some(until)), true),
         ];
         let decoded = decode("r", &item_with(&line)).unwrap();
         let expected: Vec<_> = line
             .iter()
-            .map(|(lock_id, waiter)| Entry {
+            .map(|(lock_id, waiter, fenced)| Entry {
                 lock_id: *lock_id,
                 waiter: waiter.clone(),
+                fenced: *fenced,
             })
             .collect();
         assert_eq!(decoded, expected);
@@ -306,7 +320,7 @@ mod tests {
     #[test]
     fn a_line_naming_a_waiter_without_an_entry_is_malformed() {
         let id = LockId::generate();
-        let mut item = item_with(&[(id, waiter("a", None))]);
+        let mut item = item_with(&[(id, waiter("a", None), false)]);
         item.remove(&attribute(id));
         assert!(matches!(
             decode("r", &item),

@@ -130,7 +130,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let mut last_sent = Instant::now();
     let pace = Pace::new(wait.bounds);
     // The join's answer is the item as it left it: the first look at the line costs no read.
-    let mut seen = match line::join(table, resource, lock_id, &waiter).await? {
+    let mut seen = match line::join(table, resource, (lock_id, &waiter, request.fencing)).await? {
         Joined::InLine(item) => Some((last_sent, item)),
         Joined::NotHeld => {
             leaving.disarm();
@@ -180,20 +180,23 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                 to,
                 acquired_at,
                 expires_at,
+                fencing_token,
             } = grant
             {
                 debug!(resource, to = %to.short(), "granted a lapsed lock to the first in line");
                 if to == lock_id {
                     leaving.disarm();
                     let valid_until = grant_sent + request.lease;
-                    let lock = Lock::new(handle, acquired_at, expires_at, valid_until);
+                    let lock = Lock::new(handle, acquired_at, expires_at, valid_until)
+                        .with_fencing_token(fencing_token);
                     table.lines_seen.holding(resource, lock_id, None);
                     return Ok(Turn::Granted(acquire::took(table, lock)));
                 }
                 // Granted to a waiter before us: read again at once, we may be next.
                 continue;
             }
-            // Refused (shared holders took the lapsed lock, say): wait as in line, below.
+            // Refused (shared holders took the lapsed lock, say) or, fenced, cancelled by a
+            // concurrent write: wait as in line, below.
         }
         let now = Instant::now();
         if now >= wait.deadline {
@@ -253,7 +256,8 @@ fn granted(
         record.holder.acquired_at,
         record.holder.expires_at,
         not_before + record.lease,
-    );
+    )
+    .with_fencing_token(record.holder.fencing_token);
     Ok(acquire::took(table, lock))
 }
 

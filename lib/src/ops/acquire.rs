@@ -126,7 +126,6 @@ impl<'a> Request<'a> {
                 return Err(not_for_mode("fair").into());
             }
             let unsupported = [
-                ("fencing", opts.is_fencing()),
                 ("idempotent", opts.is_idempotent()),
                 ("data", data.is_some()),
                 ("only_if_exists", opts.is_only_if_exists()),
