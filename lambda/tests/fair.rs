@@ -1,5 +1,6 @@
 //! Fair acquisitions through the handler: `fair` on acquire joins the lock's line, `status` lists
-//! the line, the holder's release hands the lock over; `fair` where it does not apply is
+//! the line, the holder's release hands the lock over (with a fencing token from the grant, if
+//! the waiter asked for one); `fair` where it does not apply is
 //! `InvalidRequest` naming it (or the option it cannot go with).
 
 mod common;
@@ -41,7 +42,7 @@ async fn a_fair_waiter_is_listed_in_status_and_handed_the_lock_on_release() {
             invoke(
                 &handler,
                 json!({"op": "acquire", "resource": resource, "owner": "second",
-                       "fair": true, "wait_ms": 60000, "lease_ms": 30000}),
+                       "fair": true, "fencing": true, "wait_ms": 60000, "lease_ms": 30000}),
             )
             .await
         })
@@ -61,10 +62,12 @@ async fn a_fair_waiter_is_listed_in_status_and_handed_the_lock_on_release() {
     assert_eq!(released["released"], true);
     let granted = waiting.await.unwrap().unwrap();
     assert_eq!(granted["owner"], "second");
+    let token = granted["fencing_token"].as_u64().expect("a token from the grant");
     let status = invoke(&handler, json!({"op": "status", "resource": resource}))
         .await
         .unwrap();
     assert_eq!(status["owner"], "second");
+    assert_eq!(status["fencing_token"], token);
     assert!(status.get("queue").is_none(), "nobody waits: {status}");
 }
 
