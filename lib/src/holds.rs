@@ -12,9 +12,12 @@
 //! lock lost. So no guard says "held" for a lock its own client is releasing or has found lost,
 //! whichever call (or which of its guards) ended it.
 //!
-//! A lock whose release has started is marked as being released until the release is answered
-//! (and stays so if its answer never comes): an idempotent acquisition by the same owner is not
-//! handed it back, since the release in flight may delete it at any moment after.
+//! A lock whose release has started is marked as released for good: an idempotent acquisition
+//! by the same owner is not handed it back, since the release in flight may delete it at any
+//! moment after, and, once answered, may have deleted it after DynamoDB decided a refusal that
+//! showed it (a request sent before the release was applied, read after its answer). The mark
+//! outlives the hold (the last [`ENDED_KEPT`] acquisitions whose release started are kept) so
+//! that no answer read late revives an acquisition that ended.
 //!
 //! Unlike the lines of [`wait_queues`](crate::wait_queues), which may forget holds beyond their
 //! bound (costing a waiter some polling), this set forgets no live hold: a lock `release_all`
@@ -24,7 +27,7 @@ use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
@@ -33,6 +36,10 @@ pub(crate) type StopGuard = Arc<dyn Fn(LockLost) + Send + Sync>;
 
 /// Pruning starts at this many remembered locks and doubles with the live ones.
 const FIRST_PRUNE_AT: usize = 64;
+
+/// How many acquisitions whose release started the set keeps marked as ended after it forgot
+/// them as holds: far more than can start releasing while one request is answered.
+pub(crate) const ENDED_KEPT: usize = 4096;
 
 /// The locks one client holds; clones of a client share one.
 #[derive(Default)]
@@ -44,6 +51,33 @@ pub(crate) struct Holds {
 struct Inner {
     held: HashMap<LockId, Hold>,
     prune_at: usize,
+    /// The acquisitions whose release started, oldest first, at most [`ENDED_KEPT`].
+    ended: Ended,
+}
+
+/// Acquisitions whose release started through this client, the latest [`ENDED_KEPT`].
+#[derive(Default)]
+struct Ended {
+    order: VecDeque<LockId>,
+    ids: HashSet<LockId>,
+}
+
+impl Ended {
+    fn insert(&mut self, lock_id: LockId) {
+        if !self.ids.insert(lock_id) {
+            return;
+        }
+        self.order.push_back(lock_id);
+        if self.order.len() > ENDED_KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.ids.remove(&oldest);
+            }
+        }
+    }
+
+    fn contains(&self, lock_id: LockId) -> bool {
+        self.ids.contains(&lock_id)
+    }
 }
 
 struct Hold {
@@ -52,8 +86,6 @@ struct Hold {
     acquired_at: DateTime<Utc>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
-    /// A release of it has started and not been answered.
-    releasing: bool,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -100,10 +132,10 @@ impl Holds {
                 .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             inner.prune_at = inner.held.len() * 2;
         }
-        let (stop_guards, releasing) = inner
+        let stop_guards = inner
             .held
             .remove(&handle.lock_id())
-            .map(|hold| (hold.stop_guards, hold.releasing))
+            .map(|hold| hold.stop_guards)
             .unwrap_or_default();
         inner.held.insert(
             handle.lock_id(),
@@ -112,16 +144,20 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards,
-                releasing,
             },
         );
     }
 
     /// A guard holds the lock `lock_id`; `stop` stops it. False if the client no longer
-    /// remembers the lock: a release through the client (such as `release_all`) took it between
-    /// the acquisition and the guard's start, and the guard must not start as held.
+    /// remembers the lock, or has started to release it: a release through the client (such as
+    /// `release_all`) took it between the acquisition and the guard's start, and the guard must
+    /// not start as held.
     pub(crate) fn guarded(&self, lock_id: LockId, stop: StopGuard) -> bool {
-        match self.inner().held.get_mut(&lock_id) {
+        let mut inner = self.inner();
+        if inner.ended.contains(lock_id) {
+            return false;
+        }
+        match inner.held.get_mut(&lock_id) {
             Some(hold) => {
                 hold.stop_guards.push(stop);
                 true
@@ -145,33 +181,27 @@ impl Holds {
         }
     }
 
-    /// A release of the lock of `handle` starts: it is marked as being released (remembered if
-    /// it was not), and its guards turn lost, as released, before the request is sent.
+    /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
+    /// client took it), and its guards turn lost, as released, before the request is sent.
     pub(crate) fn release_starts(&self, handle: &LockHandle) {
         let stops = {
             let mut inner = self.inner();
-            let hold = inner.held.entry(handle.lock_id()).or_insert_with(|| Hold {
-                handle: handle.clone(),
-                acquired_at: DateTime::<Utc>::MIN_UTC,
-                until: Instant::now(),
-                stop_guards: Vec::new(),
-                releasing: false,
-            });
-            hold.releasing = true;
-            hold.stop_guards.clone()
+            inner.ended.insert(handle.lock_id());
+            inner
+                .held
+                .get(&handle.lock_id())
+                .map(|hold| hold.stop_guards.clone())
+                .unwrap_or_default()
         };
         for stop in stops {
             stop(LockLost::Released);
         }
     }
 
-    /// Whether a release of the lock `lock_id` has started through this client and not been
-    /// answered.
-    pub(crate) fn is_releasing(&self, lock_id: LockId) -> bool {
-        self.inner()
-            .held
-            .get(&lock_id)
-            .is_some_and(|hold| hold.releasing)
+    /// Whether a release of the lock `lock_id` has started through this client (answered or
+    /// not: of the last [`ENDED_KEPT`]).
+    pub(crate) fn release_started(&self, lock_id: LockId) -> bool {
+        self.inner().ended.contains(lock_id)
     }
 
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
@@ -184,22 +214,28 @@ impl Holds {
         owner: Option<&str>,
         acquired_by: Option<DateTime<Utc>>,
     ) {
-        let stops: Vec<StopGuard> = self
-            .inner()
-            .held
-            .values_mut()
-            .filter(|hold| {
-                hold.handle.resource() == resource
-                    && owner.is_none_or(|owner| {
-                        hold.handle.owner() == owner && hold.handle.mode() == Mode::Exclusive
-                    })
-                    && acquired_by.is_none_or(|by| hold.acquired_at <= by)
-            })
-            .flat_map(|hold| {
-                hold.releasing = true;
-                hold.stop_guards.clone()
-            })
-            .collect();
+        let stops: Vec<StopGuard> = {
+            let mut inner = self.inner();
+            let ending: Vec<(LockId, Vec<StopGuard>)> = inner
+                .held
+                .values()
+                .filter(|hold| {
+                    hold.handle.resource() == resource
+                        && owner.is_none_or(|owner| {
+                            hold.handle.owner() == owner && hold.handle.mode() == Mode::Exclusive
+                        })
+                        && acquired_by.is_none_or(|by| hold.acquired_at <= by)
+                })
+                .map(|hold| (hold.handle.lock_id(), hold.stop_guards.clone()))
+                .collect();
+            ending
+                .into_iter()
+                .flat_map(|(lock_id, stops)| {
+                    inner.ended.insert(lock_id);
+                    stops
+                })
+                .collect()
+        };
         for stop in stops {
             stop(LockLost::Released);
         }
@@ -207,9 +243,14 @@ impl Holds {
 
     /// The lock of `handle` was extended to `until`. Remembered again if it had been pruned (its
     /// lease had run out on this process's clock, which times it conservatively, yet the item was
-    /// still live and the extension succeeded).
+    /// still live and the extension succeeded), unless its release has started: an extension
+    /// answered after that does not make it held again.
     pub(crate) fn extended(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
-        self.inner()
+        let mut inner = self.inner();
+        if inner.ended.contains(handle.lock_id()) {
+            return;
+        }
+        inner
             .held
             .entry(handle.lock_id())
             .and_modify(|hold| hold.until = until)
@@ -218,7 +259,6 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards: Vec::new(),
-                releasing: false,
             });
     }
 
@@ -362,30 +402,61 @@ mod tests {
             "a force release: every lock on the resource"
         );
         assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);
-        assert!(holds.is_releasing(mine.lock_id()) && holds.is_releasing(theirs.lock_id()));
-        assert!(!holds.is_releasing(elsewhere.lock_id()));
+        assert!(holds.release_started(mine.lock_id()) && holds.release_started(theirs.lock_id()));
+        assert!(!holds.release_started(elsewhere.lock_id()));
     }
 
     #[test]
-    fn a_lock_is_being_released_from_its_release_until_it_is_freed() {
+    fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
         let holds = Holds::default();
         let lock = handle("a");
         held_for_a_while(&holds, &lock);
         let (stop, calls) = counting_stop();
         assert!(holds.guarded(lock.lock_id(), stop));
-        assert!(!holds.is_releasing(lock.lock_id()));
+        assert!(!holds.release_started(lock.lock_id()));
         holds.release_starts(&lock);
-        assert!(holds.is_releasing(lock.lock_id()));
+        assert!(holds.release_started(lock.lock_id()));
         assert_eq!(*calls.lock().unwrap(), [LockLost::Released]);
-        // Taken again meanwhile (an SDK retry's own write): still being released.
+        // Taken again meanwhile (an answer read late): still ended, no guard joins it.
         holds.acquired(&lock, acquired_at(), Instant::now());
-        assert!(holds.is_releasing(lock.lock_id()));
+        assert!(holds.release_started(lock.lock_id()));
+        assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
         holds.freed(lock.lock_id());
-        assert!(!holds.is_releasing(lock.lock_id()));
+        assert!(
+            holds.release_started(lock.lock_id()),
+            "answered, still ended"
+        );
+        // An extension answered after the release does not remember it as held again.
+        holds.extended(
+            &lock,
+            acquired_at(),
+            Instant::now() + Duration::from_secs(30),
+        );
+        assert!(holds.handles().is_empty());
         // A lock this client never took, released through it, is marked too.
         let elsewhere = handle("b");
         holds.release_starts(&elsewhere);
-        assert!(holds.is_releasing(elsewhere.lock_id()));
+        assert!(holds.release_started(elsewhere.lock_id()));
+        assert!(holds.handles().is_empty());
+    }
+
+    #[test]
+    fn the_latest_ended_acquisitions_are_kept() {
+        let holds = Holds::default();
+        let first = handle("first");
+        holds.release_starts(&first);
+        let rest: Vec<LockHandle> = (0..ENDED_KEPT).map(|i| handle(&i.to_string())).collect();
+        for lock in &rest {
+            holds.release_starts(lock);
+        }
+        assert!(
+            !holds.release_started(first.lock_id()),
+            "the oldest forgotten"
+        );
+        assert!(rest
+            .iter()
+            .all(|lock| holds.release_started(lock.lock_id())));
+        assert_eq!(holds.inner().ended.order.len(), ENDED_KEPT);
     }
 
     #[test]

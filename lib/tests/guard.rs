@@ -690,3 +690,36 @@ async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way()
     let third = client.try_lock(&resource, &again).await.unwrap();
     assert!(third.is_some(), "free once the release was answered");
 }
+
+/// The refusal that shows the owner's lock can be decided before this client's release of that
+/// lock is applied, and read after the release was answered: the lock it shows is gone by then,
+/// and must not be handed back (it was, with a guard saying held for a deleted item, when the
+/// release's answer had cleared the mark that a release was under way).
+#[tokio::test]
+async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_released_lock() {
+    lock_client().await;
+    let resource = unique("guard-idempotent-released");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let again = opts("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &again).await.unwrap();
+
+    let mut refusal = proxy.withhold_next_answer("PutItem");
+    let second = {
+        let (client, resource, again) = (client.clone(), resource.clone(), again.clone());
+        tokio::spawn(async move { client.try_lock(&resource, &again).await })
+    };
+    refusal.applied().await; // refused by the first lock, still there
+    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
+    refusal.deliver();
+    let second = second.await.unwrap().unwrap();
+
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        second.as_ref().is_none_or(|guard| !guard.is_held()),
+        "a guard says held for the lock released before its answer was read"
+    );
+    assert!(second.is_none(), "handed back a released lock");
+    let third = client.try_lock(&resource, &again).await.unwrap();
+    assert!(third.is_some(), "free, and taken by the next try");
+}

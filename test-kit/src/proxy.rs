@@ -85,7 +85,8 @@ struct DropRule {
 #[derive(Debug)]
 struct Hold {
     withheld: oneshot::Sender<()>,
-    gate: oneshot::Receiver<()>,
+    /// `true`: pass the answer on late; `false` (or the sender gone): close without it.
+    gate: oneshot::Receiver<bool>,
 }
 
 /// One request to hold back or copy: of which operation, and where the test waits for it.
@@ -184,7 +185,7 @@ async fn send_on(server: &mut TcpStream, request: &[u8]) -> bool {
 #[derive(Debug)]
 pub struct WithheldAnswer {
     withheld: Option<oneshot::Receiver<()>>,
-    gate: Option<oneshot::Sender<()>>,
+    gate: Option<oneshot::Sender<bool>>,
 }
 
 impl WithheldAnswer {
@@ -198,7 +199,15 @@ impl WithheldAnswer {
     /// Closes the client's connection without the answer, so that the client retries.
     pub fn drop_it(&mut self) {
         if let Some(gate) = self.gate.take() {
-            let _ = gate.send(());
+            let _ = gate.send(false);
+        }
+    }
+
+    /// Passes the answer on to the client now, late: the request was decided when
+    /// [`applied`](Self::applied) returned, its answer is read after whatever happened since.
+    pub fn deliver(mut self) {
+        if let Some(gate) = self.gate.take() {
+            let _ = gate.send(true);
         }
     }
 }
@@ -477,12 +486,22 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
                 match pending.take() {
                     Some((operation, Some(rule))) => {
-                        shared.counts.send_modify(|c| c.entry(operation).or_default().dropped += 1);
-                        if let Some(hold) = rule.hold {
-                            let _ = hold.withheld.send(());
-                            let _ = hold.gate.await;
+                        shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().dropped += 1);
+                        let delivered_late = match rule.hold {
+                            Some(hold) => {
+                                let _ = hold.withheld.send(());
+                                hold.gate.await.unwrap_or(false)
+                            }
+                            None => false,
+                        };
+                        if !delivered_late {
+                            return; // closes both connections without answering the client
                         }
-                        return; // closes both connections without answering the client
+                        shared.counts.send_modify(|c| {
+                            let counts = c.entry(operation).or_default();
+                            counts.dropped -= 1;
+                            counts.answered += 1;
+                        });
                     }
                     Some((operation, None)) => {
                         let latency = shared.faults.lock().expect("proxy lock").latency;

@@ -406,10 +406,11 @@ pub(crate) async fn refused(
         });
     }
     // A lock whose release this client has started is not handed back to an idempotent request:
-    // the release in flight may delete it at any moment after.
+    // the release in flight may delete it at any moment after, and one answered already may have
+    // deleted it after DynamoDB decided this refusal.
     let releasing_here = record
         .as_ref()
-        .is_some_and(|record| table.holds.is_releasing(record.lock_id));
+        .is_some_and(|record| table.holds.release_started(record.lock_id));
     let request = &Request {
         idempotent: request.idempotent && !releasing_here,
         ..*request
