@@ -45,8 +45,12 @@ const SEEDS: std::ops::Range<u64> = 0..24;
 const LEASE: Duration = Duration::from_secs(4);
 const HEARTBEAT: Duration = Duration::from_millis(700);
 const OPERATIONS: [&str; 3] = ["PutItem", "UpdateItem", "DeleteItem"];
-/// What only an extension's request says (a release that keeps the item is an UpdateItem too).
-const EXTENSION: &str = "SET #expires_at = :expires_at";
+/// What only an extension's request says (a release that keeps the item is an UpdateItem too):
+/// an exclusive hold's, a shared hold's (inside its entry).
+const EXTENSIONS: [&str; 2] = [
+    "SET #expires_at = :expires_at",
+    "SET #entry.#expires_at = :expires_at",
+];
 
 /// A lock item as read.
 type Item = HashMap<String, AttributeValue>;
@@ -242,17 +246,18 @@ impl World {
             }
             73..78 => {
                 // Only extensions are held back: every other step awaits its own requests.
+                let extension = EXTENSIONS[rng.random_range(0..EXTENSIONS.len())];
                 self.held.push(
-                    self.proxies[client].delay_next_request_containing("UpdateItem", EXTENSION),
+                    self.proxies[client].delay_next_request_containing("UpdateItem", extension),
                 );
-                format!("client {client}'s next UpdateItem will arrive late")
+                format!("client {client}'s next UpdateItem containing {extension:?} will arrive late")
             }
             78..84 => {
                 // Extensions and releases; not acquisitions, whose copy arriving after the
                 // release takes the lock again for a lease with nobody holding it (a limit the
                 // design documents: nothing tells a late copy from a new request).
                 let (operation, text) = if rng.random_bool(0.5) {
-                    ("UpdateItem", EXTENSION)
+                    ("UpdateItem", EXTENSIONS[rng.random_range(0..EXTENSIONS.len())])
                 } else {
                     self.release_request()
                 };
@@ -314,15 +319,21 @@ impl World {
         }
     }
 
-    /// The guard that says held now (at most one acquisition does), if any: its client.
-    fn holder(&self) -> Option<usize> {
+    /// The clients whose guards say held now (one exclusive acquisition, or shared ones of
+    /// several clients), each once.
+    fn holders(&self) -> Vec<usize> {
         let now = self.clock.now();
-        self.guards
+        let mut holders: Vec<usize> = self
+            .guards
             .iter()
-            .find(|(_, _, guard)| {
+            .filter(|(_, _, guard)| {
                 guard.is_held() && guard.lock().is_some_and(|l| l.expires_at() >= now)
             })
             .map(|(_, client, _)| *client)
+            .collect();
+        holders.sort_unstable();
+        holders.dedup();
+        holders
     }
 
     /// Ends a guard's lock through its client rather than the guard: `release` of its lock,
@@ -334,9 +345,15 @@ impl World {
         let Some(lock) = guard.lock() else {
             return format!("the guard of step {taken} is lost already");
         };
-        let way = rng.random_range(0..4);
+        let holders = self.holders();
+        let way = match rng.random_range(0..4) {
+            // Shared holds of several clients: a force release through one would end the others'
+            // too, whose guards learn of it only from their next extension (as documented).
+            2 if holders.len() > 1 => 0,
+            way => way,
+        };
         let owner = match way {
-            2 => self.holder().unwrap_or(chosen),
+            2 => holders.first().copied().unwrap_or(chosen),
             _ => chosen,
         };
         let client = &self.clients[owner];
