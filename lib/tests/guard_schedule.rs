@@ -40,7 +40,7 @@ use tokio::time::timeout;
 const PATIENCE: Duration = Duration::from_secs(20);
 const CLIENTS: usize = 3;
 const STEPS: usize = 40;
-const SEEDS: std::ops::Range<u64> = 0..24;
+const SEEDS: std::ops::Range<u64> = 0..40;
 /// Long enough, on the monotonic clock, that only the clock's jumps expire a lease.
 const LEASE: Duration = Duration::from_secs(4);
 const HEARTBEAT: Duration = Duration::from_millis(700);
