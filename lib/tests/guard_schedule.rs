@@ -250,14 +250,19 @@ impl World {
                 self.held.push(
                     self.proxies[client].delay_next_request_containing("UpdateItem", extension),
                 );
-                format!("client {client}'s next UpdateItem containing {extension:?} will arrive late")
+                format!(
+                    "client {client}'s next UpdateItem containing {extension:?} will arrive late"
+                )
             }
             78..84 => {
                 // Extensions and releases; not acquisitions, whose copy arriving after the
                 // release takes the lock again for a lease with nobody holding it (a limit the
                 // design documents: nothing tells a late copy from a new request).
                 let (operation, text) = if rng.random_bool(0.5) {
-                    ("UpdateItem", EXTENSIONS[rng.random_range(0..EXTENSIONS.len())])
+                    (
+                        "UpdateItem",
+                        EXTENSIONS[rng.random_range(0..EXTENSIONS.len())],
+                    )
                 } else {
                     self.release_request()
                 };
