@@ -198,6 +198,44 @@ async fn a_lost_answer_of_a_join_keeps_one_place() {
     assert_eq!(raw_item(&resource).await, None);
 }
 
+/// The join's answer is lost, and the waiter is granted the lock before the SDK sends the join
+/// again: the retry must not put it in line a second time (it did, and its own release then granted
+/// that entry, leaving the lock held by nobody for a lease).
+#[tokio::test]
+async fn a_join_retried_after_its_waiter_was_granted_does_not_join_again() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = quickly_retrying_client(&proxy.endpoint());
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut join = proxy.withhold_next_answer("UpdateItem");
+    let acquiring = {
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            let lock = waiter.acquire(&resource, &fair("waiter")).await;
+            (waiter, lock)
+        })
+    };
+    join.applied().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    join.drop_it(); // the SDK sends the join again, to a lock granted to its waiter
+    let (waiter, granted) = acquiring.await.unwrap();
+    let granted = granted.unwrap();
+    assert_eq!(granted.owner(), "waiter");
+    assert!(
+        line(&holder, &resource).await.is_empty(),
+        "in line once, granted"
+    );
+    assert_eq!(
+        waiter.release(&granted).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(raw_item(&resource).await, None, "held by nobody");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_times_out_leaves_the_line_and_the_next_is_granted() {
     let holder = lock_client().await;

@@ -79,11 +79,18 @@ pub(crate) enum Grant {
     Conflict,
 }
 
-/// The first waiter of `line` a grant at `now` goes to, with its place.
-pub(crate) fn first_live(line: &[Entry], now: DateTime<Utc>) -> Option<(usize, &Entry)> {
+/// The first waiter of `line` a grant at `now` goes to, with its place: not one whose deadline
+/// is gone, nor an entry of the acquisition that holds the lock (`holder`), which no join leaves
+/// but which is passed over all the same: granting the holder's own entry on its release would
+/// leave the lock held by nobody.
+pub(crate) fn first_live<'a>(
+    line: &'a [Entry],
+    now: DateTime<Utc>,
+    holder: Option<LockId>,
+) -> Option<(usize, &'a Entry)> {
     line.iter()
         .enumerate()
-        .find(|(_, entry)| !entry.gave_up_at(now))
+        .find(|(_, entry)| !entry.gave_up_at(now) && Some(entry.lock_id) != holder)
 }
 
 /// One grant's update of the lock item, its condition and their names and values.
@@ -103,7 +110,10 @@ pub(crate) async fn send(
 ) -> Result<Grant, Error> {
     let now = table.now();
     let line = line::decode(resource, item)?;
-    let Some((place, to)) = first_live(&line, now) else {
+    let holder = table
+        .record(resource, Some(item))?
+        .map(|record| record.lock_id);
+    let Some((place, to)) = first_live(&line, now, holder) else {
         return Ok(Grant::NoWaiter);
     };
     let expires_at = after(now, to.waiter.lease, "lease")?;
@@ -411,10 +421,19 @@ mod tests {
             entry(Some(now)),
             entry(None),
         ];
-        let (place, to) = first_live(&line, now).unwrap();
+        let (place, to) = first_live(&line, now, None).unwrap();
         assert_eq!((place, to.lock_id), (1, line[1].lock_id));
-        assert!(first_live(&line[..1], now).is_none());
-        assert_eq!(first_live(&line[2..], now).unwrap().0, 0);
+        assert!(first_live(&line[..1], now, None).is_none());
+        assert_eq!(first_live(&line[2..], now, None).unwrap().0, 0);
+    }
+
+    #[test]
+    fn the_grant_passes_over_an_entry_of_the_holder() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 10).unwrap();
+        let line = [entry(None), entry(None)];
+        let (place, to) = first_live(&line, now, Some(line[0].lock_id)).unwrap();
+        assert_eq!((place, to.lock_id), (1, line[1].lock_id));
+        assert!(first_live(&line[..1], now, Some(line[0].lock_id)).is_none());
     }
 
     #[test]

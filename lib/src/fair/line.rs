@@ -20,8 +20,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// Joins only a lock item held by a live exclusive holder, or one whose line is already there
-/// (a lapsed holder's, which a waiter grants); never twice (an SDK retry after a lost answer).
-pub(crate) const JOIN_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#entry) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND (attribute_exists(#queue) OR (attribute_exists(#owner) AND #expires_at >= :now))";
+/// (a lapsed holder's, which a waiter grants); never twice (an SDK retry after a lost answer),
+/// nor after the first attempt was granted the lock (the retry finds the waiter's entry gone and
+/// its `LockID` the holder's: joining again would leave an entry of the holder in the line,
+/// which its own release would grant it, an orphan).
+pub(crate) const JOIN_CONDITION: &str = "attribute_exists(#lock_id) AND #lock_id <> :id AND attribute_not_exists(#entry) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND (attribute_exists(#queue) OR (attribute_exists(#owner) AND #expires_at >= :now))";
 const JOIN_UPDATE: &str =
     "SET #queue = list_append(if_not_exists(#queue, :empty), :me), #entry = :entry";
 /// Leaving as the last waiter removes the line.
@@ -150,9 +153,9 @@ fn encode(lock_id: LockId, waiter: &QueuedWaiter, fenced: bool) -> AttributeValu
 /// Whether a waiter joined.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Joined {
-    /// It is in the line (by this request or an earlier attempt of it): the item as the join
-    /// left it (`ALL_NEW`), or as the retry that found it in line saw it (`ALL_OLD`), so that
-    /// the waiter need not read it at once.
+    /// It is in the line (by this request or an earlier attempt of it), or was granted the lock
+    /// after an earlier attempt put it there: the item as the join left it (`ALL_NEW`), or as
+    /// the retry that found it so saw it (`ALL_OLD`), so that the waiter need not read it at once.
     InLine(Item),
     /// The lock is not held by a live exclusive holder and has no line (free, lapsed, shared):
     /// try to acquire it again instead.
@@ -173,6 +176,7 @@ pub(crate) async fn join(
             AttributeValue::L(vec![s(lock_id.to_string())]),
         ),
         (":entry".to_owned(), encode(lock_id, waiter, fenced)),
+        (":id".to_owned(), s(lock_id.to_string())),
         (":now".to_owned(), s(timestamp::format(table.now()))),
     ]);
     let mut names = table.names_for(&[JOIN_UPDATE, JOIN_CONDITION]);
@@ -193,8 +197,11 @@ pub(crate) async fn join(
                 })
             }
         },
-        // An earlier attempt of this request, whose answer was lost, put us in line.
-        Answer::Refused(Some(item)) if item.contains_key(&attribute(lock_id)) => {
+        // An earlier attempt of this request, whose answer was lost, put us in line, and we may
+        // have been granted the lock since: the waiter reads either from the item.
+        Answer::Refused(Some(item))
+            if item.contains_key(&attribute(lock_id)) || held_by(&item, lock_id) =>
+        {
             Joined::InLine(item)
         }
         Answer::Refused(_) => Joined::NotHeld,
