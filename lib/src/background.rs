@@ -6,9 +6,41 @@
 //! Lambda handler needs before it returns (the execution environment is frozen afterwards, with
 //! any spawned request unsent until the next invocation thaws it), and so do tests.
 
+use crate::error::Error;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
+
+/// How many times an unattended clean-up (a dropped guard's release, a dropped acquisition's, a
+/// dropped fair waiter's leave) is tried in all when DynamoDB fails it, and the pause before the
+/// second try, doubled before each later one: nobody is there to try again, and a clean-up given
+/// up after one throttled or dropped request (beyond the SDK's own retries) leaves the lock held
+/// by nobody for its lease.
+const CLEAN_UP_TRIES: u32 = 4;
+const FIRST_PAUSE: Duration = Duration::from_millis(25);
+
+/// Runs `attempt` until it succeeds or fails other than in DynamoDB, at most
+/// [`CLEAN_UP_TRIES`] times, pausing between tries. Every attempt must be safe to repeat: the
+/// clean-ups' requests are conditioned on the acquisition they end.
+pub(crate) async fn retrying<T, F, Fut>(mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut pause = FIRST_PAUSE;
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(Error::Backend { .. }) if tries < CLEAN_UP_TRIES => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                tries += 1;
+            }
+            result => return result,
+        }
+    }
+}
 
 /// The count of background releases of one client (and its clones) still running.
 #[derive(Debug)]
@@ -61,6 +93,57 @@ mod tests {
     use super::*;
     use futures_util::FutureExt;
     use tokio::sync::oneshot;
+
+    fn failed() -> Error {
+        Error::Backend {
+            operation: "DeleteItem",
+            source: "connection dropped".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clean_up_is_tried_again_after_a_backend_failure_a_bounded_number_of_times() {
+        let tries = std::sync::atomic::AtomicU32::new(0);
+        let count = || {
+            tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let flaky = retrying(|| async {
+            count();
+            match tries.load(std::sync::atomic::Ordering::Relaxed) {
+                1 | 2 => Err(failed()),
+                _ => Ok("released"),
+            }
+        })
+        .await;
+        assert_eq!(flaky.unwrap(), "released");
+        assert_eq!(tries.swap(0, std::sync::atomic::Ordering::Relaxed), 3);
+
+        let down: Result<(), Error> = retrying(|| async {
+            count();
+            Err(failed())
+        })
+        .await;
+        assert!(matches!(down, Err(Error::Backend { .. })));
+        assert_eq!(
+            tries.swap(0, std::sync::atomic::Ordering::Relaxed),
+            CLEAN_UP_TRIES
+        );
+
+        let refused: Result<(), Error> = retrying(|| async {
+            count();
+            Err(Error::UnexpectedResponse {
+                operation: "DeleteItem",
+                detail: "not a DynamoDB failure",
+            })
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(
+            tries.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "not tried again"
+        );
+    }
 
     #[tokio::test]
     async fn finished_waits_for_every_spawned_release() {

@@ -6,6 +6,7 @@
 //! successful extension, even if the background task never got to run (a blocked runtime, a
 //! paused process): the answer never depends on the task having noticed.
 
+use crate::background::retrying;
 use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
@@ -359,7 +360,7 @@ impl Drop for LockGuard {
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
         let client = self.client.clone();
         self.client.release_in_background(async move {
-            match client.release(&lock).await {
+            match retrying(|| client.release(&lock)).await {
                 Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
                 Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
             }

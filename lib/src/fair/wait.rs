@@ -14,6 +14,7 @@ use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
 use super::pace::{self, Pace};
 use super::QueuedWaiter;
+use crate::background::retrying;
 use crate::error::Error;
 use crate::item::{Item, HOLD_MS};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
@@ -289,10 +290,11 @@ impl Drop for LeaveOnDrop {
         let table = Arc::clone(&self.table);
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();
-            let left = line::leave(&table, resource, handle.lock_id(), None).await;
+            let left = retrying(|| line::leave(&table, resource, handle.lock_id(), None)).await;
             let released = match left {
                 Ok(Left::Granted(_)) => {
-                    release::send(&table, &Release::of(&handle), DataChange::Keep)
+                    let release = Release::of(&handle);
+                    retrying(|| release::send(&table, &release, DataChange::Keep))
                         .await
                         .map(|outcome| debug!(resource, ?outcome, "released a lock granted to a waiter that had gone"))
                 }

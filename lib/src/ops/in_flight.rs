@@ -13,6 +13,7 @@
 //! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
 //! when the DeleteItem arrives is not caught: it expires with its lease.)
 
+use crate::background::retrying;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::ops::extend::DataChange;
@@ -52,7 +53,9 @@ impl Drop for InFlightAcquisition<'_> {
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();
             let release = Release::of(&handle);
-            match release::send(&table, &release, DataChange::Keep).await {
+            let released =
+                retrying(|| release::send(&table, &release, DataChange::Keep)).await;
+            match released {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")
                 }
