@@ -20,6 +20,13 @@ use tokio::sync::watch;
 const CLEAN_UP_TRIES: u32 = 4;
 const FIRST_PAUSE: Duration = Duration::from_millis(25);
 
+/// When the clean-up of a future dropped with a write unanswered (an acquisition's, a fair
+/// waiter's join) looks again after finding nothing of its own: the write may have been on its way
+/// and land after the clean-up's own request (two connections, either order). Looking again
+/// narrows that window to writes delayed longer than a quarter second; it does not close it.
+pub(crate) const LOOK_AGAIN_AFTER: [Duration; 2] =
+    [Duration::from_millis(50), Duration::from_millis(200)];
+
 /// Runs `attempt` until it succeeds or fails other than in DynamoDB, at most
 /// [`CLEAN_UP_TRIES`] times, pausing between tries. Every attempt must be safe to repeat: the
 /// clean-ups' requests are conditioned on the acquisition they end.

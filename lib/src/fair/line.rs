@@ -211,8 +211,10 @@ pub(crate) async fn join(
 /// How a waiter's leaving ended.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Left {
-    /// It is no longer in the line (it may have been before the request, granted or cleared).
+    /// It left the line: its entry was removed by this request.
     Gone,
+    /// It was not in the line, nor the holder (never joined, granted and released, or cleared).
+    NotInLine,
     /// It was granted the lock meanwhile: the item, which it holds.
     Granted(Item),
     /// It could not find its place in time (the line kept changing); its entry stays, and is
@@ -233,7 +235,7 @@ pub(crate) async fn leave(
             Some(item) => item,
             None => match inspect::read(table, resource).await? {
                 Some(item) => item,
-                None => return Ok(Left::Gone),
+                None => return Ok(Left::NotInLine),
             },
         };
         if held_by(&item, lock_id) {
@@ -241,7 +243,7 @@ pub(crate) async fn leave(
         }
         let line = decode(resource, &item)?;
         let Some(place) = line.iter().position(|entry| entry.lock_id == lock_id) else {
-            return Ok(Left::Gone);
+            return Ok(Left::NotInLine);
         };
         let (update, condition) = if line.len() == 1 {
             (
@@ -268,7 +270,7 @@ pub(crate) async fn leave(
             .send();
         match answer("UpdateItem", sent.await, update_refused)? {
             Answer::Applied(_) => return Ok(Left::Gone),
-            Answer::Refused(None) => return Ok(Left::Gone),
+            Answer::Refused(None) => return Ok(Left::NotInLine),
             Answer::Refused(Some(item)) => seen = Some(item),
         }
     }

@@ -14,7 +14,7 @@ use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
 use super::pace::{self, Pace};
 use super::QueuedWaiter;
-use crate::background::retrying;
+use crate::background::{retrying, LOOK_AGAIN_AFTER};
 use crate::error::Error;
 use crate::item::{Item, HOLD_MS};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
@@ -131,7 +131,9 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     let mut last_sent = Instant::now();
     let pace = Pace::new(wait.bounds);
     // The join's answer is the item as it left it: the first look at the line costs no read.
-    let mut seen = match line::join(table, resource, (lock_id, &waiter, request.fencing)).await? {
+    let joined = line::join(table, resource, (lock_id, &waiter, request.fencing)).await?;
+    leaving.join_answered();
+    let mut seen = match joined {
         Joined::InLine(item) => Some((last_sent, item)),
         Joined::NotHeld => {
             leaving.disarm();
@@ -205,7 +207,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             leaving.disarm();
             return match left {
                 Left::Granted(item) => granted(table, &handle, &item, sent).map(Turn::Granted),
-                Left::Gone | Left::Stuck => Ok(Turn::TimedOut(holder)),
+                Left::Gone | Left::NotInLine | Left::Stuck => Ok(Turn::TimedOut(holder)),
             };
         }
         last_sent = sent;
@@ -267,6 +269,8 @@ fn granted(
 struct LeaveOnDrop {
     table: Arc<LockTable>,
     handle: Option<LockHandle>,
+    /// The join was answered: if the waiter is not in line then, no join of it is on its way.
+    join_answered: bool,
 }
 
 impl LeaveOnDrop {
@@ -274,11 +278,39 @@ impl LeaveOnDrop {
         LeaveOnDrop {
             table: Arc::clone(table),
             handle: Some(handle.clone()),
+            join_answered: false,
         }
+    }
+
+    fn join_answered(&mut self) {
+        self.join_answered = true;
     }
 
     fn disarm(&mut self) {
         self.handle = None;
+    }
+}
+
+/// Takes the waiter `handle` that has gone out of the line, releasing the lock if it was granted
+/// meanwhile: whether it found it (in line or holding).
+async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<bool, Error> {
+    let resource = handle.resource();
+    match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
+        Left::Granted(_) => {
+            let release = Release::of(handle);
+            let outcome = retrying(|| release::send(table, &release, DataChange::Keep)).await?;
+            debug!(
+                resource,
+                ?outcome,
+                "released a lock granted to a waiter that had gone"
+            );
+            Ok(true)
+        }
+        Left::NotInLine => Ok(false),
+        left @ (Left::Gone | Left::Stuck) => {
+            debug!(resource, ?left, "a waiter that had gone left the line");
+            Ok(true)
+        }
     }
 }
 
@@ -287,25 +319,23 @@ impl Drop for LeaveOnDrop {
         let Some(handle) = self.handle.take() else {
             return;
         };
+        // As for a dropped acquisition: a lock granted to this waiter is not handed back to an
+        // idempotent acquisition of its owner before the release below deletes it.
+        self.table.holds.release_starts(&handle);
         let table = Arc::clone(&self.table);
+        let join_answered = self.join_answered;
         let spawned = self.table.release_in_background(async move {
-            let resource = handle.resource();
-            let left = retrying(|| line::leave(&table, resource, handle.lock_id(), None)).await;
-            let released = match left {
-                Ok(Left::Granted(_)) => {
-                    let release = Release::of(&handle);
-                    retrying(|| release::send(&table, &release, DataChange::Keep))
-                        .await
-                        .map(|outcome| debug!(resource, ?outcome, "released a lock granted to a waiter that had gone"))
+            let mut found = leave_gone_waiter(&table, &handle).await;
+            // A join dropped unanswered may land after that look: look again.
+            for pause in LOOK_AGAIN_AFTER {
+                if join_answered || !matches!(found, Ok(false)) {
+                    break;
                 }
-                Ok(left) => {
-                    debug!(resource, ?left, "a waiter that had gone left the line");
-                    Ok(())
-                }
-                Err(err) => Err(err),
-            };
-            if let Err(err) = released {
-                warn!(resource, %err, "a waiter that had gone could not leave the line; a grant passes it over after its deadline");
+                tokio::time::sleep(pause).await;
+                found = leave_gone_waiter(&table, &handle).await;
+            }
+            if let Err(err) = found {
+                warn!(resource = handle.resource(), %err, "a waiter that had gone could not leave the line; a grant passes it over after its deadline");
             }
         });
         if !spawned {

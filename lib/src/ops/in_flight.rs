@@ -13,11 +13,12 @@
 //! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
 //! when the DeleteItem arrives is not caught: it expires with its lease.)
 
-use crate::background::retrying;
+use crate::background::{retrying, LOOK_AGAIN_AFTER};
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
+use crate::outcome::ReleaseOutcome;
 use std::sync::Arc;
 use tracing::{debug, warn};
 
@@ -49,12 +50,23 @@ impl Drop for InFlightAcquisition<'_> {
         let Some(handle) = self.handle.take() else {
             return;
         };
+        // Marked as ended at once, so that no idempotent acquisition of this client is handed
+        // the lock back before the release below is sent (it would then delete it).
+        self.table.holds.release_starts(&handle);
         let table = Arc::clone(self.table);
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();
             let release = Release::of(&handle);
-            let released =
+            let mut released =
                 retrying(|| release::send(&table, &release, DataChange::Keep)).await;
+            // Nothing of ours yet: the write may still be on its way; look again.
+            for pause in LOOK_AGAIN_AFTER {
+                if !matches!(released, Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. })) {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                released = retrying(|| release::send(&table, &release, DataChange::Keep)).await;
+            }
             match released {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")
