@@ -284,15 +284,19 @@ impl LockGuard {
     ///
     /// From the moment it starts, every [`LockWatch`] of the guard says the lock is not held
     /// ([`LockLost::Released`]). If this future is dropped before the DeleteItem is answered (a
-    /// `select!`, an outer timeout), the guard's drop sends the release again from a spawned task,
-    /// as for a dropped guard; a second DeleteItem of the same acquisition can delete nothing else.
+    /// `select!`, an outer timeout), or DynamoDB fails it ([`Error::Backend`], which is returned),
+    /// the guard's drop sends the release again from a spawned task, as for a dropped guard
+    /// ([`LockClient::flush`] waits for it); a second DeleteItem of the same acquisition can
+    /// delete nothing else.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
         let outcome = self.client.release(&lock).await;
-        // Only now: a release cancelled at its await is covered by Drop.
-        self.released = true;
+        // Only now: a release cancelled at its await is covered by Drop, and so is one that
+        // DynamoDB failed: the guard, consumed, is the caller's only way to the lock, so Drop
+        // sends it again from the background rather than leave it held for its lease.
+        self.released = !matches!(outcome, Err(Error::Backend { .. }));
         outcome
     }
 
@@ -324,8 +328,9 @@ impl LockGuard {
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
         let outcome = self.client.release_and_replace_data(&lock, data).await;
-        // As for `release`: a release cancelled at its await is covered by Drop (without data).
-        self.released = true;
+        // As for `release`: a release cancelled at its await, or failed by DynamoDB, is covered
+        // by Drop (without data).
+        self.released = !matches!(outcome, Err(Error::Backend { .. }));
         outcome
     }
 

@@ -5,7 +5,7 @@ use ddb_lock::{
     AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, LockWatch,
     ReleaseOutcome,
 };
-use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::proxy::{Faults, Proxy};
 use ddb_lock_test_kit::{
     builder, dynamodb_at, endpoint, hold, lock_client, quickly_retrying_dynamodb, raw_item, stored,
     string_attr, unique, AdjustableClock, OffsetClock,
@@ -722,4 +722,29 @@ async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_releas
     assert!(second.is_none(), "handed back a released lock");
     let third = client.try_lock(&resource, &again).await.unwrap();
     assert!(third.is_some(), "free, and taken by the next try");
+}
+
+/// A guard's release that DynamoDB fails (every attempt of the SDK throttled) returns the error,
+/// and the guard, consumed, sends the release again from the background, which `flush` waits
+/// for: the lock does not stay held for its lease (it did, with nobody left to release it).
+#[tokio::test]
+async fn a_guard_release_that_dynamodb_fails_is_sent_again_in_the_background() {
+    lock_client().await;
+    let resource = unique("guard-release-failed");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let guard = client
+        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    proxy.set_faults(Faults {
+        throttle_every: 1,
+        ..Faults::default()
+    });
+    let failed = guard.release().await;
+    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+    proxy.set_faults(Faults::default());
+    client.flush().await;
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
