@@ -62,7 +62,9 @@ async fn a_fair_waiter_is_listed_in_status_and_handed_the_lock_on_release() {
     assert_eq!(released["released"], true);
     let granted = waiting.await.unwrap().unwrap();
     assert_eq!(granted["owner"], "second");
-    let token = granted["fencing_token"].as_u64().expect("a token from the grant");
+    let token = granted["fencing_token"]
+        .as_u64()
+        .expect("a token from the grant");
     let status = invoke(&handler, json!({"op": "status", "resource": resource}))
         .await
         .unwrap();
