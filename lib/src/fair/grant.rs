@@ -83,11 +83,11 @@ pub(crate) enum Grant {
 /// is gone, nor an entry of the acquisition that holds the lock (`holder`), which no join leaves
 /// but which is passed over all the same: granting the holder's own entry on its release would
 /// leave the lock held by nobody.
-pub(crate) fn first_live<'a>(
-    line: &'a [Entry],
+pub(crate) fn first_live(
+    line: &[Entry],
     now: DateTime<Utc>,
     holder: Option<LockId>,
-) -> Option<(usize, &'a Entry)> {
+) -> Option<(usize, &Entry)> {
     line.iter()
         .enumerate()
         .find(|(_, entry)| !entry.gave_up_at(now) && Some(entry.lock_id) != holder)
