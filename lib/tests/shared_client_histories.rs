@@ -156,7 +156,11 @@ fn check(seed: u64, history: &mut [Hold]) {
     for pair in history.windows(2) {
         assert!(
             pair[1].start >= pair[0].end,
-            "seed {seed}: two holds overlap: {:?} and {:?}",
+            "seed {seed}: the holds of task {} ({}) and task {} ({}) overlap: {:?} and {:?}",
+            pair[0].task,
+            pair[0].how,
+            pair[1].task,
+            pair[1].how,
             pair[0],
             pair[1]
         );
