@@ -76,6 +76,38 @@ fn spawn_waiter(
     })
 }
 
+/// A fenced fair holder (through a proxy) and one fenced waiter in line behind it.
+struct Line {
+    resource: String,
+    proxy: Proxy,
+    holder: LockClient,
+    first: Lock,
+    granted: mpsc::UnboundedReceiver<(Lock, LockClient)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn fenced_holder_and_waiter() -> Line {
+    let _ = lock_client().await; // the table
+    let resource = unique("fair-fenced");
+    let proxy = Proxy::start(&endpoint()).await;
+    let holder = quickly_retrying_client(&proxy.endpoint());
+    let first = holder
+        .acquire(&resource, &fair("holder", true))
+        .await
+        .unwrap();
+    let (granted_tx, granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(&resource, fair("next", true), granted_tx);
+    line_becomes(&holder, &resource, &["next"]).await;
+    Line {
+        resource,
+        proxy,
+        holder,
+        first,
+        granted,
+        task,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_waiters_get_tokens_in_the_order_of_the_line() {
     let holder = lock_client().await;
@@ -150,17 +182,14 @@ async fn fenced_waiters_get_tokens_in_the_order_of_the_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_token_guess_of_a_grant_is_sent_again_above_the_fence() {
-    let _ = lock_client().await; // the table
-    let resource = unique("fair-fenced");
-    let proxy = Proxy::start(&endpoint()).await;
-    let holder = quickly_retrying_client(&proxy.endpoint());
-    let first = holder
-        .acquire(&resource, &fair("holder", true))
-        .await
-        .unwrap();
-    let (granted_tx, mut granted) = mpsc::unbounded_channel();
-    let task = spawn_waiter(&resource, fair("next", true), granted_tx);
-    line_becomes(&holder, &resource, &["next"]).await;
+    let Line {
+        resource,
+        proxy,
+        holder,
+        first,
+        mut granted,
+        task,
+    } = fenced_holder_and_waiter().await;
     // Tokens were issued meanwhile far beyond the holder's clock (another process's, say).
     let raised = token(&first) + 3_600_000_000;
     dynamodb()
@@ -192,17 +221,14 @@ async fn a_stale_token_guess_of_a_grant_is_sent_again_above_the_fence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_of_a_fenced_grant_is_the_hand_over() {
-    let _ = lock_client().await; // the table
-    let resource = unique("fair-fenced");
-    let proxy = Proxy::start(&endpoint()).await;
-    let holder = quickly_retrying_client(&proxy.endpoint());
-    let first = holder
-        .acquire(&resource, &fair("holder", true))
-        .await
-        .unwrap();
-    let (granted_tx, mut granted) = mpsc::unbounded_channel();
-    let task = spawn_waiter(&resource, fair("next", true), granted_tx);
-    line_becomes(&holder, &resource, &["next"]).await;
+    let Line {
+        resource,
+        proxy,
+        holder,
+        first,
+        mut granted,
+        task,
+    } = fenced_holder_and_waiter().await;
 
     // The grant is applied; its answer is lost; the SDK sends it again.
     proxy.drop_next_answer("TransactWriteItems");

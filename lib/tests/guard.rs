@@ -666,12 +666,7 @@ async fn a_guard_is_lost_as_soon_as_an_extension_through_its_client_finds_the_lo
 
 #[tokio::test]
 async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way() {
-    lock_client().await;
-    let resource = unique("guard-idempotent-releasing");
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let again = opts("alice", 60_000, 20_000).idempotent(true);
-    let first = client.lock(&resource, &again).await.unwrap();
+    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-releasing").await;
 
     // The dropped guard's release is on its way but has not reached DynamoDB.
     let mut release = proxy.delay_next_request("DeleteItem");
@@ -680,15 +675,44 @@ async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way()
     release.captured().await;
     assert!(release.deliver().await, "the release reached DynamoDB");
     client.flush().await;
+    not_handed_back(&client, &resource, &again, second).await;
+}
 
-    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+/// Alice's guard on a new resource, through a proxy, and the idempotent options that took it.
+async fn alice_holds(
+    name: &str,
+) -> (
+    String,
+    Proxy,
+    LockClient,
+    AcquireOptions,
+    ddb_lock::LockGuard,
+) {
+    lock_client().await;
+    let resource = unique(name);
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let again = opts("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &again).await.unwrap();
+    (resource, proxy, client, again, first)
+}
+
+/// After its release: the lock is free, `second` (an idempotent try of the same owner made
+/// meanwhile) was not handed it back, and the next try takes it.
+async fn not_handed_back(
+    client: &LockClient,
+    resource: &str,
+    again: &AcquireOptions,
+    second: Option<ddb_lock::LockGuard>,
+) {
+    assert_eq!(client.status(resource).await.unwrap(), LockStatus::Free);
     assert!(
         second.as_ref().is_none_or(|guard| !guard.is_held()),
-        "a guard says held for the lock its dropped twin's release deleted"
+        "a guard says held for a released lock"
     );
-    assert!(second.is_none(), "handed back a lock being released");
-    let third = client.try_lock(&resource, &again).await.unwrap();
-    assert!(third.is_some(), "free once the release was answered");
+    assert!(second.is_none(), "handed back a released lock");
+    let third = client.try_lock(resource, again).await.unwrap();
+    assert!(third.is_some(), "free, and taken by the next try");
 }
 
 /// The refusal that shows the owner's lock can be decided before this client's release of that
@@ -697,12 +721,7 @@ async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way()
 /// release's answer had cleared the mark that a release was under way).
 #[tokio::test]
 async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_released_lock() {
-    lock_client().await;
-    let resource = unique("guard-idempotent-released");
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let again = opts("alice", 60_000, 20_000).idempotent(true);
-    let first = client.lock(&resource, &again).await.unwrap();
+    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-released").await;
 
     let mut refusal = proxy.withhold_next_answer("PutItem");
     let second = {
@@ -713,15 +732,7 @@ async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_releas
     assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
     refusal.deliver();
     let second = second.await.unwrap().unwrap();
-
-    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
-    assert!(
-        second.as_ref().is_none_or(|guard| !guard.is_held()),
-        "a guard says held for the lock released before its answer was read"
-    );
-    assert!(second.is_none(), "handed back a released lock");
-    let third = client.try_lock(&resource, &again).await.unwrap();
-    assert!(third.is_some(), "free, and taken by the next try");
+    not_handed_back(&client, &resource, &again, second).await;
 }
 
 /// A guard's release that DynamoDB fails (every attempt of the SDK throttled) returns the error,
