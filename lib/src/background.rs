@@ -24,8 +24,25 @@ const FIRST_PAUSE: Duration = Duration::from_millis(25);
 /// waiter's join) looks again after finding nothing of its own: the write may have been on its way
 /// and land after the clean-up's own request (two connections, either order). Looking again
 /// narrows that window to writes delayed longer than a quarter second; it does not close it.
-pub(crate) const LOOK_AGAIN_AFTER: [Duration; 2] =
-    [Duration::from_millis(50), Duration::from_millis(200)];
+const LOOK_AGAIN_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(200)];
+
+/// Runs `look` and, while `found_nothing` says of its result that it found nothing of the
+/// clean-up's own, runs it again after each pause of [`LOOK_AGAIN_AFTER`]: the last result.
+pub(crate) async fn looking_again<T, F, Fut>(mut look: F, found_nothing: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let mut result = look().await;
+    for pause in LOOK_AGAIN_AFTER {
+        if !found_nothing(&result) {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        result = look().await;
+    }
+    result
+}
 
 /// Runs `attempt` until it succeeds or fails other than in DynamoDB, at most
 /// [`CLEAN_UP_TRIES`] times, pausing between tries. Every attempt must be safe to repeat: the
@@ -150,6 +167,24 @@ mod tests {
             1,
             "not tried again"
         );
+    }
+
+    #[tokio::test]
+    async fn a_clean_up_that_found_nothing_looks_again_after_each_pause_and_stops_once_it_finds() {
+        let looks = std::sync::atomic::AtomicUsize::new(0);
+        let look = || async { looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 };
+        assert_eq!(
+            looking_again(look, |_| true).await,
+            1 + LOOK_AGAIN_AFTER.len()
+        );
+        looks.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            looking_again(look, |&n| n < 2).await,
+            2,
+            "found at the second look"
+        );
+        looks.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(looking_again(look, |_| false).await, 1, "found at once");
     }
 
     #[tokio::test]

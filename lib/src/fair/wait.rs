@@ -14,7 +14,7 @@ use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
 use super::pace::{self, Pace};
 use super::QueuedWaiter;
-use crate::background::{retrying, LOOK_AGAIN_AFTER};
+use crate::background::{looking_again, retrying};
 use crate::error::Error;
 use crate::item::{Item, HOLD_MS};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
@@ -325,15 +325,12 @@ impl Drop for LeaveOnDrop {
         let table = Arc::clone(&self.table);
         let join_answered = self.join_answered;
         let spawned = self.table.release_in_background(async move {
-            let mut found = leave_gone_waiter(&table, &handle).await;
-            // A join dropped unanswered may land after that look: look again.
-            for pause in LOOK_AGAIN_AFTER {
-                if join_answered || !matches!(found, Ok(false)) {
-                    break;
-                }
-                tokio::time::sleep(pause).await;
-                found = leave_gone_waiter(&table, &handle).await;
-            }
+            // A join dropped unanswered may land after the first look: look again.
+            let found = looking_again(
+                || leave_gone_waiter(&table, &handle),
+                |found| !join_answered && matches!(found, Ok(false)),
+            )
+            .await;
             if let Err(err) = found {
                 warn!(resource = handle.resource(), %err, "a waiter that had gone could not leave the line; a grant passes it over after its deadline");
             }

@@ -10,10 +10,11 @@
 //! answered with an error that does not say whether the write was applied: a timeout, or a
 //! connection lost after the SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
 //! conflict after an earlier attempt's answer was lost. If the write was never applied, or someone
-//! else holds the lock by then, the condition fails and nothing changes. (A write still in flight
-//! when the DeleteItem arrives is not caught: it expires with its lease.)
+//! else holds the lock by then, the condition fails and nothing changes. A clean-up that finds
+//! nothing of its own looks again 50 and 200 ms later, for a write still on its way; one delayed
+//! longer is not caught: it expires with its lease.
 
-use crate::background::{retrying, LOOK_AGAIN_AFTER};
+use crate::background::{looking_again, retrying};
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::ops::extend::DataChange;
@@ -57,16 +58,17 @@ impl Drop for InFlightAcquisition<'_> {
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();
             let release = Release::of(&handle);
-            let mut released =
-                retrying(|| release::send(&table, &release, DataChange::Keep)).await;
             // Nothing of ours yet: the write may still be on its way; look again.
-            for pause in LOOK_AGAIN_AFTER {
-                if !matches!(released, Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. })) {
-                    break;
-                }
-                tokio::time::sleep(pause).await;
-                released = retrying(|| release::send(&table, &release, DataChange::Keep)).await;
-            }
+            let released = looking_again(
+                || retrying(|| release::send(&table, &release, DataChange::Keep)),
+                |released| {
+                    matches!(
+                        released,
+                        Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. })
+                    )
+                },
+            )
+            .await;
             match released {
                 Ok(outcome) => {
                     debug!(resource, ?outcome, "released what a dropped acquisition may have written")
