@@ -126,7 +126,7 @@ pub(crate) async fn send(
     };
     if to.fenced {
         let floor = record::decode_fence(resource, item)?;
-        return send_fenced(table, resource, write, to.lock_id, floor)
+        return send_fenced(table, resource, write, (to.lock_id, now), floor)
             .await
             .map(|fenced| match fenced {
                 Fenced::Granted(token) => granted(Some(token)),
@@ -247,16 +247,16 @@ enum Fenced {
     Not(Grant),
 }
 
-/// Sends `write`, a grant to the fenced waiter `to`, with the raise of the fence item, in one
-/// transaction; `floor` is the current holder's token, if it has one.
+/// Sends `write`, a grant at `now` to the fenced waiter `to`, with the raise of the fence item,
+/// in one transaction; `floor` is the current holder's token, if it has one. The token is guessed
+/// from `now`, the grant's `AcquiredAt`, as a fenced acquisition's from its own.
 async fn send_fenced(
     table: &LockTable,
     resource: &str,
     mut write: GrantWrite,
-    to: LockId,
+    (to, now): (LockId, DateTime<Utc>),
     floor: Option<FencingToken>,
 ) -> Result<Fenced, Error> {
-    let now = table.now();
     let mut token = fenced_acquire::first_guess(table, now, floor);
     let transmissions = Transmissions::default();
     for _ in 0..MAX_FENCE_TRIES {
