@@ -1,0 +1,356 @@
+//! What a refused acquisition found in the item that refused it (`ALL_OLD`, no extra request):
+//! shared holders in the way (waited for, or cleared once lapsed), this very attempt's own write
+//! (an SDK retry after a lost answer: acquired), an idempotent request's owner's live lock (handed
+//! back, extended first under the observed-lease rule), or someone else's lock (held, with when
+//! to try again).
+
+use super::{acquired, Attempt, Request};
+use crate::error::Error;
+use crate::item::Item;
+use crate::lock::{Lock, LockHandle, LockId};
+use crate::lock_table::LockTable;
+use crate::ops::extend::{self, DataChange};
+use crate::outcome::ExtendOutcome;
+use crate::record::Record;
+use crate::shared::writer::{self, SharedRefusal};
+use crate::takeover::TakeoverRule;
+use crate::time::span;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::debug;
+
+/// What a refused attempt to write `lock` found in the item that refused it (`ALL_OLD`).
+pub(crate) async fn refused(
+    table: &Arc<LockTable>,
+    request: &Request<'_>,
+    lock: Lock,
+    item: Option<&Item>,
+    operation: &'static str,
+) -> Result<Attempt, Error> {
+    let received = Instant::now();
+    let now = table.now();
+    if let Some(refusal) = shared_in_the_way(request.resource, item, now)? {
+        return match refusal {
+            SharedRefusal::Live(holder) => Ok(Attempt::Held {
+                retry_at: wall_clock_retry_at(received, now, holder.expires_at),
+                holder,
+                readers: true,
+            }),
+            SharedRefusal::Lapsed(lapsed) => {
+                writer::clear_lapsed(table, request.resource, &lapsed, now).await?;
+                Ok(Attempt::Cleared)
+            }
+        };
+    }
+    let record = table.record(request.resource, item)?;
+    if record.is_none() && request.only_if_exists {
+        return Err(Error::NoLockItem {
+            table: table.name.clone(),
+            key: table.schema.describe_key(&table.key(request.resource)),
+        });
+    }
+    // A lock whose release this client has started is not handed back to an idempotent request:
+    // the release in flight may delete it at any moment after, and one answered already may have
+    // deleted it after DynamoDB decided this refusal.
+    let releasing_here = record
+        .as_ref()
+        .is_some_and(|record| table.holds.release_started(record.lock_id));
+    let request = &Request {
+        idempotent: request.idempotent && !releasing_here,
+        ..*request
+    };
+    match read_refused(request, lock.lock_id(), record, now, received, operation)? {
+        Refusal::OwnWrite(record) => {
+            debug!(
+                resource = request.resource,
+                "condition failed on our own LockID: a retried write had already succeeded"
+            );
+            Ok(acquired(table, lock.with_data(record.holder.data)))
+        }
+        Refusal::OwnersLock(held) => {
+            debug!(
+                resource = request.resource,
+                owner = request.owner,
+                "returning the live lock this owner already holds"
+            );
+            match table.takeover {
+                TakeoverRule::WallClock => Ok(acquired(table, held)),
+                TakeoverRule::ObservedLease => reclaim(table, held, request.lease).await,
+            }
+        }
+        Refusal::Held(record) => {
+            let retry_at = match table.takeover {
+                TakeoverRule::WallClock => {
+                    wall_clock_retry_at(received, now, record.holder.expires_at)
+                }
+                TakeoverRule::ObservedLease => table.observations.observe(
+                    request.resource,
+                    &record.version,
+                    record.lease,
+                    received,
+                ),
+            };
+            Ok(Attempt::Held {
+                holder: record.holder,
+                retry_at,
+                readers: false,
+            })
+        }
+    }
+}
+
+/// The shared holders of a lock item that refused an exclusive attempt, if it has any (an
+/// application's item is left to [`LockTable::record`] to report).
+pub(crate) fn shared_in_the_way(
+    resource: &str,
+    item: Option<&Item>,
+    now: DateTime<Utc>,
+) -> Result<Option<SharedRefusal>, Error> {
+    match item {
+        Some(item) if item.contains_key(crate::item::LOCK_ID) => {
+            writer::read_refused(resource, item, now)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What the item that refused an attempt says.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Refusal {
+    /// The item carries this attempt's `LockID`: an earlier try of this very request (an SDK retry
+    /// after a lost answer) wrote it.
+    OwnWrite(Record),
+    /// An idempotent request's owner holds this live lock already: it is handed back.
+    OwnersLock(Lock),
+    /// Someone else holds the lock (or the owner does, for a request that may not take it back).
+    Held(Record),
+}
+
+/// Reads the item (`record`, `None` if the answer carried none) that refused the attempt whose
+/// `LockID` is `ours`, at the clock reading `now` and the monotonic moment `received`.
+pub(crate) fn read_refused(
+    request: &Request<'_>,
+    ours: LockId,
+    record: Option<Record>,
+    now: DateTime<Utc>,
+    received: Instant,
+    operation: &'static str,
+) -> Result<Refusal, Error> {
+    let record = record.ok_or(Error::UnexpectedResponse {
+        operation,
+        detail: "condition failed but no item came back for ALL_OLD",
+    })?;
+    if record.lock_id == ours {
+        return Ok(Refusal::OwnWrite(record));
+    }
+    // A fenced request is not given back an unfenced lock: it has no token to offer.
+    if request.idempotent
+        && record.holder.owner == request.owner
+        && record.holder.is_live_at(now)
+        && (!request.fencing || record.holder.fencing_token.is_some())
+    {
+        let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
+        let held = Lock::new(
+            handle,
+            record.holder.acquired_at,
+            record.holder.expires_at,
+            received + span(now, record.holder.expires_at),
+        )
+        .with_fencing_token(record.holder.fencing_token)
+        .with_data(record.holder.data);
+        return Ok(Refusal::OwnersLock(held));
+    }
+    Ok(Refusal::Held(record))
+}
+
+/// When the wall-clock rule lets a waiter try again: the condition is `ExpiresAt < :now`, so the
+/// lock frees a millisecond after `expires_at`.
+fn wall_clock_retry_at(
+    received: Instant,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Instant {
+    received + span(now, expires_at) + Duration::from_millis(1)
+}
+
+/// Hands back this owner's live lock under the observed-lease rule. A waiter there times a
+/// version from when it first saw it, which may be long ago, so the wall clock's view of the
+/// remaining lease promises nothing: the lock is extended first (one UpdateItem, a new version),
+/// and its lease counts from that write. If the item changed meanwhile, the attempt is retried as
+/// after a conflict.
+async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attempt, Error> {
+    // Boxed: this nests an extension inside an acquire attempt, and without the box the
+    // acquire future's type would nest the whole extension's, deeply enough to exceed the
+    // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
+    let extension = Box::pin(extend::extend(
+        table,
+        lock.handle(),
+        lease,
+        DataChange::Keep,
+    ));
+    match extension.await? {
+        ExtendOutcome::Extended(extended) => Ok(acquired(table, extended)),
+        outcome => {
+            debug!(
+                resource = lock.resource(),
+                ?outcome,
+                "own lock changed before its reclaim"
+            );
+            Ok(Attempt::Conflict)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fencing::FencingToken;
+    use crate::mode::Mode;
+    use crate::record::samples::{self, now};
+    use chrono::TimeDelta;
+
+    fn request(idempotent: bool, fencing: bool) -> Request<'static> {
+        Request {
+            resource: "orders/42",
+            owner: "me",
+            lease: Duration::from_secs(30),
+            idempotent,
+            fencing,
+            only_if_exists: false,
+            data: None,
+            mode: Mode::Exclusive,
+            permits: None,
+            fair: false,
+        }
+    }
+
+    fn record(lock_id: LockId, owner: &str, expires_in_secs: i64) -> Record {
+        let mut record = samples::record(lock_id, owner, TimeDelta::seconds(expires_in_secs));
+        record.holder.data = Some(b"payload".to_vec());
+        record
+    }
+
+    fn read(request: &Request<'_>, ours: LockId, record: Option<Record>) -> Result<Refusal, Error> {
+        read_refused(request, ours, record, now(), Instant::now(), "PutItem")
+    }
+
+    #[test]
+    fn our_own_lock_id_is_an_acquisition() {
+        let ours = LockId::generate();
+        for (idempotent, fencing) in [(false, false), (true, true)] {
+            let ours_written = record(ours, "me", 30);
+            let refusal = read(
+                &request(idempotent, fencing),
+                ours,
+                Some(ours_written.clone()),
+            );
+            assert_eq!(refusal.unwrap(), Refusal::OwnWrite(ours_written));
+        }
+    }
+
+    #[test]
+    fn an_idempotent_request_gets_its_owners_live_lock_back_unchanged() {
+        let mut theirs = record(LockId::generate(), "me", 20);
+        theirs.holder.fencing_token = Some(FencingToken::new(7));
+        let received = Instant::now();
+        let refusal = read_refused(
+            &request(true, false),
+            LockId::generate(),
+            Some(theirs.clone()),
+            now(),
+            received,
+            "PutItem",
+        );
+        let Ok(Refusal::OwnersLock(lock)) = refusal else {
+            panic!("{refusal:?}");
+        };
+        assert_eq!(lock.lock_id(), theirs.lock_id);
+        assert_eq!(lock.expires_at(), theirs.holder.expires_at);
+        assert_eq!(lock.acquired_at(), theirs.holder.acquired_at);
+        assert_eq!(lock.fencing_token(), Some(FencingToken::new(7)));
+        assert_eq!(
+            lock.valid_until_instant(),
+            received + Duration::from_secs(20)
+        );
+    }
+
+    #[test]
+    fn a_fenced_idempotent_request_is_not_given_an_unfenced_lock() {
+        let unfenced = record(LockId::generate(), "me", 20);
+        let refusal = read(
+            &request(true, true),
+            LockId::generate(),
+            Some(unfenced.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(unfenced));
+        let mut fenced = record(LockId::generate(), "me", 20);
+        fenced.holder.fencing_token = Some(FencingToken::new(3));
+        let refusal = read(&request(true, true), LockId::generate(), Some(fenced));
+        assert!(matches!(refusal, Ok(Refusal::OwnersLock(_))));
+    }
+
+    #[test]
+    fn the_same_owner_without_idempotence_contends_like_anyone() {
+        let mine = record(LockId::generate(), "me", 20);
+        let refusal = read(
+            &request(false, false),
+            LockId::generate(),
+            Some(mine.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(mine));
+    }
+
+    #[test]
+    fn an_expired_lock_of_the_same_owner_is_not_handed_back() {
+        let ended = record(LockId::generate(), "me", -1);
+        let refusal = read(
+            &request(true, false),
+            LockId::generate(),
+            Some(ended.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(ended));
+    }
+
+    #[test]
+    fn someone_elses_lock_is_held() {
+        let theirs = record(LockId::generate(), "them", 20);
+        let refusal = read(
+            &request(true, false),
+            LockId::generate(),
+            Some(theirs.clone()),
+        );
+        assert_eq!(refusal.unwrap(), Refusal::Held(theirs));
+    }
+
+    #[test]
+    fn a_refusal_without_an_item_is_an_unexpected_response() {
+        let refusal = read(&request(false, false), LockId::generate(), None);
+        assert!(
+            matches!(
+                refusal,
+                Err(Error::UnexpectedResponse {
+                    operation: "PutItem",
+                    ..
+                })
+            ),
+            "{refusal:?}"
+        );
+    }
+
+    #[test]
+    fn under_the_wall_clock_a_waiter_retries_a_millisecond_after_expiry() {
+        let received = Instant::now();
+        let expires_at = now() + TimeDelta::milliseconds(250);
+        assert_eq!(
+            wall_clock_retry_at(received, now(), expires_at),
+            received + Duration::from_millis(251)
+        );
+        let ended = now() - TimeDelta::seconds(1);
+        assert_eq!(
+            wall_clock_retry_at(received, now(), ended),
+            received + Duration::from_millis(1)
+        );
+    }
+}
