@@ -108,6 +108,11 @@ pub const RELEASED_AT: &str = "ReleasedAt";
 /// lock): the waiters time their reads by it.
 pub const HOLD_MS: &str = "HoldMs";
 
+/// How long the last holder of a fair lock had it, in milliseconds, from its grant's
+/// `AcquiredAt` to the grant that ended its turn (both by the granters' wall clocks): its hold
+/// and the hand-overs' delays. The waiters time their reads by it too.
+pub const TURN_MS: &str = "TurnMs";
+
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -129,7 +134,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 18] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 19] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -148,4 +153,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 18] = [
     ("#released_by", RELEASED_BY),
     ("#released_at", RELEASED_AT),
     ("#hold_ms", HOLD_MS),
+    ("#turn_ms", TURN_MS),
 ];

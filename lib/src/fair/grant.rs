@@ -110,14 +110,20 @@ pub(crate) async fn send(
 ) -> Result<Grant, Error> {
     let now = table.now();
     let line = line::decode(resource, item)?;
-    let holder = table
-        .record(resource, Some(item))?
-        .map(|record| record.lock_id);
+    let record = table.record(resource, Some(item))?;
+    let holder = record.as_ref().map(|record| record.lock_id);
     let Some((place, to)) = first_live(&line, now, holder) else {
         return Ok(Grant::NoWaiter);
     };
     let expires_at = after(now, to.waiter.lease, "lease")?;
-    let write = grant_write(table, &line, place, (now, expires_at), over)?;
+    // The releasing holder's whole turn, from its grant to this one.
+    let turn = match over {
+        Over::Released { .. } => {
+            record.and_then(|record| (now - record.holder.acquired_at).to_std().ok())
+        }
+        Over::Lapsed => None,
+    };
+    let write = grant_write(table, &line, place, (now, expires_at), over, turn)?;
     let granted = |fencing_token| Grant::Granted {
         to: to.lock_id,
         acquired_at: now,
@@ -161,6 +167,7 @@ fn grant_write(
     place: usize,
     (now, expires_at): (DateTime<Utc>, DateTime<Utc>),
     over: Over<'_>,
+    turn: Option<Duration>,
 ) -> Result<GrantWrite, Error> {
     let to = &line[place];
     let mut values = Item::from([
@@ -199,6 +206,10 @@ fn grant_write(
             if let Some(held_for) = held_for {
                 set.push("#hold_ms = :hold_ms");
                 values.insert(":hold_ms".to_owned(), item::millis(held_for));
+            }
+            if let Some(turn) = turn {
+                set.push("#turn_ms = :turn_ms");
+                values.insert(":turn_ms".to_owned(), item::millis(turn));
             }
             RELEASED.to_owned()
         }

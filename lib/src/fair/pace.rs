@@ -8,13 +8,12 @@
 //!
 //! Where the item says how long the last holder held the lock (`HoldMs`, written by the hand-over
 //! that ended its hold, see [`lines_seen`](crate::lines_seen)), reads before the grant can come
-//! are spared: the waiter at place `p` cannot be granted before the current holder and the `p`
-//! waiters before it have held the lock, each (by the last hold) `HoldMs`, counted from when the
-//! current holder's hold began ([`holder_start`]: its `AcquiredAt` by the waiter's clock, kept
-//! within the looks that saw the holder change, so no later than it can have been). It reads
-//! then, and after that the first in line every half period (its grant is due), the others by
-//! their place. `HoldMs` is the application's own hold, measured
-//! by the holders, with no waiter's delay in it, so this cannot feed on itself.
+//! are spared: the waiter at place `p` is granted once the current holder's turn and the turns of
+//! the `p` waiters before it are over, counted from when the current holder's hold began
+//! ([`holder_start`]: its `AcquiredAt` by the waiter's clock, kept within the looks that saw the
+//! holder change, so no later than it can have been). It reads when its grant is likely there
+//! ([`Turns`]), and after that the first in line every half period (its grant is due), the others
+//! by their place.
 //!
 //! An earlier schedule estimated each turn's length from how fast the line had moved and slept
 //! until the waiter's turn was due. It was not stable: a turn measured over a slow stretch of the
@@ -51,24 +50,78 @@ impl Pace {
             .clamp(self.period, self.max)
     }
 
-    /// The delay before the next read, after a read at `now` found the waiter at `place`, the
-    /// last holder's hold `hold` long, and the current holder holding since `holder_since` (see
-    /// [`holder_start`]): the waiter's grant cannot come before `place + 1` holds from then.
-    pub(crate) fn next_with_holds(
+    /// The delay before the next read, after a read at `now` found the waiter at `place`, with
+    /// the current holder holding since `holder_since` (see [`holder_start`]) and the last
+    /// hand-over's figures `turns` (see [`Turns`]).
+    ///
+    /// The waiter reads when the turns before its own have taken what they likely take at the
+    /// least ([`Turns::before`], for the `place` waiters before it) and the current holder's,
+    /// its own grant's, what it takes at the most ([`Turns::last`]): the grant is then likely
+    /// there, and has not waited long.
+    pub(crate) fn next_with_turns(
         &self,
         place: usize,
-        hold: Duration,
+        turns: Turns,
         holder_since: Instant,
         now: Instant,
     ) -> Duration {
-        let holds = u32::try_from(place).unwrap_or(u32::MAX).saturating_add(1);
-        let due = (holder_since + hold.saturating_mul(holds)).saturating_duration_since(now);
+        let before = u32::try_from(place).unwrap_or(u32::MAX);
+        let due = (holder_since + turns.before(self).saturating_mul(before) + turns.last(self))
+            .saturating_duration_since(now);
         let after_due = match place {
             // The first in line, its grant due: every half period.
             0 => self.period / 2,
             _ => self.next(place),
         };
         due.max(after_due).min(self.max)
+    }
+}
+
+/// What a waiter knows of how long a turn of the lock takes: the last holder's hold (`HoldMs`,
+/// the application's own, measured by that holder from when it learned it holds the lock to its
+/// release), its whole turn (`TurnMs`, from its grant to the next, by the granters' clocks: its
+/// hold and the hand-overs' delays), and this waiter's own round trip to the table.
+///
+/// A turn is a hold and a hand-over: the grant's trip to the table, then the new holder's
+/// discovery of it, a read sent after the grant, a round trip. The hand-over depends on the
+/// waiters' own reads, which is why a schedule taken from whole turns fed on its own delays (a
+/// waiter reading late made the turn longer, and the next waiters read later). Here a whole
+/// turn only ever moves the reads before the waiter's own grant due, and only by a quarter of
+/// what it took beyond the hold and a round trip; the waiter's own grant is awaited by the hold,
+/// the round trip and a period, none of which the waiters' delays lengthen.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Turns {
+    /// The last holder's hold.
+    pub(crate) hold: Duration,
+    /// The last holder's whole turn, if the hand-over wrote it.
+    pub(crate) turn: Option<Duration>,
+    /// This waiter's last request's round trip.
+    pub(crate) round_trip: Duration,
+}
+
+impl Turns {
+    /// The round trip, a slow one counting no more than a period.
+    fn round_trip(&self, pace: &Pace) -> Duration {
+        self.round_trip.min(pace.period)
+    }
+
+    /// A turn before the waiter's own: the hold and a round trip, and a quarter of what the
+    /// last whole turn took beyond them (at most two periods).
+    fn before(&self, pace: &Pace) -> Duration {
+        let least = self.hold + self.round_trip(pace);
+        let beyond = self
+            .turn
+            .map_or(Duration::ZERO, |turn| turn.saturating_sub(least))
+            .min(pace.period * 2);
+        least + beyond / 4
+    }
+
+    /// The current holder's turn, ending in the waiter's own grant, at the most: the hold, the
+    /// grant's trip and the read's round trip, and a period for when the holder's read found
+    /// its grant (up to half a period after it) and the scheduler's delays.
+    fn last(&self, pace: &Pace) -> Duration {
+        let round_trip = self.round_trip(pace);
+        self.hold + pace.period + round_trip + round_trip / 2
     }
 }
 
@@ -115,20 +168,55 @@ mod tests {
         assert_eq!(pace.next(usize::MAX), ms(500));
     }
 
+    fn turns(hold: u64, turn: Option<u64>, round_trip: u64) -> Turns {
+        Turns {
+            hold: ms(hold),
+            turn: turn.map(ms),
+            round_trip: ms(round_trip),
+        }
+    }
+
     #[test]
-    fn a_waiter_reads_when_the_holds_before_its_own_would_end() {
+    fn a_waiter_reads_when_the_turns_before_its_own_grant_would_end() {
         let pace = pace();
         let now = Instant::now();
         let since = now - ms(15);
-        // The holder's hold ends 25 ms from now; the first in line reads then.
-        assert_eq!(pace.next_with_holds(0, ms(40), since, now), ms(25));
-        // The fourth in line: the holder's and three more holds.
-        assert_eq!(pace.next_with_holds(3, ms(40), since, now), ms(145));
-        // Due already: the first every half period, the others by their place.
-        assert_eq!(pace.next_with_holds(0, ms(10), since, now), ms(5) / 2);
-        assert_eq!(pace.next_with_holds(3, ms(1), since, now), ms(20));
+        // Holds of 40 ms, round trips of 2: the holder's turn takes at most 40 + 5 + 2 + 1 ms,
+        // ending 33 ms from now, when the first in line reads.
+        let plain = turns(40, None, 2);
+        assert_eq!(pace.next_with_turns(0, plain, since, now), ms(33));
+        // The fourth in line: three turns of at least 40 + 2 ms before, then the holder's.
+        assert_eq!(pace.next_with_turns(3, plain, since, now), ms(159));
+        // A last turn of 62 ms counts for a quarter of its 20 ms beyond those (at most two
+        // periods: 10), in the turns before the waiter's own only.
+        let slow = turns(40, Some(62), 2);
+        assert_eq!(pace.next_with_turns(0, slow, since, now), ms(33));
+        assert_eq!(
+            pace.next_with_turns(3, slow, since, now),
+            ms(159) + ms(3) * 5 / 2
+        );
+        // A turn shorter than the hold (clocks apart) counts for nothing.
+        let skewed = turns(40, Some(30), 2);
+        assert_eq!(pace.next_with_turns(3, skewed, since, now), ms(159));
+        // A slow round trip counts for a period at most.
+        let slow_trip = turns(40, None, 50);
+        assert_eq!(
+            pace.next_with_turns(0, slow_trip, since, now),
+            ms(40 + 5 + 5 - 15) + ms(5) / 2
+        );
+    }
+
+    #[test]
+    fn once_due_the_first_in_line_reads_every_half_period_the_others_by_their_place() {
+        let pace = pace();
+        let now = Instant::now();
+        let since = now - ms(15);
+        let short = turns(1, Some(4), 1);
+        assert_eq!(pace.next_with_turns(0, short, since, now), ms(5) / 2);
+        assert_eq!(pace.next_with_turns(3, short, since, now), ms(20));
         // Never longer than the backoff's maximum.
-        assert_eq!(pace.next_with_holds(30, ms(40), since, now), ms(500));
+        let long = turns(40, Some(60), 2);
+        assert_eq!(pace.next_with_turns(30, long, since, now), ms(500));
     }
 
     #[test]

@@ -12,11 +12,11 @@
 
 use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
-use super::pace::{self, Pace};
+use super::pace::{self, Pace, Turns};
 use super::QueuedWaiter;
 use crate::background::{looking_again, retrying};
 use crate::error::Error;
-use crate::item::{Item, HOLD_MS};
+use crate::item::{Item, HOLD_MS, TURN_MS};
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
@@ -133,6 +133,8 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     // The join's answer is the item as it left it: the first look at the line costs no read.
     let joined = line::join(table, resource, (lock_id, &waiter, request.fencing)).await?;
     leaving.join_answered();
+    // This waiter's last request's round trip, by which it times its reads.
+    let mut round_trip = last_sent.elapsed();
     let mut seen = match joined {
         Joined::InLine(item) => Some((last_sent, item)),
         Joined::NotHeld => {
@@ -154,6 +156,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                     leaving.disarm();
                     return Ok(Turn::NotInLine);
                 };
+                round_trip = sent.elapsed();
                 (sent, item)
             }
         };
@@ -211,14 +214,19 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             };
         }
         last_sent = sent;
-        let delay = match hold_ms(&item) {
+        let delay = match millis_of(&item, HOLD_MS) {
             Some(hold) => {
                 let ago = holder
                     .as_ref()
                     .and_then(|holder| (table.now() - holder.acquired_at).to_std().ok());
                 let (earliest, latest) = granted_between.unwrap_or((None, sent));
                 let since = pace::holder_start(ago, earliest, latest, now);
-                pace.next_with_holds(place, hold, since, now)
+                let turns = Turns {
+                    hold,
+                    turn: millis_of(&item, TURN_MS),
+                    round_trip,
+                };
+                pace.next_with_turns(place, turns, since, now)
             }
             None => pace.next(place),
         }
@@ -227,9 +235,9 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
     }
 }
 
-/// How long the last holder held the lock, as its hand-over wrote it (`HoldMs`), if it did.
-fn hold_ms(item: &Item) -> Option<std::time::Duration> {
-    match item.get(HOLD_MS) {
+/// A duration the last hand-over wrote (`HoldMs`, `TurnMs`), if it did.
+fn millis_of(item: &Item, name: &str) -> Option<std::time::Duration> {
+    match item.get(name) {
         Some(AttributeValue::N(ms)) => ms.parse().ok().map(std::time::Duration::from_millis),
         _ => None,
     }
