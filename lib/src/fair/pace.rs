@@ -54,10 +54,12 @@ impl Pace {
     /// the current holder holding since `holder_since` (see [`holder_start`]) and the last
     /// hand-over's figures `turns` (see [`Turns`]).
     ///
-    /// The waiter reads when the turns before its own have taken what they likely take at the
-    /// least ([`Turns::before`], for the `place` waiters before it) and the current holder's,
-    /// its own grant's, what it takes at the most ([`Turns::last`]): the grant is then likely
-    /// there, and has not waited long.
+    /// The first in line reads when the current holder's turn, which ends in its grant, has
+    /// taken what it takes at the most ([`Turns::last`]): the grant is then likely there, and
+    /// has not waited long. A waiter further back reads when its own grant would come if every
+    /// turn until it took what it likely takes at the least ([`Turns::before`]): it then finds
+    /// itself first in line, or granted if the turns were that quick; aiming at the most there
+    /// too, a sum of turns that varies more, it read after its grant more often, and late.
     pub(crate) fn next_with_turns(
         &self,
         place: usize,
@@ -65,9 +67,14 @@ impl Pace {
         holder_since: Instant,
         now: Instant,
     ) -> Duration {
-        let before = u32::try_from(place).unwrap_or(u32::MAX);
-        let due = (holder_since + turns.before(self).saturating_mul(before) + turns.last(self))
-            .saturating_duration_since(now);
+        let until_granted = match place {
+            0 => turns.last(self),
+            _ => {
+                let turns_until = u32::try_from(place).unwrap_or(u32::MAX).saturating_add(1);
+                turns.before(self).saturating_mul(turns_until)
+            }
+        };
+        let due = (holder_since + until_granted).saturating_duration_since(now);
         let after_due = match place {
             // The first in line, its grant due: every half period.
             0 => self.period / 2,
@@ -86,9 +93,9 @@ impl Pace {
 /// discovery of it, a read sent after the grant, a round trip. The hand-over depends on the
 /// waiters' own reads, which is why a schedule taken from whole turns fed on its own delays (a
 /// waiter reading late made the turn longer, and the next waiters read later). Here a whole
-/// turn only ever moves the reads before the waiter's own grant due, and only by a quarter of
-/// what it took beyond the hold and a round trip; the waiter's own grant is awaited by the hold,
-/// the round trip and a period, none of which the waiters' delays lengthen.
+/// turn only moves the reads of the waiters behind the first, and only by a quarter of what it
+/// took beyond the hold and a round trip; the first in line awaits its grant by the hold, the
+/// round trip and a period, none of which the waiters' delays lengthen.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Turns {
     /// The last holder's hold.
@@ -105,7 +112,7 @@ impl Turns {
         self.round_trip.min(pace.period)
     }
 
-    /// A turn before the waiter's own: the hold and a round trip, and a quarter of what the
+    /// A turn at the least it likely takes: the hold and a round trip, and a quarter of what the
     /// last whole turn took beyond them (at most two periods).
     fn before(&self, pace: &Pace) -> Duration {
         let least = self.hold + self.round_trip(pace);
@@ -185,19 +192,19 @@ mod tests {
         // ending 33 ms from now, when the first in line reads.
         let plain = turns(40, None, 2);
         assert_eq!(pace.next_with_turns(0, plain, since, now), ms(33));
-        // The fourth in line: three turns of at least 40 + 2 ms before, then the holder's.
-        assert_eq!(pace.next_with_turns(3, plain, since, now), ms(159));
+        // The fourth in line: its grant after four turns of at least 40 + 2 ms.
+        assert_eq!(pace.next_with_turns(3, plain, since, now), ms(153));
         // A last turn of 62 ms counts for a quarter of its 20 ms beyond those (at most two
-        // periods: 10), in the turns before the waiter's own only.
+        // periods: 10), behind the first in line only.
         let slow = turns(40, Some(62), 2);
         assert_eq!(pace.next_with_turns(0, slow, since, now), ms(33));
         assert_eq!(
             pace.next_with_turns(3, slow, since, now),
-            ms(159) + ms(3) * 5 / 2
+            ms(153) + ms(4) * 5 / 2
         );
         // A turn shorter than the hold (clocks apart) counts for nothing.
         let skewed = turns(40, Some(30), 2);
-        assert_eq!(pace.next_with_turns(3, skewed, since, now), ms(159));
+        assert_eq!(pace.next_with_turns(3, skewed, since, now), ms(153));
         // A slow round trip counts for a period at most.
         let slow_trip = turns(40, None, 50);
         assert_eq!(
