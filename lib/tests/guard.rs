@@ -1,14 +1,11 @@
 //! The lock guard: it extends in the background, reports loss, releases on drop and on release,
 //! replaces the payload; and `with_lock` always releases.
 
-use ddb_lock::{
-    AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, LockWatch,
-    ReleaseOutcome,
-};
-use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock::{AcquireOptions, Error, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb_at, endpoint, hold, lock_client, quickly_retrying_dynamodb, raw_item, stored,
-    string_attr, unique, AdjustableClock, OffsetClock,
+    builder, client_through, dynamodb_at, endpoint, guard_options, hold, lock_client, lost_now,
+    raw_item, stored, string_attr, unique, AdjustableClock, OffsetClock,
 };
 use std::time::Duration;
 use tokio::time::timeout;
@@ -16,19 +13,12 @@ use tokio::time::timeout;
 /// Upper bound on any wait in these tests, so that a bug fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-fn opts(owner: &str, lease_ms: u64, heartbeat_ms: u64) -> AcquireOptions {
-    AcquireOptions::new()
-        .owner(owner)
-        .lease(Duration::from_millis(lease_ms))
-        .heartbeat(Duration::from_millis(heartbeat_ms))
-}
-
 #[tokio::test]
 async fn a_guard_keeps_its_lock_past_the_first_lease() {
     let client = lock_client().await;
     let resource = unique("guard-extends");
     let guard = client
-        .lock(&resource, &opts("alice", 600, 100))
+        .lock(&resource, &guard_options("alice", 600, 100))
         .await
         .unwrap();
     let first_expiry = guard.lock().unwrap().expires_at();
@@ -56,7 +46,7 @@ async fn a_guard_reports_loss_when_its_lock_is_force_released() {
     let client = lock_client().await;
     let resource = unique("guard-force-released");
     let guard = client
-        .lock(&resource, &opts("alice", 5000, 50))
+        .lock(&resource, &guard_options("alice", 5000, 50))
         .await
         .unwrap();
 
@@ -85,7 +75,7 @@ async fn a_guard_reports_the_new_holder_when_its_lock_is_taken_over() {
     let client = lock_client().await;
     let resource = unique("guard-taken-over");
     let guard = client
-        .lock(&resource, &opts("alice", 8000, 2000))
+        .lock(&resource, &guard_options("alice", 8000, 2000))
         .await
         .unwrap();
 
@@ -112,7 +102,7 @@ async fn a_guard_cut_off_from_dynamodb_is_lost_when_its_lease_runs_out() {
     let proxy = Proxy::start(&endpoint()).await;
     let cut_off = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
     let guard = cut_off
-        .lock(&resource, &opts("alice", 1500, 200))
+        .lock(&resource, &guard_options("alice", 1500, 200))
         .await
         .unwrap();
     let valid_until = guard.lock().unwrap().valid_until();
@@ -138,7 +128,7 @@ async fn dropping_a_guard_releases_its_lock() {
     let client = lock_client().await;
     let resource = unique("guard-dropped");
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
 
@@ -161,7 +151,7 @@ async fn flush_returns_once_a_dropped_guards_release_is_answered() {
     let client = lock_client().await;
     let resource = unique("guard-flushed");
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
 
@@ -181,7 +171,7 @@ async fn the_holder_replaces_and_removes_the_lock_data() {
     let guard = client
         .lock(
             &resource,
-            &opts("alice", 60_000, 20_000).data(b"step 1".to_vec()),
+            &guard_options("alice", 60_000, 20_000).data(b"step 1".to_vec()),
         )
         .await
         .unwrap();
@@ -251,7 +241,7 @@ async fn with_lock_releases_after_ok_after_an_error_and_after_a_panic() {
     let value = client
         .with_lock(
             &resource,
-            &opts("alice", 60_000, 20_000),
+            &guard_options("alice", 60_000, 20_000),
             |watch| async move {
                 assert!(watch.is_held());
                 Ok::<_, Error>(7)
@@ -273,9 +263,11 @@ async fn with_lock_releases_after_ok_after_an_error_and_after_a_panic() {
         }
     }
     let failed = client
-        .with_lock(&resource, &opts("alice", 60_000, 20_000), |_| async {
-            Err::<(), _>(WorkError::Failed)
-        })
+        .with_lock(
+            &resource,
+            &guard_options("alice", 60_000, 20_000),
+            |_| async { Err::<(), _>(WorkError::Failed) },
+        )
         .await;
     assert!(matches!(failed, Err(WorkError::Failed)), "{failed:?}");
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
@@ -286,7 +278,7 @@ async fn with_lock_releases_after_ok_after_an_error_and_after_a_panic() {
         panicking
             .with_lock(
                 &panicked_resource,
-                &opts("alice", 60_000, 20_000),
+                &guard_options("alice", 60_000, 20_000),
                 |_| async {
                     panic!("the work panics");
                     #[allow(unreachable_code)]
@@ -315,11 +307,15 @@ async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
 
     let result = timeout(
         PATIENCE,
-        client.with_lock(&resource, &opts("alice", 5000, 50), |_| async move {
-            started_tx.send(()).unwrap();
-            std::future::pending::<()>().await;
-            Ok::<_, Error>(())
-        }),
+        client.with_lock(
+            &resource,
+            &guard_options("alice", 5000, 50),
+            |_| async move {
+                started_tx.send(()).unwrap();
+                std::future::pending::<()>().await;
+                Ok::<_, Error>(())
+            },
+        ),
     )
     .await
     .expect("the work was stopped");
@@ -331,26 +327,6 @@ async fn with_lock_stops_the_work_and_says_so_when_the_lock_is_lost() {
     );
 }
 
-/// What `watch.lost()` answers right now, without waiting: `None` if it would wait.
-async fn lost_now(watch: &LockWatch) -> Option<LockLost> {
-    tokio::select! {
-        biased;
-        lost = watch.lost() => Some(lost),
-        () = std::future::ready(()) => None,
-    }
-}
-
-/// A client of the shared table through `proxy`, whose requests the SDK retries quickly.
-fn client_through(proxy: &Proxy, clock: Option<std::sync::Arc<AdjustableClock>>) -> LockClient {
-    let builder = builder(quickly_retrying_dynamodb(&proxy.endpoint()));
-    match clock {
-        Some(clock) => builder.clock(clock),
-        None => builder,
-    }
-    .build()
-    .unwrap()
-}
-
 #[tokio::test]
 async fn a_released_or_dropped_guard_tells_every_watch_at_once() {
     lock_client().await;
@@ -360,7 +336,7 @@ async fn a_released_or_dropped_guard_tells_every_watch_at_once() {
 
     // release(): lost while its DeleteItem is still unanswered.
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
     let watch = guard.watch();
@@ -378,7 +354,7 @@ async fn a_released_or_dropped_guard_tells_every_watch_at_once() {
 
     // Drop.
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
     let watch = guard.watch();
@@ -392,10 +368,14 @@ async fn a_released_or_dropped_guard_tells_every_watch_at_once() {
     // with_lock's own release.
     let (sender, receiver) = tokio::sync::oneshot::channel();
     client
-        .with_lock(&resource, &opts("alice", 60_000, 20_000), |watch| {
-            sender.send(watch.clone()).unwrap();
-            async move { Ok::<_, Error>(()) }
-        })
+        .with_lock(
+            &resource,
+            &guard_options("alice", 60_000, 20_000),
+            |watch| {
+                sender.send(watch.clone()).unwrap();
+                async move { Ok::<_, Error>(()) }
+            },
+        )
         .await
         .unwrap();
     let watch = receiver.await.unwrap();
@@ -413,7 +393,7 @@ async fn a_release_cancelled_at_its_await_still_releases() {
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_through(&proxy, None);
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
 
@@ -431,7 +411,7 @@ async fn a_release_cancelled_at_its_await_still_releases() {
     // Cancelled after its DeleteItem was applied: the second DeleteItem that covers it finds
     // nothing and touches nobody else's lock.
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
     let mut answer = proxy.withhold_next_answer("DeleteItem");
@@ -499,7 +479,7 @@ async fn a_data_replacement_unanswered_within_the_lease_loses_the_guard() {
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_through(&proxy, None);
     let guard = client
-        .lock(&resource, &opts("alice", 1500, 1000))
+        .lock(&resource, &guard_options("alice", 1500, 1000))
         .await
         .unwrap();
 
@@ -547,7 +527,10 @@ async fn a_guard_extends_a_lock_handed_back_with_little_lease_left_at_once() {
     let client = client_through(&proxy, None);
 
     let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000).idempotent(true))
+        .lock(
+            &resource,
+            &guard_options("alice", 60_000, 20_000).idempotent(true),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -567,195 +550,4 @@ async fn a_guard_extends_a_lock_handed_back_with_little_lease_left_at_once() {
     };
     assert!(holder.expires_at > alices.expires_at() + chrono::TimeDelta::seconds(30));
     guard.release().await.unwrap();
-}
-
-/// Every way a client ends one of its own holds, other than through the guard itself: each must
-/// turn the guard lost before its request is sent, as the guard's own release does.
-#[tokio::test]
-async fn a_guard_is_lost_as_soon_as_its_own_client_releases_its_lock() {
-    let client = lock_client().await;
-    for how in ["release", "release_owned", "force_release", "release_all"] {
-        let resource = unique(&format!("guard-ended-by-{how}"));
-        // A long heartbeat: only the client's own bookkeeping can tell the guard in time.
-        let guard = client
-            .lock(&resource, &opts("alice", 60_000, 20_000))
-            .await
-            .unwrap();
-        match how {
-            "release" => drop(client.release(guard.lock().unwrap()).await.unwrap()),
-            "release_owned" => drop(client.release_owned(&resource, "alice").await.unwrap()),
-            "force_release" => drop(client.force_release(&resource).await.unwrap()),
-            _ => drop(client.release_all().await),
-        }
-        assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
-        assert!(
-            !guard.is_held(),
-            "{how}: the guard says held for a free lock"
-        );
-        assert!(guard.lock().is_none(), "{how}");
-        assert_eq!(
-            lost_now(&guard.watch()).await,
-            Some(LockLost::Released),
-            "{how}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn guards_of_one_idempotent_acquisition_are_all_lost_when_one_releases() {
-    let client = lock_client().await;
-    let resource = unique("guard-idempotent-twice");
-    let twice = opts("alice", 60_000, 20_000).idempotent(true);
-    let first = client.lock(&resource, &twice).await.unwrap();
-    let second = client.lock(&resource, &twice).await.unwrap();
-    let third = client.lock(&resource, &twice).await.unwrap();
-    assert_eq!(
-        first.lock().unwrap().lock_id(),
-        second.lock().unwrap().lock_id(),
-        "one acquisition, handed back"
-    );
-
-    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
-    assert!(
-        !second.is_held(),
-        "a guard of the released acquisition says held"
-    );
-    assert_eq!(lost_now(&second.watch()).await, Some(LockLost::Released));
-    drop(second);
-
-    // release_all stops every guard of an acquisition, not only the last one made.
-    let fourth = client.lock(&resource, &twice).await.unwrap();
-    let fifth = client.lock(&resource, &twice).await.unwrap();
-    assert!(
-        third.lock().is_none(),
-        "the third guard was lost with the first acquisition"
-    );
-    client.release_all().await;
-    assert!(
-        !fourth.is_held() && !fifth.is_held(),
-        "release_all left a guard saying held"
-    );
-}
-
-#[tokio::test]
-async fn a_guard_is_lost_as_soon_as_an_extension_through_its_client_finds_the_lock_taken() {
-    let client = lock_client().await;
-    let other = lock_client().await;
-    let resource = unique("guard-extension-elsewhere");
-    let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
-        .await
-        .unwrap();
-    let lock = guard.lock().unwrap();
-    other.force_release(&resource).await.unwrap();
-    let bobs = hold(&other, &resource, "bob", Duration::from_secs(60)).await;
-
-    let outcome = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
-    assert!(
-        matches!(outcome, ExtendOutcome::NotOwner { .. }),
-        "{outcome:?}"
-    );
-    assert!(!guard.is_held(), "the guard says held for bob's lock");
-    assert!(matches!(
-        lost_now(&guard.watch()).await,
-        Some(LockLost::TakenOver { holder }) if holder.owner == "bob"
-    ));
-    other.release(&bobs).await.unwrap();
-}
-
-#[tokio::test]
-async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way() {
-    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-releasing").await;
-
-    // The dropped guard's release is on its way but has not reached DynamoDB.
-    let mut release = proxy.delay_next_request("DeleteItem");
-    drop(first);
-    let second = client.try_lock(&resource, &again).await.unwrap();
-    release.captured().await;
-    assert!(release.deliver().await, "the release reached DynamoDB");
-    client.flush().await;
-    not_handed_back(&client, &resource, &again, second).await;
-}
-
-/// Alice's guard on a new resource, through a proxy, and the idempotent options that took it.
-async fn alice_holds(
-    name: &str,
-) -> (
-    String,
-    Proxy,
-    LockClient,
-    AcquireOptions,
-    ddb_lock::LockGuard,
-) {
-    lock_client().await;
-    let resource = unique(name);
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let again = opts("alice", 60_000, 20_000).idempotent(true);
-    let first = client.lock(&resource, &again).await.unwrap();
-    (resource, proxy, client, again, first)
-}
-
-/// After its release: the lock is free, `second` (an idempotent try of the same owner made
-/// meanwhile) was not handed it back, and the next try takes it.
-async fn not_handed_back(
-    client: &LockClient,
-    resource: &str,
-    again: &AcquireOptions,
-    second: Option<ddb_lock::LockGuard>,
-) {
-    assert_eq!(client.status(resource).await.unwrap(), LockStatus::Free);
-    assert!(
-        second.as_ref().is_none_or(|guard| !guard.is_held()),
-        "a guard says held for a released lock"
-    );
-    assert!(second.is_none(), "handed back a released lock");
-    let third = client.try_lock(resource, again).await.unwrap();
-    assert!(third.is_some(), "free, and taken by the next try");
-}
-
-/// The refusal that shows the owner's lock can be decided before this client's release of that
-/// lock is applied, and read after the release was answered: the lock it shows is gone by then,
-/// and must not be handed back (it was, with a guard saying held for a deleted item, when the
-/// release's answer had cleared the mark that a release was under way).
-#[tokio::test]
-async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_released_lock() {
-    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-released").await;
-
-    let mut refusal = proxy.withhold_next_answer("PutItem");
-    let second = {
-        let (client, resource, again) = (client.clone(), resource.clone(), again.clone());
-        tokio::spawn(async move { client.try_lock(&resource, &again).await })
-    };
-    refusal.applied().await; // refused by the first lock, still there
-    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
-    refusal.deliver();
-    let second = second.await.unwrap().unwrap();
-    not_handed_back(&client, &resource, &again, second).await;
-}
-
-/// A guard's release that DynamoDB fails (every attempt of the SDK throttled) returns the error,
-/// and the guard, consumed, sends the release again from the background, which `flush` waits
-/// for: the lock does not stay held for its lease (it did, with nobody left to release it).
-#[tokio::test]
-async fn a_guard_release_that_dynamodb_fails_is_sent_again_in_the_background() {
-    lock_client().await;
-    let resource = unique("guard-release-failed");
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let guard = client
-        .lock(&resource, &opts("alice", 60_000, 20_000))
-        .await
-        .unwrap();
-
-    proxy.set_faults(Faults {
-        throttle_every: 1,
-        ..Faults::default()
-    });
-    let failed = guard.release().await;
-    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
-    proxy.set_faults(Faults::default());
-    client.flush().await;
-    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }

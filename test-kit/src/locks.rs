@@ -1,8 +1,11 @@
 //! Lock clients of the shared table ([`TABLE`]), unique resource names, and taking a free lock.
 
+use crate::clocks::AdjustableClock;
 use crate::endpoint::{dynamodb, quickly_retrying_dynamodb};
+use crate::proxy::Proxy;
 use crate::tables::{ensure_table, TableKind, TABLE};
-use ddb_lock::{AcquireOptions, Lock, LockClient, LockClientBuilder};
+use ddb_lock::{AcquireOptions, Lock, LockClient, LockClientBuilder, LockLost, LockWatch};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A builder for a client of the shared table; also shows the library's tracing output in the
@@ -24,6 +27,36 @@ pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
     builder(quickly_retrying_dynamodb(endpoint))
         .build()
         .expect("valid settings")
+}
+
+/// A lock client of the shared table through `proxy`, whose requests the SDK retries quickly,
+/// on `clock` if given.
+pub fn client_through(proxy: &Proxy, clock: Option<Arc<AdjustableClock>>) -> LockClient {
+    let builder = builder(quickly_retrying_dynamodb(&proxy.endpoint()));
+    match clock {
+        Some(clock) => builder.clock(clock),
+        None => builder,
+    }
+    .build()
+    .expect("valid settings")
+}
+
+/// Options of a guard's acquisition: `owner`, a lease of `lease_ms` and a heartbeat every
+/// `heartbeat_ms`.
+pub fn guard_options(owner: &str, lease_ms: u64, heartbeat_ms: u64) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_millis(lease_ms))
+        .heartbeat(Duration::from_millis(heartbeat_ms))
+}
+
+/// What `watch.lost()` answers right now, without waiting: `None` if it would wait.
+pub async fn lost_now(watch: &LockWatch) -> Option<LockLost> {
+    tokio::select! {
+        biased;
+        lost = watch.lost() => Some(lost),
+        () = std::future::ready(()) => None,
+    }
 }
 
 /// Takes the free lock on `resource` for `owner` with `lease`, failing the test if it is held.

@@ -1,0 +1,205 @@
+//! How a guard's hold ends other than by the guard itself, and what a release leaves behind: a
+//! client that ends one of its own holds (release, release by owner, force release, an extension
+//! that finds the lock taken) turns its guards lost before its request is sent; an idempotent
+//! acquisition is never handed back a lock whose release has started; a release that DynamoDB
+//! fails is sent again from the background.
+
+use ddb_lock::{
+    AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, ReleaseOutcome,
+};
+use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock_test_kit::{
+    client_through, endpoint, guard_options, hold, lock_client, lost_now, unique,
+};
+use std::time::Duration;
+
+/// Every way a client ends one of its own holds, other than through the guard itself: each must
+/// turn the guard lost before its request is sent, as the guard's own release does.
+#[tokio::test]
+async fn a_guard_is_lost_as_soon_as_its_own_client_releases_its_lock() {
+    let client = lock_client().await;
+    for how in ["release", "release_owned", "force_release", "release_all"] {
+        let resource = unique(&format!("guard-ended-by-{how}"));
+        // A long heartbeat: only the client's own bookkeeping can tell the guard in time.
+        let guard = client
+            .lock(&resource, &guard_options("alice", 60_000, 20_000))
+            .await
+            .unwrap();
+        match how {
+            "release" => drop(client.release(guard.lock().unwrap()).await.unwrap()),
+            "release_owned" => drop(client.release_owned(&resource, "alice").await.unwrap()),
+            "force_release" => drop(client.force_release(&resource).await.unwrap()),
+            _ => drop(client.release_all().await),
+        }
+        assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+        assert!(
+            !guard.is_held(),
+            "{how}: the guard says held for a free lock"
+        );
+        assert!(guard.lock().is_none(), "{how}");
+        assert_eq!(
+            lost_now(&guard.watch()).await,
+            Some(LockLost::Released),
+            "{how}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn guards_of_one_idempotent_acquisition_are_all_lost_when_one_releases() {
+    let client = lock_client().await;
+    let resource = unique("guard-idempotent-twice");
+    let twice = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &twice).await.unwrap();
+    let second = client.lock(&resource, &twice).await.unwrap();
+    let third = client.lock(&resource, &twice).await.unwrap();
+    assert_eq!(
+        first.lock().unwrap().lock_id(),
+        second.lock().unwrap().lock_id(),
+        "one acquisition, handed back"
+    );
+
+    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        !second.is_held(),
+        "a guard of the released acquisition says held"
+    );
+    assert_eq!(lost_now(&second.watch()).await, Some(LockLost::Released));
+    drop(second);
+
+    // release_all stops every guard of an acquisition, not only the last one made.
+    let fourth = client.lock(&resource, &twice).await.unwrap();
+    let fifth = client.lock(&resource, &twice).await.unwrap();
+    assert!(
+        third.lock().is_none(),
+        "the third guard was lost with the first acquisition"
+    );
+    client.release_all().await;
+    assert!(
+        !fourth.is_held() && !fifth.is_held(),
+        "release_all left a guard saying held"
+    );
+}
+
+#[tokio::test]
+async fn a_guard_is_lost_as_soon_as_an_extension_through_its_client_finds_the_lock_taken() {
+    let client = lock_client().await;
+    let other = lock_client().await;
+    let resource = unique("guard-extension-elsewhere");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let lock = guard.lock().unwrap();
+    other.force_release(&resource).await.unwrap();
+    let bobs = hold(&other, &resource, "bob", Duration::from_secs(60)).await;
+
+    let outcome = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(outcome, ExtendOutcome::NotOwner { .. }),
+        "{outcome:?}"
+    );
+    assert!(!guard.is_held(), "the guard says held for bob's lock");
+    assert!(matches!(
+        lost_now(&guard.watch()).await,
+        Some(LockLost::TakenOver { holder }) if holder.owner == "bob"
+    ));
+    other.release(&bobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idempotent_acquire_is_not_handed_a_lock_whose_release_is_under_way() {
+    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-releasing").await;
+
+    // The dropped guard's release is on its way but has not reached DynamoDB.
+    let mut release = proxy.delay_next_request("DeleteItem");
+    drop(first);
+    let second = client.try_lock(&resource, &again).await.unwrap();
+    release.captured().await;
+    assert!(release.deliver().await, "the release reached DynamoDB");
+    client.flush().await;
+    not_handed_back(&client, &resource, &again, second).await;
+}
+
+/// Alice's guard on a new resource, through a proxy, and the idempotent options that took it.
+async fn alice_holds(
+    name: &str,
+) -> (
+    String,
+    Proxy,
+    LockClient,
+    AcquireOptions,
+    ddb_lock::LockGuard,
+) {
+    lock_client().await;
+    let resource = unique(name);
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let again = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &again).await.unwrap();
+    (resource, proxy, client, again, first)
+}
+
+/// After its release: the lock is free, `second` (an idempotent try of the same owner made
+/// meanwhile) was not handed it back, and the next try takes it.
+async fn not_handed_back(
+    client: &LockClient,
+    resource: &str,
+    again: &AcquireOptions,
+    second: Option<ddb_lock::LockGuard>,
+) {
+    assert_eq!(client.status(resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        second.as_ref().is_none_or(|guard| !guard.is_held()),
+        "a guard says held for a released lock"
+    );
+    assert!(second.is_none(), "handed back a released lock");
+    let third = client.try_lock(resource, again).await.unwrap();
+    assert!(third.is_some(), "free, and taken by the next try");
+}
+
+/// The refusal that shows the owner's lock can be decided before this client's release of that
+/// lock is applied, and read after the release was answered: the lock it shows is gone by then,
+/// and must not be handed back (it was, with a guard saying held for a deleted item, when the
+/// release's answer had cleared the mark that a release was under way).
+#[tokio::test]
+async fn an_idempotent_acquire_answered_after_a_release_is_not_handed_the_released_lock() {
+    let (resource, proxy, client, again, first) = alice_holds("guard-idempotent-released").await;
+
+    let mut refusal = proxy.withhold_next_answer("PutItem");
+    let second = {
+        let (client, resource, again) = (client.clone(), resource.clone(), again.clone());
+        tokio::spawn(async move { client.try_lock(&resource, &again).await })
+    };
+    refusal.applied().await; // refused by the first lock, still there
+    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
+    refusal.deliver();
+    let second = second.await.unwrap().unwrap();
+    not_handed_back(&client, &resource, &again, second).await;
+}
+
+/// A guard's release that DynamoDB fails (every attempt of the SDK throttled) returns the error,
+/// and the guard, consumed, sends the release again from the background, which `flush` waits
+/// for: the lock does not stay held for its lease (it did, with nobody left to release it).
+#[tokio::test]
+async fn a_guard_release_that_dynamodb_fails_is_sent_again_in_the_background() {
+    lock_client().await;
+    let resource = unique("guard-release-failed");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    proxy.set_faults(Faults {
+        throttle_every: 1,
+        ..Faults::default()
+    });
+    let failed = guard.release().await;
+    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+    proxy.set_faults(Faults::default());
+    client.flush().await;
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
