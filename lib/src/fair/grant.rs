@@ -24,7 +24,7 @@ use crate::lock_table::LockTable;
 use crate::ops::fenced_acquire::{self, Cancellation, MAX_FENCE_TRIES};
 use crate::ops::inspect;
 use crate::record;
-use crate::time::after;
+use crate::time::{after, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
@@ -118,9 +118,7 @@ pub(crate) async fn send(
     let expires_at = after(now, to.waiter.lease, "lease")?;
     // The releasing holder's whole turn, from its grant to this one.
     let turn = match over {
-        Over::Released { .. } => {
-            record.and_then(|record| (now - record.holder.acquired_at).to_std().ok())
-        }
+        Over::Released { .. } => record.map(|record| span(record.holder.acquired_at, now)),
         Over::Lapsed => None,
     };
     let write = grant_write(table, &line, place, (now, expires_at), over, turn)?;
