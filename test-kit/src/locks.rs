@@ -24,15 +24,21 @@ pub async fn lock_client() -> LockClient {
 /// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
 /// and are retried quickly by the SDK ([`quickly_retrying_dynamodb`]).
 pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
-    builder(quickly_retrying_dynamodb(endpoint))
+    quickly_retrying_builder(endpoint)
         .build()
         .expect("valid settings")
+}
+
+/// A builder for a client of the shared table whose requests go to `endpoint` and are retried
+/// quickly by the SDK ([`quickly_retrying_dynamodb`]).
+fn quickly_retrying_builder(endpoint: &str) -> LockClientBuilder {
+    builder(quickly_retrying_dynamodb(endpoint))
 }
 
 /// A lock client of the shared table through `proxy`, whose requests the SDK retries quickly,
 /// on `clock` if given.
 pub fn client_through(proxy: &Proxy, clock: Option<Arc<AdjustableClock>>) -> LockClient {
-    let builder = builder(quickly_retrying_dynamodb(&proxy.endpoint()));
+    let builder = quickly_retrying_builder(&proxy.endpoint());
     match clock {
         Some(clock) => builder.clock(clock),
         None => builder,
