@@ -103,15 +103,20 @@ pub const RELEASED_BY: &str = "ReleasedBy";
 /// acquisition removes both.
 pub const RELEASED_AT: &str = "ReleasedAt";
 
-/// How long the last holder of a fair lock held it, in milliseconds, as the hand-over that
-/// ended its hold writes it (that holder's monotonic clock, from when it learned it holds the
-/// lock): the waiters time their reads by it.
+/// How long the holders of a fair lock hold it, in milliseconds: the smoothed mean of their holds
+/// (each measured by its holder's monotonic clock, from when it learned it holds the lock to its
+/// release), as the hand-overs write it. The waiters time their reads by it.
 pub const HOLD_MS: &str = "HoldMs";
 
-/// How long the last holder of a fair lock had it, in milliseconds, from its grant's
-/// `AcquiredAt` to the grant that ended its turn (both by the granters' wall clocks): its hold
-/// and the hand-overs' delays. The waiters time their reads by it too.
+/// How long a turn of a fair lock takes, in milliseconds: the smoothed mean of whole turns, from
+/// a holder's grant (its `AcquiredAt`) to the grant that ended its turn (both by the granters'
+/// wall clocks): its hold and the hand-overs' delays. The waiters further back time their reads
+/// by it.
 pub const TURN_MS: &str = "TurnMs";
+
+/// How much the turns of a fair lock vary, in milliseconds: the smoothed mean deviation of the
+/// turns from `TurnMs`, as the hand-overs write it. The waiters read earlier by it.
+pub const TURN_DEV_MS: &str = "TurnDevMs";
 
 /// An item map as the SDK wants it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -134,7 +139,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 19] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 20] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -154,4 +159,5 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 19] = [
     ("#released_at", RELEASED_AT),
     ("#hold_ms", HOLD_MS),
     ("#turn_ms", TURN_MS),
+    ("#turn_dev_ms", TURN_DEV_MS),
 ];

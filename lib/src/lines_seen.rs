@@ -14,9 +14,10 @@
 //!   if waiters stood behind it, its release hands over at once, from that item. A stale item
 //!   costs what the other order costs: the grant's condition pins the line it was computed from,
 //!   and a refusal's `ALL_OLD` computes it again.
-//! - A hand-over writes how long its holder held the lock (`HoldMs`), counted from when this
-//!   client learned it holds it, and its whole turn (`TurnMs`, from its `AcquiredAt`), so that
-//!   the waiters can time their reads ([`pace`](crate::fair::pace)).
+//! - A hand-over folds how long its holder held the lock, counted from when this client learned
+//!   it holds it, and its whole turn, from its `AcquiredAt`, into the line's figures in the item
+//!   ([`timing`](crate::fair::timing)), so that the waiters can time their reads
+//!   ([`pace`](crate::fair::pace)).
 //!
 //! It is a hint, never a decision: every acquisition and release is still one of the conditional
 //! writes, so the memory may forget (it starts over when full) or be stale without harm.

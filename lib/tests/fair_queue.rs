@@ -512,14 +512,17 @@ async fn a_holder_granted_from_a_line_hands_over_in_one_request() {
 
     let (owner, next, client) = granted.recv().await.unwrap();
     assert_eq!(owner, "last");
-    // The hand-over says how long its holder held the lock and how long its whole turn took,
-    // from its grant (which the hold follows), for the waiters' reads.
+    // The hand-overs say how long holds and whole turns take (from a grant, which the hold
+    // follows), smoothed over the two hand-overs, and how much the turns vary, for the waiters'
+    // reads.
     let handed = raw_item(&resource).await.expect("held by the last");
     let millis = |name: &str| match handed.get(name) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse::<u64>().expect("a number"),
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse::<f64>().expect("a number"),
         other => panic!("{name} is {other:?} in {handed:?}"),
     };
     assert!(millis("TurnMs") >= millis("HoldMs"), "{handed:?}");
+    assert!(millis("HoldMs") > 0.0, "{handed:?}");
+    assert!(millis("TurnDevMs") > 0.0, "{handed:?}");
     client.release(&next).await.unwrap();
     last.await.unwrap().unwrap();
     assert_eq!(raw_item(&resource).await, None);

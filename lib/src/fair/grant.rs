@@ -15,6 +15,7 @@
 //! alone and sent again one above the fence's token, so that token order is grant order.
 
 use super::line::{self, Entry};
+use super::timing::LineTiming;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fencing::FencingToken;
@@ -48,7 +49,7 @@ const MAX_GRANT_TRIES: usize = 8;
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Over<'a> {
     /// The holder of acquisition `lock_id`, by `owner`, releasing it after holding it `held_for`
-    /// (if known: written as `HoldMs`).
+    /// (if known: folded into the line's figures, see [`timing`](super::timing)).
     Released {
         lock_id: LockId,
         owner: &'a str,
@@ -116,12 +117,21 @@ pub(crate) async fn send(
         return Ok(Grant::NoWaiter);
     };
     let expires_at = after(now, to.waiter.lease, "lease")?;
-    // The releasing holder's whole turn, from its grant to this one.
-    let turn = match over {
-        Over::Released { .. } => record.map(|record| span(record.holder.acquired_at, now)),
-        Over::Lapsed => None,
+    // The line's figures, with the releasing holder's hold and whole turn (its grant to this).
+    let timing = match (over, &record) {
+        (
+            Over::Released {
+                held_for: Some(held_for),
+                ..
+            },
+            Some(record),
+        ) => {
+            let turn = span(record.holder.acquired_at, now);
+            Some(LineTiming::after(LineTiming::of(item), held_for, turn))
+        }
+        _ => None,
     };
-    let write = grant_write(table, &line, place, (now, expires_at), over, turn)?;
+    let write = grant_write(table, &line, place, (now, expires_at), over, timing)?;
     let granted = |fencing_token| Grant::Granted {
         to: to.lock_id,
         acquired_at: now,
@@ -165,7 +175,7 @@ fn grant_write(
     place: usize,
     (now, expires_at): (DateTime<Utc>, DateTime<Utc>),
     over: Over<'_>,
-    turn: Option<Duration>,
+    timing: Option<LineTiming>,
 ) -> Result<GrantWrite, Error> {
     let to = &line[place];
     let mut values = Item::from([
@@ -192,23 +202,14 @@ fn grant_write(
         set.push("#ttl = :ttl");
         values.insert(":ttl".to_owned(), AttributeValue::N(at.to_string()));
     }
+    if let Some(timing) = timing {
+        timing.write(&mut set, &mut values);
+    }
     let mut remove: Vec<String> = (0..=place).map(|i| format!("#e{i}")).collect();
     let mut clauses = vec![match over {
-        Over::Released {
-            lock_id,
-            owner,
-            held_for,
-        } => {
+        Over::Released { lock_id, owner, .. } => {
             values.insert(":holder".to_owned(), s(lock_id.to_string()));
             values.insert(":holder_owner".to_owned(), s(owner));
-            if let Some(held_for) = held_for {
-                set.push("#hold_ms = :hold_ms");
-                values.insert(":hold_ms".to_owned(), item::millis(held_for));
-            }
-            if let Some(turn) = turn {
-                set.push("#turn_ms = :turn_ms");
-                values.insert(":turn_ms".to_owned(), item::millis(turn));
-            }
             RELEASED.to_owned()
         }
         Over::Lapsed => LAPSED.to_owned(),

@@ -19,6 +19,7 @@
 pub(crate) mod grant;
 pub(crate) mod line;
 pub(crate) mod pace;
+pub(crate) mod timing;
 pub(crate) mod wait;
 
 use chrono::{DateTime, Utc};

@@ -6,10 +6,10 @@
 //! reads every period, so a lock handed to it waits at most a period and a read; the waiters
 //! behind it, who cannot be granted before it, read less often the further back they are.
 //!
-//! Where the item says how long the last holder held the lock (`HoldMs`, written by the hand-over
-//! that ended its hold, see [`lines_seen`](crate::lines_seen)), reads before the grant can come
-//! are spared: the waiter at place `p` is granted once the current holder's turn and the turns of
-//! the `p` waiters before it are over, counted from when the current holder's hold began
+//! Where the item says how long holds and turns take (the line's figures, smoothed means that
+//! each hand-over writes, see [`timing`](super::timing)), reads before the grant can come are
+//! spared: the waiter at place `p` is granted once the current holder's turn and the turns of the
+//! `p` waiters before it are over, counted from when the current holder's turn began
 //! ([`holder_start`]: its `AcquiredAt` by the waiter's clock, kept within the looks that saw the
 //! holder change, so no later than it can have been). It reads when its grant is likely there
 //! ([`Turns`]), and after that the first in line every half period (its grant is due), the others
@@ -18,8 +18,10 @@
 //! An earlier schedule estimated each turn's length from how fast the line had moved and slept
 //! until the waiter's turn was due. It was not stable: a turn measured over a slow stretch of the
 //! line made the next waiters sleep through their grants, which slowed the line further (a
-//! benchmark run saw the hand-off gap's p99 go from 11 to 207 ms).
+//! benchmark run saw the hand-off gap's p99 go from 11 to 207 ms). Here a turn counts for no more
+//! than a turn of a mean hold takes at the most, and one slow turn moves the mean by a quarter.
 
+use super::timing::LineTiming;
 use crate::wait::backoff::BackoffBounds;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -51,15 +53,12 @@ impl Pace {
     }
 
     /// The delay before the next read, after a read at `now` found the waiter at `place`, with
-    /// the current holder holding since `holder_since` (see [`holder_start`]) and the last
-    /// hand-over's figures `turns` (see [`Turns`]).
+    /// the current holder holding since `holder_since` (see [`holder_start`]) and the line's
+    /// figures `turns` (see [`Turns`]).
     ///
-    /// The first in line reads when the current holder's turn, which ends in its grant, has
-    /// taken what it takes at the most ([`Turns::last`]): the grant is then likely there, and
-    /// has not waited long. A waiter further back reads when its own grant would come if every
-    /// turn until it took what it likely takes at the least ([`Turns::before`]): it then finds
-    /// itself first in line, or granted if the turns were that quick; aiming at the most there
-    /// too, a sum of turns that varies more, it read after its grant more often, and late.
+    /// The waiter at place `n` reads when its grant is likely there: after the current holder's
+    /// turn and `n` turns more ([`Turns::due`]). Then the first in line reads every half period
+    /// (its grant is due), the others by their place.
     pub(crate) fn next_with_turns(
         &self,
         place: usize,
@@ -67,14 +66,7 @@ impl Pace {
         holder_since: Instant,
         now: Instant,
     ) -> Duration {
-        let until_granted = match place {
-            0 => turns.last(self),
-            _ => {
-                let turns_until = u32::try_from(place).unwrap_or(u32::MAX).saturating_add(1);
-                turns.before(self).saturating_mul(turns_until)
-            }
-        };
-        let due = (holder_since + until_granted).saturating_duration_since(now);
+        let due = (holder_since + turns.due(self, place)).saturating_duration_since(now);
         let after_due = match place {
             // The first in line, its grant due: every half period.
             0 => self.period / 2,
@@ -84,24 +76,20 @@ impl Pace {
     }
 }
 
-/// What a waiter knows of how long a turn of the lock takes: the last holder's hold (`HoldMs`,
-/// the application's own, measured by that holder from when it learned it holds the lock to its
-/// release), its whole turn (`TurnMs`, from its grant to the next, by the granters' clocks: its
-/// hold and the hand-overs' delays), and this waiter's own round trip to the table.
+/// What a waiter knows of how long a turn of the lock takes: the line's figures ([`LineTiming`]:
+/// the holds' mean and deviation, the whole turns' mean) and this waiter's own round trip to the
+/// table.
 ///
 /// A turn is a hold and a hand-over: the grant's trip to the table, then the new holder's
 /// discovery of it, a read sent after the grant, a round trip. The hand-over depends on the
-/// waiters' own reads, which is why a schedule taken from whole turns fed on its own delays (a
-/// waiter reading late made the turn longer, and the next waiters read later). Here a whole
-/// turn only moves the reads of the waiters behind the first, and only by a quarter of what it
-/// took beyond the hold and a round trip; the first in line awaits its grant by the hold, the
-/// round trip and a period, none of which the waiters' delays lengthen.
+/// waiters' own reads, which is why a schedule taken from whole turns alone can feed on its own
+/// delays (a waiter reading late makes the turn longer, and the next waiters read later): a
+/// turn counts here for no more than a turn of a mean hold takes at the most, and the current
+/// holder's turn by the holds alone.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Turns {
-    /// The last holder's hold.
-    pub(crate) hold: Duration,
-    /// The last holder's whole turn, if the hand-over wrote it.
-    pub(crate) turn: Option<Duration>,
+    /// The line's figures, as the last hand-over wrote them.
+    pub(crate) timing: LineTiming,
     /// This waiter's last request's round trip.
     pub(crate) round_trip: Duration,
 }
@@ -112,23 +100,31 @@ impl Turns {
         self.round_trip.min(pace.period)
     }
 
-    /// A turn at the least it likely takes: the hold and a round trip, and a quarter of what the
-    /// last whole turn took beyond them (at most two periods).
-    fn before(&self, pace: &Pace) -> Duration {
-        let least = self.hold + self.round_trip(pace);
-        let beyond = self
-            .turn
-            .map_or(Duration::ZERO, |turn| turn.saturating_sub(least))
-            .min(pace.period * 2);
-        least + beyond / 4
+    /// A turn of a mean hold at the most it takes: the hold, the grant's trip and the read's
+    /// round trip, and a period for when the holder's read found its grant (up to half a period
+    /// after it) and the scheduler's delays.
+    fn of_a_mean_hold(&self, pace: &Pace) -> Duration {
+        let round_trip = self.round_trip(pace);
+        self.timing.hold + pace.period + round_trip + round_trip / 2
     }
 
-    /// The current holder's turn, ending in the waiter's own grant, at the most: the hold, the
-    /// grant's trip and the read's round trip, and a period for when the holder's read found
-    /// its grant (up to half a period after it) and the scheduler's delays.
-    fn last(&self, pace: &Pace) -> Duration {
-        let round_trip = self.round_trip(pace);
-        self.hold + pace.period + round_trip + round_trip / 2
+    /// When the grant to the waiter at `place` is likely there, from the current holder's
+    /// start: the current holder's turn of a mean hold and `place` turns of the turns' mean
+    /// (each at most a turn of a mean hold), less twice the turns' deviation for those `place +
+    /// 1` turns' spread (the square root of their number; half a period of it is allowed for
+    /// already): where turns vary, the waiters read earlier, and the first in line then reads
+    /// every half period.
+    fn due(&self, pace: &Pace, place: usize) -> Duration {
+        let most = self.of_a_mean_hold(pace);
+        let turn = self.timing.turn.min(most);
+        let places = u32::try_from(place).unwrap_or(u32::MAX);
+        let spread = self
+            .timing
+            .turn_dev
+            .saturating_mul(2)
+            .mul_f64(f64::from(places.saturating_add(1)).sqrt())
+            .saturating_sub(pace.period / 2);
+        (most + turn.saturating_mul(places)).saturating_sub(spread)
     }
 }
 
@@ -175,10 +171,13 @@ mod tests {
         assert_eq!(pace.next(usize::MAX), ms(500));
     }
 
-    fn turns(hold: u64, turn: Option<u64>, round_trip: u64) -> Turns {
+    fn turns(hold: u64, turn: u64, turn_dev: u64, round_trip: u64) -> Turns {
         Turns {
-            hold: ms(hold),
-            turn: turn.map(ms),
+            timing: LineTiming {
+                hold: ms(hold),
+                turn: ms(turn),
+                turn_dev: ms(turn_dev),
+            },
             round_trip: ms(round_trip),
         }
     }
@@ -190,23 +189,16 @@ mod tests {
         let since = now - ms(15);
         // Holds of 40 ms, round trips of 2: the holder's turn takes at most 40 + 5 + 2 + 1 ms,
         // ending 33 ms from now, when the first in line reads.
-        let plain = turns(40, None, 2);
-        assert_eq!(pace.next_with_turns(0, plain, since, now), ms(33));
-        // The fourth in line: its grant after four turns of at least 40 + 2 ms.
-        assert_eq!(pace.next_with_turns(3, plain, since, now), ms(153));
-        // A last turn of 62 ms counts for a quarter of its 20 ms beyond those (at most two
-        // periods: 10), behind the first in line only.
-        let slow = turns(40, Some(62), 2);
+        let steady = turns(40, 44, 0, 2);
+        assert_eq!(pace.next_with_turns(0, steady, since, now), ms(33));
+        // The fourth in line: its grant after that turn and three of 44 ms.
+        assert_eq!(pace.next_with_turns(3, steady, since, now), ms(33 + 3 * 44));
+        // A turn's mean counts for no more than a turn of a mean hold at the most (48 ms).
+        let slow = turns(40, 90, 0, 2);
         assert_eq!(pace.next_with_turns(0, slow, since, now), ms(33));
-        assert_eq!(
-            pace.next_with_turns(3, slow, since, now),
-            ms(153) + ms(4) * 5 / 2
-        );
-        // A turn shorter than the hold (clocks apart) counts for nothing.
-        let skewed = turns(40, Some(30), 2);
-        assert_eq!(pace.next_with_turns(3, skewed, since, now), ms(153));
+        assert_eq!(pace.next_with_turns(3, slow, since, now), ms(33 + 3 * 48));
         // A slow round trip counts for a period at most.
-        let slow_trip = turns(40, None, 50);
+        let slow_trip = turns(40, 44, 0, 50);
         assert_eq!(
             pace.next_with_turns(0, slow_trip, since, now),
             ms(40 + 5 + 5 - 15) + ms(5) / 2
@@ -214,15 +206,40 @@ mod tests {
     }
 
     #[test]
+    fn where_turns_vary_a_waiter_reads_earlier_by_twice_their_spread() {
+        let pace = pace();
+        let now = Instant::now();
+        let since = now - ms(15);
+        // A deviation of 4 ms: the first in line reads 2 x 4 ms early, less the half period the
+        // schedule allows for already.
+        let varying = turns(40, 44, 4, 2);
+        assert_eq!(
+            pace.next_with_turns(0, varying, since, now),
+            ms(33) - (ms(8) - ms(5) / 2)
+        );
+        // The fourth in line: four turns' spread, twice as wide as one turn's.
+        assert_eq!(
+            pace.next_with_turns(3, varying, since, now),
+            ms(33 + 3 * 44) - (ms(16) - ms(5) / 2)
+        );
+        // A deviation within the half period moves nothing.
+        let jitter = turns(40, 44, 1, 2);
+        assert_eq!(pace.next_with_turns(0, jitter, since, now), ms(33));
+    }
+
+    #[test]
     fn once_due_the_first_in_line_reads_every_half_period_the_others_by_their_place() {
         let pace = pace();
         let now = Instant::now();
         let since = now - ms(15);
-        let short = turns(1, Some(4), 1);
+        let short = turns(1, 4, 0, 1);
         assert_eq!(pace.next_with_turns(0, short, since, now), ms(5) / 2);
         assert_eq!(pace.next_with_turns(3, short, since, now), ms(20));
+        // Holds that vary more than they last: due at once.
+        let wild = turns(40, 44, 40, 2);
+        assert_eq!(pace.next_with_turns(0, wild, since, now), ms(5) / 2);
         // Never longer than the backoff's maximum.
-        let long = turns(40, Some(60), 2);
+        let long = turns(40, 60, 0, 2);
         assert_eq!(pace.next_with_turns(30, long, since, now), ms(500));
     }
 

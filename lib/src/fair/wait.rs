@@ -13,10 +13,11 @@
 use super::grant::{self, Grant, Over};
 use super::line::{self, Joined, Left};
 use super::pace::{self, Pace, Turns};
+use super::timing::LineTiming;
 use super::QueuedWaiter;
 use crate::background::{looking_again, retrying};
 use crate::error::Error;
-use crate::item::{Item, HOLD_MS, TURN_MS};
+use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
@@ -27,7 +28,6 @@ use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
 use crate::wait::backoff::Backoff;
 use crate::wait::{log_acquired, Wait};
-use aws_sdk_dynamodb::types::AttributeValue;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -214,32 +214,20 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             };
         }
         last_sent = sent;
-        let delay = match millis_of(&item, HOLD_MS) {
-            Some(hold) => {
+        let delay = match LineTiming::of(&item) {
+            Some(timing) => {
                 let ago = holder
                     .as_ref()
                     .and_then(|holder| (table.now() - holder.acquired_at).to_std().ok());
                 let (earliest, latest) = granted_between.unwrap_or((None, sent));
                 let since = pace::holder_start(ago, earliest, latest, now);
-                let turns = Turns {
-                    hold,
-                    turn: millis_of(&item, TURN_MS),
-                    round_trip,
-                };
+                let turns = Turns { timing, round_trip };
                 pace.next_with_turns(place, turns, since, now)
             }
             None => pace.next(place),
         }
         .min(wait.deadline - now);
         tokio::time::sleep(delay).await;
-    }
-}
-
-/// A duration the last hand-over wrote (`HoldMs`, `TurnMs`), if it did.
-fn millis_of(item: &Item, name: &str) -> Option<std::time::Duration> {
-    match item.get(name) {
-        Some(AttributeValue::N(ms)) => ms.parse().ok().map(std::time::Duration::from_millis),
-        _ => None,
     }
 }
 
