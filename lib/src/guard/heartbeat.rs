@@ -1,0 +1,79 @@
+//! A guard's background task: extend the lock every heartbeat until it is released or lost.
+
+use super::state::{held, lose, settle, State};
+use crate::client::LockClient;
+use crate::outcome::LockLost;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// The guard's background task: extend every `heartbeat`, retry failures until the lease runs
+/// out, stop at the first loss.
+pub(super) async fn extend_until_lost(
+    client: LockClient,
+    state: Arc<watch::Sender<State>>,
+    extending: Arc<Mutex<()>>,
+    lease: Duration,
+    heartbeat: Duration,
+) {
+    // An extension is due when as much lease is left as a fresh lease has left after one
+    // heartbeat. Counting back from the lock's own lease end, rather than forward from when the
+    // guard (or the last extension's answer) started, matters for a lock handed back with little
+    // lease left (an idempotent acquire of a lock this owner already held): it is extended at
+    // once, not a whole heartbeat later, when it may have expired.
+    let margin = lease.saturating_sub(heartbeat);
+    let mut retry_at: Option<Instant> = None;
+    let mut last_error: Option<String> = None;
+    loop {
+        let Some(planned) = held(&state) else { return };
+        let valid_until = planned.valid_until_instant();
+        let due = retry_at
+            .unwrap_or_else(|| valid_until.checked_sub(margin).unwrap_or_else(Instant::now));
+        tokio::time::sleep_until(due).await;
+        // A replace_data in flight holds the turn at most until the lease runs out too.
+        let Ok(_turn) = tokio::time::timeout_at(valid_until, extending.lock()).await else {
+            break;
+        };
+        let Some(lock) = held(&state) else { return };
+        if lock.valid_until_instant() > valid_until {
+            // Extended meanwhile (replace_data): due again later.
+            retry_at = None;
+            continue;
+        }
+        if Instant::now() >= valid_until {
+            break;
+        }
+        let answer = tokio::time::timeout_at(valid_until, client.extend(&lock, lease)).await;
+        match answer {
+            Ok(Ok(outcome)) => match settle(&state, &outcome) {
+                Ok(()) => {
+                    last_error = None;
+                    retry_at = None;
+                }
+                Err(LockLost::LeaseRanOut { .. }) => break,
+                Err(_) => return,
+            },
+            Ok(Err(err)) if Instant::now() < valid_until => {
+                warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
+                last_error = Some(err.to_string());
+                retry_at = Some((Instant::now() + heartbeat / 4).min(valid_until));
+            }
+            Ok(Err(err)) => {
+                last_error = Some(err.to_string());
+                break;
+            }
+            Err(_elapsed) => break,
+        }
+    }
+    lose(&state, LockLost::LeaseRanOut { last_error });
+    // An extension may still land after its answer was given up on: release, so that the lock
+    // does not stay taken for a lease nobody is using.
+    let lock = match &*state.borrow() {
+        State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
+    };
+    if let Err(err) = client.release(&lock).await {
+        debug!(resource = lock.resource(), %err, "release after losing the lease failed");
+    }
+}

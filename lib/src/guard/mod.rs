@@ -1,0 +1,301 @@
+//! Holding a lock: a guard that extends it in the background, knows when it is lost, and releases
+//! it when dropped, plus a scoped helper that always releases.
+//!
+//! A guard counts its lease on this process's monotonic clock from just before each write that set
+//! it was sent. [`LockGuard::is_held`] is false as soon as that lease has run out without a
+//! successful extension, even if the background task never got to run (a blocked runtime, a
+//! paused process): the answer never depends on the task having noticed.
+//!
+//! What a guard knows, and how an extension's answer or a loss moves it, is in [`state`]; its
+//! background extension in [`heartbeat`]; the view handed to code that runs under the lock in
+//! [`lock_watch`]; [`LockClient::lock`], [`LockClient::try_lock`] and [`LockClient::with_lock`] in
+//! [`scoped`].
+
+mod heartbeat;
+mod lock_watch;
+mod scoped;
+mod state;
+
+pub use lock_watch::LockWatch;
+
+use crate::background::retrying;
+use crate::client::LockClient;
+use crate::error::{Error, InvalidInput};
+use crate::fencing::FencingToken;
+use crate::limits;
+use crate::lock::Lock;
+use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
+use heartbeat::extend_until_lost;
+use state::{held, lose, settle, why_lost, State};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Mutex};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+/// A held lock that extends itself in the background and is released when dropped.
+///
+/// Made by [`LockClient::lock`] and [`LockClient::try_lock`]. Every `heartbeat` (by default a
+/// third of the lease) a background task extends the lease; if an extension finds the lock gone
+/// or taken, or none succeeds before the lease runs out, the guard is lost for good:
+/// [`is_held`](Self::is_held) turns false and [`lost`](Self::lost) completes. Dropping the guard
+/// releases the lock from a spawned task (best effort, never blocking);
+/// [`release`](Self::release) releases it and tells what it found.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+/// use ddb_lock::AcquireOptions;
+/// use std::time::Duration;
+///
+/// let guard = client
+///     .lock("invoice/2026-0042", &AcquireOptions::new().lease(Duration::from_secs(10)))
+///     .await?;
+/// tokio::select! {
+///     lost = guard.lost() => eprintln!("stopped: {lost}"),
+///     () = tokio::time::sleep(Duration::from_secs(60)) => println!("a minute of work, held throughout"),
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockGuard {
+    client: LockClient,
+    lease: Duration,
+    state: Arc<watch::Sender<State>>,
+    /// Held by whichever extension of this guard is in flight (the heartbeat's or
+    /// [`replace_data`](Self::replace_data)'s), so that the guard never has two at once and its
+    /// answers settle in the order the requests were sent.
+    extending: Arc<Mutex<()>>,
+    watch: LockWatch,
+    heartbeat: JoinHandle<()>,
+    /// Set once [`release`](Self::release) has its answer: until then Drop releases (again).
+    released: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn start(
+        client: &LockClient,
+        lock: Lock,
+        lease: Duration,
+        heartbeat: Duration,
+    ) -> Self {
+        let lock_id = lock.lock_id();
+        let (sender, receiver) = watch::channel(State::Held(lock));
+        let state = Arc::new(sender);
+        let extending = Arc::new(Mutex::new(()));
+        let task = tokio::spawn(extend_until_lost(
+            client.clone(),
+            Arc::clone(&state),
+            Arc::clone(&extending),
+            lease,
+            heartbeat,
+        ));
+        // From here the client can stop the guard (a release of its lock through the client, by
+        // another guard of the same acquisition, or an extension that found it lost); if the
+        // client released the lock already (between the acquisition and now), the guard starts
+        // released.
+        let abort = task.abort_handle();
+        let stopped = Arc::downgrade(&state);
+        let stop = Arc::new(move |lost| {
+            if let Some(state) = stopped.upgrade() {
+                lose(&state, lost);
+            }
+            abort.abort();
+        });
+        if !client.table().holds.guarded(lock_id, stop) {
+            task.abort();
+            lose(&state, LockLost::Released);
+        }
+        LockGuard {
+            client: client.clone(),
+            lease,
+            state,
+            extending,
+            watch: LockWatch { state: receiver },
+            heartbeat: task,
+            released: false,
+        }
+    }
+
+    /// Whether the lock is held now; see [`LockWatch::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.watch.is_held()
+    }
+
+    /// Completes when the lock is lost; see [`LockWatch::lost`].
+    pub async fn lost(&self) -> LockLost {
+        self.watch.lost().await
+    }
+
+    /// A cloneable view of this guard's state, to hand to the code doing the work.
+    pub fn watch(&self) -> LockWatch {
+        self.watch.clone()
+    }
+
+    /// The lock as acquired or last extended, if not lost.
+    pub fn lock(&self) -> Option<Lock> {
+        self.watch.lock()
+    }
+
+    /// The acquisition's fencing token, if it was fenced.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.lock().and_then(|lock| lock.fencing_token())
+    }
+
+    /// Replaces the payload stored with the lock (`None` removes it), extending the lease in the
+    /// same write. A lost outcome makes the guard lost too.
+    ///
+    /// It waits for an extension of the heartbeat that is in flight, and gives up when the lease
+    /// runs out as the heartbeat does: then, or if the guard was lost already, the result is
+    /// [`Error::Lost`] and the guard is lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(guard: ddb_lock::LockGuard) -> Result<(), ddb_lock::Error> {
+    /// guard.replace_data(Some(br#"{"step":"2/3"}"#.to_vec())).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn replace_data(&self, data: Option<Vec<u8>>) -> Result<ExtendOutcome, Error> {
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let lost = |lock: &Lock| Error::Lost {
+            resource: lock.resource().to_owned(),
+            reason: Box::new(why_lost(&self.state)),
+        };
+        let valid_until = match &*self.state.borrow() {
+            State::Held(lock) => lock.valid_until_instant(),
+            State::Lost { lock, .. } => return Err(lost(lock)),
+        };
+        // The heartbeat holds the turn at most until the lease it extends runs out.
+        let turn = tokio::time::timeout_at(valid_until, self.extending.lock()).await;
+        let lock = self.last_lock();
+        let Ok(_turn) = turn else {
+            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+            return Err(lost(&lock));
+        };
+        if held(&self.state).is_none() {
+            return Err(lost(&lock));
+        }
+        let answer = tokio::time::timeout_at(
+            lock.valid_until_instant(),
+            self.client.extend_and_replace_data(&lock, self.lease, data),
+        )
+        .await;
+        if let Ok(answer) = answer {
+            let outcome = answer?;
+            match settle(&self.state, &outcome) {
+                Ok(()) => return Ok(outcome),
+                // Found gone, expired or taken: the outcome says so.
+                Err(_) if !matches!(outcome, ExtendOutcome::Extended(_)) => return Ok(outcome),
+                // Extended, but answered after the lease ran out.
+                Err(_) => {}
+            }
+        } else {
+            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+        }
+        // The guard is lost, but the extension may have landed (or may still land): release, so
+        // that the lock is not held for a lease nobody uses.
+        if let Err(err) = self.client.release(&lock).await {
+            debug!(resource = lock.resource(), %err, "release after an unanswered extension failed");
+        }
+        Err(lost(&lock))
+    }
+
+    /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
+    /// including [`ReleaseOutcome::NotFound`] or [`ReleaseOutcome::NotOwner`] if the lock had been
+    /// lost.
+    ///
+    /// From the moment it starts, every [`LockWatch`] of the guard says the lock is not held
+    /// ([`LockLost::Released`]). If this future is dropped before the DeleteItem is answered (a
+    /// `select!`, an outer timeout), or DynamoDB fails it ([`Error::Backend`], which is returned),
+    /// the guard's drop sends the release again from a spawned task, as for a dropped guard
+    /// ([`LockClient::flush`] waits for it); a second DeleteItem of the same acquisition can
+    /// delete nothing else.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+        self.heartbeat.abort();
+        lose(&self.state, LockLost::Released);
+        let lock = self.last_lock();
+        let outcome = self.client.release(&lock).await;
+        // Only now: a release cancelled at its await is covered by Drop, and so is one that
+        // DynamoDB failed: the guard, consumed, is the caller's only way to the lock, so Drop
+        // sends it again from the background rather than leave it held for its lease.
+        self.released = !matches!(outcome, Err(Error::Backend { .. }));
+        outcome
+    }
+
+    /// [`release`](Self::release), keeping the item with `data` as its payload for the next
+    /// holder (`None` removes it): see [`LockClient::release_and_replace_data`], which it calls,
+    /// and which needs a client built with
+    /// [`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release). On a client
+    /// that deletes items it fails with [`InvalidInput::DataNotKept`](crate::InvalidInput::DataNotKept),
+    /// and the guard, consumed, is dropped: its lock is released as a dropped guard's.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(guard: ddb_lock::LockGuard) -> Result<(), ddb_lock::Error> {
+    /// guard.release_and_replace_data(Some(b"resume at page 12".to_vec())).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_and_replace_data(
+        mut self,
+        data: Option<Vec<u8>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        if self.client.table().delete_on_release {
+            return Err(InvalidInput::DataNotKept.into());
+        }
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        self.heartbeat.abort();
+        lose(&self.state, LockLost::Released);
+        let lock = self.last_lock();
+        let outcome = self.client.release_and_replace_data(&lock, data).await;
+        // As for `release`: a release cancelled at its await, or failed by DynamoDB, is covered
+        // by Drop (without data).
+        self.released = !matches!(outcome, Err(Error::Backend { .. }));
+        outcome
+    }
+
+    /// The lock as last known, lost or not (its credential never changes).
+    fn last_lock(&self) -> Lock {
+        match &*self.state.borrow() {
+            State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        if self.released {
+            return;
+        }
+        lose(&self.state, LockLost::Released);
+        let lock = match &*self.state.borrow() {
+            // Held until now, a release that did not complete, or a lease that ran out while an
+            // extension may still land (the heartbeat's own release of it was just aborted).
+            State::Lost {
+                lock,
+                lost: LockLost::Released | LockLost::LeaseRanOut { .. },
+            } => lock.clone(),
+            // Found gone, expired or taken by an extension: nothing of ours to release.
+            State::Lost { .. } | State::Held(_) => return,
+        };
+        // Marked as being released at once, so that no idempotent acquisition of this client is
+        // handed the lock back before the release below is sent.
+        self.client.table().holds.release_starts(lock.handle());
+        // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
+        let client = self.client.clone();
+        self.client.release_in_background(async move {
+            match retrying(|| client.release(&lock)).await {
+                Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
+                Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
+            }
+        });
+    }
+}

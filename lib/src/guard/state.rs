@@ -1,0 +1,103 @@
+//! What a guard knows (the lock as last extended, or why it was lost) and how an extension's
+//! answer or a loss moves it.
+
+use crate::lock::Lock;
+use crate::outcome::{ExtendOutcome, LockLost};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// What a guard knows: the lock as last extended, or why it was lost. Once lost, always lost.
+#[derive(Debug, Clone)]
+pub(super) enum State {
+    Held(Lock),
+    Lost { lock: Lock, lost: LockLost },
+}
+
+/// Records an extension's outcome: a later lease replaces an earlier one; a loss is final. An
+/// extension answered after the guard's lease ran out on the monotonic clock loses the guard
+/// (`LeaseRanOut`) instead of reviving it: `is_held` has said false and `lost` has completed.
+/// Returns why the guard is lost, if it is.
+pub(super) fn settle(
+    state: &watch::Sender<State>,
+    outcome: &ExtendOutcome,
+) -> Result<(), LockLost> {
+    let lost = match outcome.lock_or_lost() {
+        Ok(extended) => {
+            let now = Instant::now();
+            let mut ran_out = false;
+            state.send_if_modified(|current| match current {
+                State::Held(lock) if now >= lock.valid_until_instant() => {
+                    ran_out = true;
+                    false
+                }
+                State::Held(lock)
+                    if extended.valid_until_instant() > lock.valid_until_instant() =>
+                {
+                    // Every stored lease end an answer tells was stored at some point, and while
+                    // the item is ours it never moves back (an extension never shortens it): the
+                    // latest one known is not after the stored one.
+                    let expires_at = lock.expires_at().max(extended.expires_at());
+                    *lock = Lock::new(
+                        extended.handle().clone(),
+                        extended.acquired_at(),
+                        expires_at,
+                        extended.valid_until_instant(),
+                    )
+                    .with_fencing_token(extended.fencing_token())
+                    .with_data(extended.data().map(<[u8]>::to_vec));
+                    true
+                }
+                _ => false,
+            });
+            if !ran_out {
+                return match &*state.borrow() {
+                    State::Held(_) => Ok(()),
+                    State::Lost { lost, .. } => Err(lost.clone()),
+                };
+            }
+            LockLost::LeaseRanOut { last_error: None }
+        }
+        Err(lost) => lost,
+    };
+    lose(state, lost);
+    match &*state.borrow() {
+        State::Held(_) => Ok(()),
+        State::Lost { lost, .. } => Err(lost.clone()),
+    }
+}
+
+/// Moves the guard to lost for `lost`, unless it is lost already (the first reason stays).
+pub(super) fn lose(state: &watch::Sender<State>, lost: LockLost) {
+    state.send_if_modified(|current| match current {
+        State::Held(lock) => {
+            if lost == LockLost::Released {
+                debug!(resource = lock.resource(), "guard releasing its lock");
+            } else {
+                warn!(resource = lock.resource(), %lost, "lock lost");
+            }
+            *current = State::Lost {
+                lock: lock.clone(),
+                lost,
+            };
+            true
+        }
+        State::Lost { .. } => false,
+    });
+}
+
+/// Why the guard is lost (`LeaseRanOut` if it is not lost yet but its lease ran out).
+pub(super) fn why_lost(state: &watch::Sender<State>) -> LockLost {
+    match &*state.borrow() {
+        State::Lost { lost, .. } => lost.clone(),
+        State::Held(_) => LockLost::LeaseRanOut { last_error: None },
+    }
+}
+
+/// The lock while the guard holds it.
+pub(super) fn held(state: &watch::Sender<State>) -> Option<Lock> {
+    match &*state.borrow() {
+        State::Held(lock) => Some(lock.clone()),
+        State::Lost { .. } => None,
+    }
+}
