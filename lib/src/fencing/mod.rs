@@ -19,14 +19,19 @@
 
 //!
 //! The module is split by role: this file is the token and the attribute names a fenced store
-//! shares with its readers; [`write`] builds and sends fenced writes to the user's items; `expr`
+//! shares with its readers; [`write`] builds and sends fenced writes to the user's items, [`purge`]
+//! deletes their tombstones; `expr`
 //! rewrites the user's expressions to carry the fence. The lock side of fencing (issuing tokens in
 //! the acquire transaction) is an operation, in `ops/fenced_acquire.rs`.
 
 mod expr;
+mod purge;
+#[cfg(test)]
+mod test_builders;
 mod write;
 
-pub use write::{FencedOutcome, FencedWrite, TombstonePurge};
+pub use purge::TombstonePurge;
+pub use write::{FencedOutcome, FencedWrite};
 
 use std::fmt;
 

@@ -1,28 +1,22 @@
 //! Fenced writes to a user's own items: [`FencedWrite`] adds the fence to a PutItem or
 //! UpdateItem (or writes a tombstone in place of a delete) and sends it, telling a refusal from an
-//! ambiguous retry; [`TombstonePurge`] deletes tombstones old enough that no holder with an older
-//! token can still write.
+//! ambiguous retry. Tombstones are purged by [`TombstonePurge`](super::TombstonePurge).
 //!
 //! The library only builds the requests on the user's own builders, so every parameter the user
 //! set is kept; the price is that the user must not use the library's placeholders nor set the
 //! fence attribute.
 
-use super::expr::{
-    fenced_condition, fenced_update_expression, NAME, PURGE_BEFORE, PURGE_CONDITION,
-    TOMBSTONE_NAME, VALUE,
-};
+use super::expr::{fenced_condition, fenced_update_expression, NAME, VALUE};
 use super::{FencingToken, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE};
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What a fenced write sent with [`FencedWrite::send_update`] (or `send_put`, `send_delete`) did.
 #[derive(Debug, Clone, PartialEq)]
@@ -268,7 +262,8 @@ impl FencedWrite {
     /// (whose condition is `attribute_not_exists(fence) OR fence <= token`) would then recreate the
     /// item. The tombstone keeps the token, so that late write is refused like any other; a newer
     /// holder's fenced put replaces the tombstone. Readers treat an item carrying
-    /// [`TOMBSTONE_ATTRIBUTE`] as absent; [`TombstonePurge`] removes old tombstones.
+    /// [`TOMBSTONE_ATTRIBUTE`] as absent; [`TombstonePurge`](super::TombstonePurge) removes old
+    /// tombstones.
     ///
     /// # Examples
     ///
@@ -395,126 +390,11 @@ impl FencedWrite {
     }
 }
 
-/// Deletes a [tombstone](FencedWrite::tombstone) once no holder with an older token can still
-/// write: a DeleteItem conditioned on the item being a tombstone whose token was issued more than
-/// `older_than` ago.
-///
-/// Purging brings the gap back for any holder whose token is lower than the tombstone's: its late
-/// write would recreate the item. A token is issued no earlier than its value read as microseconds
-/// since the epoch on the issuing client's clock, so every holder with a lower token acquired more
-/// than `older_than` ago (give or take the clients' clock skew). Choose `older_than` longer than
-/// the longest lease, plus the longest pause a holder may survive, plus the clock skew you allow;
-/// a purge that comes too soon is as unsafe as an unfenced delete.
-///
-/// # Examples
-///
-/// ```no_run
-/// use aws_sdk_dynamodb::types::AttributeValue;
-/// use ddb_lock::TombstonePurge;
-/// use std::time::Duration;
-///
-/// # async fn run(dynamodb: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
-/// // Leases of at most 5 minutes, no holder survives a pause of a day: purge after a week.
-/// let purge = TombstonePurge::new(Duration::from_secs(7 * 24 * 3600));
-/// let result = purge
-///     .delete(dynamodb.delete_item().table_name("accounts").key("id", AttributeValue::S("42".into())))
-///     .send()
-///     .await;
-/// // A ConditionalCheckFailedException: not a tombstone, or a recent one. Both are kept.
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TombstonePurge {
-    older_than: Duration,
-    attribute: String,
-}
-
-impl TombstonePurge {
-    /// A purge of tombstones whose token was issued more than `older_than` ago, with the fence in
-    /// [`FENCE_ATTRIBUTE`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ddb_lock::TombstonePurge;
-    /// use std::time::Duration;
-    ///
-    /// let purge = TombstonePurge::new(Duration::from_secs(86_400)).attribute("Fence");
-    /// assert_eq!(purge.older_than(), Duration::from_secs(86_400));
-    /// ```
-    pub fn new(older_than: Duration) -> Self {
-        TombstonePurge {
-            older_than,
-            attribute: FENCE_ATTRIBUTE.to_owned(),
-        }
-    }
-
-    /// Reads the token from `name` instead (as [`FencedWrite::attribute`]).
-    pub fn attribute(mut self, name: impl Into<String>) -> Self {
-        self.attribute = name.into();
-        self
-    }
-
-    /// How old a tombstone's token must be to be purged.
-    pub fn older_than(&self) -> Duration {
-        self.older_than
-    }
-
-    /// Adds the purge condition to a DeleteItem of the item (after any condition already set,
-    /// with `AND`), counting `older_than` back from this machine's clock.
-    pub fn delete(&self, delete: DeleteItemFluentBuilder) -> DeleteItemFluentBuilder {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let bound = now.saturating_sub(self.older_than).as_micros();
-        let condition = match delete.get_condition_expression().as_deref().map(str::trim) {
-            Some(own) if !own.is_empty() => format!("({own}) AND {PURGE_CONDITION}"),
-            _ => PURGE_CONDITION.to_owned(),
-        };
-        delete
-            .condition_expression(condition)
-            .expression_attribute_names(NAME, self.attribute.clone())
-            .expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
-            .expression_attribute_values(PURGE_BEFORE, AttributeValue::N(bound.to_string()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fencing::expr::CONDITION;
-    use std::collections::HashMap;
-
-    fn client() -> aws_sdk_dynamodb::Client {
-        aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::Config::builder()
-                .behavior_version_latest()
-                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-                .build(),
-        )
-    }
-
-    fn names(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
-        Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
-    fn values(pairs: &[(&str, AttributeValue)]) -> Option<HashMap<String, AttributeValue>> {
-        Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
-    }
-
-    fn n(value: &str) -> AttributeValue {
-        AttributeValue::N(value.into())
-    }
+    use crate::fencing::test_builders::{client, n, names, values};
 
     #[test]
     fn a_fenced_put_stores_the_token_and_keeps_the_callers_condition_and_placeholders() {
@@ -640,38 +520,6 @@ mod tests {
         assert_eq!(item[TOMBSTONE_ATTRIBUTE], AttributeValue::Bool(true));
         assert_eq!(item[FENCE_ATTRIBUTE], n("9"));
         assert_eq!(put.get_condition_expression().as_deref(), Some(CONDITION));
-    }
-
-    #[test]
-    fn a_purge_deletes_only_a_tombstone_whose_token_is_old_enough() {
-        let delete = TombstonePurge::new(Duration::from_secs(3600)).delete(
-            client()
-                .delete_item()
-                .table_name("t")
-                .key("id", AttributeValue::S("1".into()))
-                .condition_expression("#v = :v")
-                .expression_attribute_names("#v", "Version")
-                .expression_attribute_values(":v", n("3")),
-        );
-        assert_eq!(
-            delete.get_condition_expression().as_deref(),
-            Some(format!("(#v = :v) AND {PURGE_CONDITION}").as_str())
-        );
-        assert_eq!(
-            delete.get_expression_attribute_names(),
-            &names(&[
-                ("#v", "Version"),
-                ("#ddb_lock_fence", "FencingToken"),
-                ("#ddb_lock_tombstone", TOMBSTONE_ATTRIBUTE)
-            ])
-        );
-        let values = delete
-            .get_expression_attribute_values()
-            .clone()
-            .unwrap_or_default();
-        let bound: u128 = values[PURGE_BEFORE].as_n().unwrap().parse().unwrap();
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-        assert!(bound <= (now - Duration::from_secs(3600)).as_micros());
     }
 
     #[test]
