@@ -1,0 +1,73 @@
+//! Extending a held lock's lease: [`LockClient::extend`], with or without a new payload.
+
+use super::LockClient;
+use crate::error::Error;
+use crate::limits;
+use crate::lock::LockHandle;
+use crate::ops::extend::{self, DataChange};
+use crate::outcome::ExtendOutcome;
+use std::time::Duration;
+
+impl LockClient {
+    /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`
+    /// and `TTL`, conditioned on the same `LockID` and `Owner`, on the lease not having ended, and
+    /// on the stored lease end not being later than the new one: an extension never shortens a
+    /// lease. If another extension of this lock already stored a later end, that one stands and
+    /// is returned (with a [`valid_until`](crate::Lock::valid_until) counted from this request).
+    ///
+    /// Returns the lock with its new expiry, or how it was lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ExtendOutcome;
+    /// use std::time::Duration;
+    ///
+    /// let ExtendOutcome::Extended(lock) = client.extend(&lock, Duration::from_secs(30)).await? else {
+    ///     panic!("lost the lock: stop before doing harm");
+    /// };
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(
+        &self,
+        lock: impl AsRef<LockHandle>,
+        lease: Duration,
+    ) -> Result<ExtendOutcome, Error> {
+        extend::extend(&self.settings.table, lock.as_ref(), lease, DataChange::Keep).await
+    }
+
+    /// [`extend`](Self::extend), also replacing the payload stored with the lock (`Some`) or
+    /// removing it (`None`), in the same UpdateItem. Only the holder can do this, and only while
+    /// its lease stands; [`status`](Self::status) returns the new payload.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ExtendOutcome;
+    /// use std::time::Duration;
+    ///
+    /// let progress = br#"{"step":"3/5"}"#.to_vec();
+    /// let outcome = client
+    ///     .extend_and_replace_data(&lock, Duration::from_secs(30), Some(progress))
+    ///     .await?;
+    /// assert!(matches!(outcome, ExtendOutcome::Extended(_)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend_and_replace_data(
+        &self,
+        lock: impl AsRef<LockHandle>,
+        lease: Duration,
+        data: Option<Vec<u8>>,
+    ) -> Result<ExtendOutcome, Error> {
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let change = match &data {
+            Some(data) => DataChange::Replace(data),
+            None => DataChange::Remove,
+        };
+        extend::extend(&self.settings.table, lock.as_ref(), lease, change).await
+    }
+}

@@ -1,0 +1,220 @@
+//! Giving a lock back: [`LockClient::release`] and its variants (replacing the payload, by owner),
+//! and [`LockClient::release_all`].
+
+use super::LockClient;
+use crate::error::{Error, InvalidInput};
+use crate::holds::Held;
+use crate::limits;
+use crate::lock::LockHandle;
+use crate::ops::extend::DataChange;
+use crate::ops::release::{self, Release};
+use crate::outcome::{LockLost, ReleaseOutcome};
+use chrono::{DateTime, Utc};
+
+impl LockClient {
+    /// Releases every lock this client (and its clones) holds, for shutdown: a container's
+    /// SIGTERM, the end of a Lambda invocation. One release request per lock, sent concurrently;
+    /// then waits for the client's background releases ([`flush`](Self::flush)).
+    ///
+    /// It covers every lock acquired through the client and not yet released through it, found
+    /// lost or run out of lease, whichever call took it: [`acquire`](Self::acquire),
+    /// [`try_acquire`](Self::try_acquire), [`lock`](Self::lock) and the rest. A
+    /// [`LockGuard`](crate::LockGuard) among them stops extending and says released
+    /// ([`LockLost::Released`](crate::LockLost::Released)) before its release is sent, so no guard
+    /// reports a lock held that is being released; a guard whose acquisition completes while
+    /// `release_all` runs starts released. An acquisition still in flight when it is called may
+    /// complete after it and stay held: stop acquiring first. A lock whose release fails (the
+    /// error is in its entry) is still remembered, for another `release_all`.
+    ///
+    /// Returns each lock with its release's outcome: [`ReleaseOutcome::Released`], or
+    /// [`NotFound`](ReleaseOutcome::NotFound) / [`NotOwner`](ReleaseOutcome::NotOwner) for a lock
+    /// that was lost meanwhile (left untouched).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use tokio::signal::unix::{signal, SignalKind};
+    ///
+    /// let mut terminate = signal(SignalKind::terminate()).expect("a signal handler");
+    /// terminate.recv().await;
+    /// for (lock, outcome) in client.release_all().await {
+    ///     eprintln!("{}: {:?}", lock.resource(), outcome);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_all(&self) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
+        let table = &self.settings.table;
+        let held = table.holds.take_all();
+        for lock in &held {
+            lock.stop(&LockLost::Released);
+        }
+        // Each release runs in a task of its own, so that dropping this future (a shutdown
+        // deadline, a `select!`) neither cancels a release nor forgets a lock: `flush` still
+        // waits for them, and a failed one is remembered again.
+        let releases: Vec<_> = held
+            .into_iter()
+            .map(|lock| {
+                let (answer, answered) = tokio::sync::oneshot::channel();
+                let client = self.clone();
+                let spawned_lock = lock.clone();
+                let spawned = self.release_in_background(async move {
+                    let _ = answer.send(client.release_remembering(&spawned_lock).await);
+                });
+                (lock, spawned.then_some(answered))
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(releases.len());
+        for (lock, answered) in releases {
+            let outcome = match answered {
+                Some(answered) => answered.await.unwrap_or_else(|_| {
+                    Err(Error::ReleaseAbandoned {
+                        resource: lock.handle.resource().to_owned(),
+                    })
+                }),
+                // No runtime to spawn on (another executor polls this): released here.
+                None => self.release_remembering(&lock).await,
+            };
+            outcomes.push((lock.handle, outcome));
+        }
+        self.flush().await;
+        outcomes
+    }
+
+    /// Releases `lock`, remembering it again if the release failed.
+    async fn release_remembering(&self, lock: &Held) -> Result<ReleaseOutcome, Error> {
+        let outcome = self.release(&lock.handle).await;
+        if outcome.is_err() {
+            self.settings
+                .table
+                .holds
+                .acquired(&lock.handle, lock.acquired_at, lock.until);
+        }
+        outcome
+    }
+
+    /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.
+    ///
+    /// If a task of this client is waiting for the resource in [`acquire`](Self::acquire), the
+    /// release wakes it, and it makes its PutItem at once.
+    ///
+    /// Accepts a [`Lock`](crate::Lock) or a [`LockHandle`]. A lock that is already gone is
+    /// [`ReleaseOutcome::NotFound`]; a lock someone else holds now is left untouched and reported as
+    /// [`ReleaseOutcome::NotOwner`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ReleaseOutcome;
+    ///
+    /// let outcome = client.release(&lock).await?;
+    /// assert_eq!(outcome, ReleaseOutcome::Released);
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
+        self.release_changing_data(lock.as_ref(), DataChange::Keep)
+            .await
+    }
+
+    /// Releases a held lock as [`release`](Self::release) does, keeping the item (one
+    /// UpdateItem) with `data` as its payload for the next holder (`None` removes it). Only on a
+    /// client that keeps items ([`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release));
+    /// on one that deletes them it is [`InvalidInput::DataNotKept`](crate::InvalidInput::DataNotKept)
+    /// and nothing is sent. If the release finds the lock lost, the payload is not written.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// client
+    ///     .release_and_replace_data(&lock, Some(br#"{"last_row":9812}"#.to_vec()))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_and_replace_data(
+        &self,
+        lock: impl AsRef<LockHandle>,
+        data: Option<Vec<u8>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        if self.settings.table.delete_on_release {
+            return Err(InvalidInput::DataNotKept.into());
+        }
+        if let Some(data) = &data {
+            limits::data(data)?;
+        }
+        let change = data
+            .as_deref()
+            .map_or(DataChange::Remove, DataChange::Replace);
+        self.release_changing_data(lock.as_ref(), change).await
+    }
+
+    async fn release_changing_data(
+        &self,
+        handle: &LockHandle,
+        change: DataChange<'_>,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.settings.table.check_handle(handle)?;
+        let release = Release::of(handle);
+        release::send(&self.settings.table, &release, change).await
+    }
+
+    /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
+    /// conditioned on `Owner` alone. For cleaning up after an owner that can no longer release
+    /// with its lock id, such as a Step Functions execution that failed, timed out or was
+    /// aborted. Safe only where owner names are unique per holder (execution ARNs are).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// let execution = "arn:aws:states:eu-west-1:123456789012:execution:checkout:7b1e";
+    /// client.release_owned("invoice/2026-0042", execution).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_owned(
+        &self,
+        resource: &str,
+        owner: &str,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.settings.table.check_resource(resource)?;
+        limits::owner(owner)?;
+        let release = Release::owned(resource, owner, None);
+        release::send(&self.settings.table, &release, DataChange::Keep).await
+    }
+
+    /// [`release_owned`](Self::release_owned), sparing a lock of `owner` acquired after
+    /// `acquired_by`: one DeleteItem conditioned on `Owner` and on `AcquiredAt <= acquired_by`.
+    ///
+    /// For releasing the lock of a Step Functions execution that stopped at `acquired_by` (the
+    /// stop time its status-change event carries): if the execution was redriven since, under the
+    /// same execution ARN, and took the lock again, that newer lock is left alone (reported as
+    /// [`ReleaseOutcome::NotOwner`]), however late or often the event arrives. `AcquiredAt` is
+    /// the acquirer's clock and the stop time the service's: a redrive sooner after the stop than
+    /// the skew between them could be mistaken for the old acquisition.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient) -> Result<(), ddb_lock::Error> {
+    /// use chrono::{TimeZone, Utc};
+    ///
+    /// let execution = "arn:aws:states:eu-west-1:123456789012:execution:checkout:7b1e";
+    /// let stopped_at = Utc.timestamp_millis_opt(1_795_459_402_000).unwrap();
+    /// client
+    ///     .release_owned_acquired_by("invoice/2026-0042", execution, stopped_at)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_owned_acquired_by(
+        &self,
+        resource: &str,
+        owner: &str,
+        acquired_by: DateTime<Utc>,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.settings.table.check_resource(resource)?;
+        limits::owner(owner)?;
+        let release = Release::owned(resource, owner, Some(acquired_by));
+        release::send(&self.settings.table, &release, DataChange::Keep).await
+    }
+}
