@@ -58,7 +58,8 @@ async function fail(message) {
 function usage(message) {
     process.stderr.write(`driver.js: ${message}\n` +
         "usage: node driver.js --endpoint URL --table NAME --scenario S --resource PREFIX\n" +
-        "                      [--workers N] [--ops N] --lease-ms L [--hold-ms H] [--poll-ms P]\n" +
+        "                      [--workers N] [--ops N] --lease-ms L [--hold-ms H] [--hold-max-ms M]\n" +
+        "                      [--poll-ms P]\n" +
         "                      [--mode fail-closed|fail-open]\n");
     process.exit(2);
 }
@@ -67,9 +68,10 @@ function parseArgs(argv) {
     const spec = {
         "--endpoint": "endpoint", "--table": "table", "--scenario": "scenario",
         "--resource": "resource", "--workers": "workers", "--ops": "ops",
-        "--lease-ms": "leaseMs", "--hold-ms": "holdMs", "--poll-ms": "pollMs", "--mode": "mode",
+        "--lease-ms": "leaseMs", "--hold-ms": "holdMs", "--hold-max-ms": "holdMaxMs",
+        "--poll-ms": "pollMs", "--mode": "mode",
     };
-    const numeric = new Set(["workers", "ops", "leaseMs", "holdMs", "pollMs"]);
+    const numeric = new Set(["workers", "ops", "leaseMs", "holdMs", "holdMaxMs", "pollMs"]);
     const args = { workers: 1, ops: 1, holdMs: 0, pollMs: undefined, mode: "fail-closed" };
     for (let i = 0; i < argv.length; i++) {
         let flag = argv[i];
@@ -96,6 +98,9 @@ function parseArgs(argv) {
     }
     if (!SCENARIOS.includes(args.scenario)) usage(`--scenario must be one of ${SCENARIOS.join(", ")}`);
     if (!MODES.includes(args.mode)) usage(`--mode must be one of ${MODES.join(", ")}`);
+    if (args.holdMaxMs !== undefined && args.holdMaxMs < args.holdMs) {
+        usage("--hold-max-ms must not be below --hold-ms");
+    }
     if (args.workers < 1 || args.ops < 1 || args.leaseMs < 1) {
         usage("--workers, --ops and --lease-ms must be positive");
     }
@@ -279,6 +284,14 @@ function waitForGo() {
     });
 }
 
+// Milliseconds that worker `worker` holds its `op`-th acquisition (from 0): --hold-ms, or with
+// --hold-max-ms M, --hold-ms + ((7 op + 11 worker) mod (M - --hold-ms + 1)), the sequence every
+// driver follows.
+function holdOf(args, worker, op) {
+    const most = args.holdMaxMs === undefined ? args.holdMs : args.holdMaxMs;
+    return args.holdMs + ((7 * op + 11 * worker) % (most - args.holdMs + 1));
+}
+
 async function runWorkers(run, resources) {
     const args = run.args;
     await emit({ ready: true, settings: run.settings(resources.length) });
@@ -289,7 +302,8 @@ async function runWorkers(run, resources) {
             const t0 = now();
             const held = await run.acquire(resource);
             const t1 = now();
-            if (args.holdMs > 0) await sleep(args.holdMs);
+            const hold = holdOf(args, i, n);
+            if (hold > 0) await sleep(hold);
             const t2 = now();
             await run.release(held);
             const t3 = now();

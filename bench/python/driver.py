@@ -60,10 +60,14 @@ def parse_args():
     p.add_argument("--ops", type=int, default=1)
     p.add_argument("--lease-ms", type=int, required=True)
     p.add_argument("--hold-ms", type=int, default=0)
+    # Holds vary from --hold-ms up to this: see hold_of.
+    p.add_argument("--hold-max-ms", type=int, default=None)
     p.add_argument("--poll-ms", type=int, default=None)
     args = p.parse_args()
     if args.workers < 1 or args.ops < 1 or args.lease_ms < 1 or args.hold_ms < 0:
         p.error("--workers, --ops and --lease-ms must be positive, --hold-ms not negative")
+    if args.hold_max_ms is not None and args.hold_max_ms < args.hold_ms:
+        p.error("--hold-max-ms must not be below --hold-ms")
     if args.poll_ms is not None and args.poll_ms < 1:
         # The library treats a zero retry period as "use the default", which would be misleading.
         p.error("--poll-ms must be positive")
@@ -202,6 +206,14 @@ def wait_for_go():
         fail(f"expected go on stdin, got {line!r}")
 
 
+def hold_of(args, worker, op):
+    """Seconds that worker `worker` holds its `op`-th acquisition (from 0): --hold-ms, or with
+    --hold-max-ms M, --hold-ms + ((7 op + 11 worker) mod (M - --hold-ms + 1)) ms, the sequence
+    every driver follows."""
+    most = args.hold_ms if args.hold_max_ms is None else args.hold_max_ms
+    return (args.hold_ms + (7 * op + 11 * worker) % (most - args.hold_ms + 1)) / 1000
+
+
 def run_workers(run, resources):
     args = run.args
     clients = [run.new_client() for _ in resources]
@@ -214,13 +226,13 @@ def run_workers(run, resources):
         resource = resources[i]
         client = clients[i]
         on_event = lock_event_handler(resource)
-        hold_s = args.hold_ms / 1000
         try:
             start.wait()
-            for _ in range(args.ops):
+            for op in range(args.ops):
                 t0 = time.monotonic_ns()
                 lock = run.acquire(client, resource, on_event)
                 t1 = time.monotonic_ns()
+                hold_s = hold_of(args, i, op)
                 if hold_s > 0:
                     time.sleep(hold_s)
                 t2 = time.monotonic_ns()

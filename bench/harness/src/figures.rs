@@ -51,6 +51,9 @@ impl Sizes {
 
 /// Workers of the contended scenarios (hand-off, readers, semaphore).
 pub const CONTENDED_WORKERS: usize = 8;
+/// The holds of the varying scenario, least and most, in ms: the contended scenario with holds
+/// that follow one sequence through this range in every driver (`--hold-max-ms`).
+pub const VARYING_HOLD_MS: (u64, u64) = (1, 30);
 /// The semaphore's permits in the semaphore scenario.
 pub const PERMITS: usize = 4;
 /// Resources per acquisition in the set scenario.
@@ -236,6 +239,50 @@ pub struct Figures {
     pub set_round_ms: (f64, f64),
     /// Requests per acquire + release of [`SET_SIZE`] resources together.
     pub requests_per_set: f64,
+    /// The contended scenario with holds that vary ([`VARYING_HOLD_MS`]).
+    pub varying: Handoff,
+}
+
+/// How a contended scenario's lock went from holder to holder.
+#[derive(Debug, Clone, Copy)]
+pub struct Handoff {
+    /// Acquisitions per second.
+    pub per_s: f64,
+    /// Time from a release to the next acquisition, p50 and p99, in ms.
+    pub gap_ms: (f64, f64),
+    /// Requests per acquisition.
+    pub requests_per_acquisition: f64,
+    /// The longest any worker waited, in ms.
+    pub longest_wait_ms: f64,
+}
+
+impl Handoff {
+    /// The hand-off of `acquisitions`, which made `requests`; an error if two holds overlapped.
+    fn of(requests: usize, acquisitions: &[Acquisition]) -> Result<Handoff, String> {
+        let mut by_acquisition = acquisitions.to_vec();
+        by_acquisition.sort_by_key(|a| a.acquired);
+        if by_acquisition
+            .windows(2)
+            .any(|w| w[1].acquired < w[0].release_start)
+        {
+            return Err("contended holds overlapped".into());
+        }
+        let gaps = sorted(
+            by_acquisition
+                .windows(2)
+                .map(|w| ms(w[1].acquired.saturating_sub(w[0].released)))
+                .collect(),
+        );
+        Ok(Handoff {
+            per_s: acquisitions.len() as f64 / span(acquisitions),
+            gap_ms: (percentile(&gaps, 50.0), percentile(&gaps, 99.0)),
+            requests_per_acquisition: requests as f64 / acquisitions.len() as f64,
+            longest_wait_ms: acquisitions
+                .iter()
+                .map(|a| ms(a.acquired - a.wait_start))
+                .fold(0.0, f64::max),
+        })
+    }
 }
 
 impl Figures {
@@ -440,25 +487,19 @@ pub async fn measure(
         &[],
     )
     .await?;
-    let mut by_acquisition = contended.clone();
-    by_acquisition.sort_by_key(|a| a.acquired);
-    let gaps = sorted(
-        by_acquisition
-            .windows(2)
-            .map(|w| ms(w[1].acquired.saturating_sub(w[0].released)))
-            .collect(),
-    );
-
-    let longest_wait = contended
-        .iter()
-        .map(|a| ms(a.acquired - a.wait_start))
-        .fold(0.0, f64::max);
-    let overlapping = by_acquisition
-        .windows(2)
-        .any(|w| w[1].acquired < w[0].release_start);
-    if overlapping {
-        return Err("contended holds overlapped".into());
-    }
+    let handoff = Handoff::of(contended_requests, &contended)?;
+    let most = VARYING_HOLD_MS.1.to_string();
+    let (_, varying_requests, varying) = scenario(
+        contender,
+        proxy,
+        "contended",
+        CONTENDED_WORKERS,
+        sizes.contended,
+        VARYING_HOLD_MS.0,
+        &["--hold-max-ms", &most],
+    )
+    .await?;
+    let varying = Handoff::of(varying_requests, &varying)?;
 
     let (_, _, many) = scenario(contender, proxy, "many", 64, sizes.many, 0, &[]).await?;
     let (readers_per_s, semaphore_per_s) = if contender.kinds {
@@ -501,16 +542,17 @@ pub async fn measure(
         settings,
         requests_per_round: uncontended_requests as f64 / rounds.len() as f64,
         round_ms: (percentile(&round_ms, 50.0), percentile(&round_ms, 99.0)),
-        handoff_per_s: contended.len() as f64 / span(&contended),
-        gap_ms: (percentile(&gaps, 50.0), percentile(&gaps, 99.0)),
-        requests_per_acquisition: contended_requests as f64 / contended.len() as f64,
-        longest_wait_ms: longest_wait,
+        handoff_per_s: handoff.per_s,
+        gap_ms: handoff.gap_ms,
+        requests_per_acquisition: handoff.requests_per_acquisition,
+        longest_wait_ms: handoff.longest_wait_ms,
         many_per_s: many.len() as f64 / span(&many),
         takeover_ms: takeover(contender, proxy).await.unwrap_or(f64::NAN),
         readers_per_s,
         semaphore_per_s,
         set_round_ms,
         requests_per_set,
+        varying,
     })
 }
 

@@ -3,6 +3,7 @@
 
 use crate::figures::{
     Contender, Figures, LambdaFigures, Sizes, CONTENDED_WORKERS, LEASE_MS, PERMITS, SET_SIZE,
+    VARYING_HOLD_MS,
 };
 use crate::load::{Ceiling, Level, Sweep};
 use serde_json::Value;
@@ -18,7 +19,7 @@ enum Better {
 /// The figures of the tables: name, unit, which way is better, and how to read it.
 type Column = (&'static str, Better, fn(&Figures) -> f64);
 
-const COLUMNS: [Column; 10] = [
+const COLUMNS: [Column; 15] = [
     ("requests / acquire+release", Better::Lower, |f| {
         f.requests_per_round
     }),
@@ -41,6 +42,25 @@ const COLUMNS: [Column; 10] = [
         f.many_per_s
     }),
     ("crash takeover ms", Better::Lower, |f| f.takeover_ms),
+    (
+        "holds 1-30 ms: hand-off acquisitions/s",
+        Better::Higher,
+        |f| f.varying.per_s,
+    ),
+    ("holds 1-30 ms: gap p50 ms", Better::Lower, |f| {
+        f.varying.gap_ms.0
+    }),
+    ("holds 1-30 ms: gap p99 ms", Better::Lower, |f| {
+        f.varying.gap_ms.1
+    }),
+    (
+        "holds 1-30 ms: requests / contended acquisition",
+        Better::Lower,
+        |f| f.varying.requests_per_acquisition,
+    ),
+    ("holds 1-30 ms: longest wait ms", Better::Lower, |f| {
+        f.varying.longest_wait_ms
+    }),
 ];
 
 fn stats(values: &[f64]) -> Option<(f64, f64, f64)> {
@@ -309,10 +329,16 @@ pub fn markdown(
     let _ = writeln!(
         md,
         "Scenarios: lease {LEASE_MS} ms for everyone; uncontended: {} acquire + release rounds; \
-         contended: 8 workers on one resource, {} acquisitions each, holding {} ms; many: 64 workers \
-         on 64 resources, {} acquisitions each; takeover: the holder is SIGKILLed while another \
-         process waits.\n",
-        sizes.uncontended, sizes.contended, sizes.hold_ms, sizes.many
+         contended: 8 workers on one resource, {} acquisitions each, holding {} ms; holds {}-{} ms: \
+         the contended scenario with holds that vary, the same sequence through that range for \
+         every contender; many: 64 workers on 64 resources, {} acquisitions each; takeover: the \
+         holder is SIGKILLed while another process waits.\n",
+        sizes.uncontended,
+        sizes.contended,
+        sizes.hold_ms,
+        VARYING_HOLD_MS.0,
+        VARYING_HOLD_MS.1,
+        sizes.many
     );
     let _ = writeln!(md, "## Contenders and settings\n");
     settings_tables(&mut md, results);
@@ -737,7 +763,24 @@ mod tests {
             semaphore_per_s: f64::NAN,
             set_round_ms: (f64::NAN, f64::NAN),
             requests_per_set: f64::NAN,
+            varying: crate::figures::Handoff {
+                per_s: 1.0,
+                gap_ms: (1.0, 2.0),
+                requests_per_acquisition: 1.0,
+                longest_wait_ms: 1.0,
+            },
         }
+    }
+
+    #[test]
+    fn the_varying_columns_name_the_range_of_holds() {
+        let range = format!("holds {}-{} ms: ", VARYING_HOLD_MS.0, VARYING_HOLD_MS.1);
+        let varying: Vec<_> = COLUMNS
+            .iter()
+            .filter(|c| c.0.starts_with("holds "))
+            .collect();
+        assert_eq!(varying.len(), 5);
+        assert!(varying.iter().all(|c| c.0.starts_with(&range)));
     }
 
     #[test]

@@ -48,7 +48,9 @@
 //! `--permits N` in shared mode with at most N holders (a semaphore); `--fair` makes every
 //! acquisition fair (waiters join the lock's line and are granted in turn).
 //!
-//! Each acquisition is held `--hold-ms` (0: released at once) before it is released. A release
+//! Each acquisition is held `--hold-ms` (0: released at once) before it is released; with
+//! `--hold-max-ms M`, holds vary: worker `i`'s `n`-th acquisition (from 0) is held `--hold-ms` +
+//! ((7n + 11i) mod (M - `--hold-ms` + 1)) ms, the sequence every driver follows. A release
 //! that finds the lock lost (held past its lease: outside `hold`, only dynamodb-lease extends its
 //! leases, always, in the background) is a failure.
 //!
@@ -122,6 +124,9 @@ struct Args {
     /// How long each acquisition is held before release, in milliseconds.
     #[arg(long, default_value_t = 0)]
     hold_ms: u64,
+    /// Holds vary from `--hold-ms` up to this many milliseconds (see the module documentation).
+    #[arg(long)]
+    hold_max_ms: Option<u64>,
     /// Pins the contender's retry delay while waiting (see the module documentation).
     #[arg(long)]
     poll_ms: Option<u64>,
@@ -806,6 +811,22 @@ async fn create_lease_table(sdk: &aws_sdk_dynamodb::Client, table: &str) -> Resu
     Ok(())
 }
 
+/// How long the acquisitions are held: from `least_ms` to `most_ms` milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Holds {
+    least_ms: u64,
+    most_ms: u64,
+}
+
+impl Holds {
+    /// The hold of worker `worker`'s `op`-th acquisition: the sequence every driver follows.
+    fn of(self, worker: usize, op: usize) -> Duration {
+        let steps = self.most_ms - self.least_ms + 1;
+        let step = (7 * op as u64 + 11 * worker as u64) % steps;
+        Duration::from_millis(self.least_ms + step)
+    }
+}
+
 /// Runs `ops` acquisitions of `resources` by `worker` (one resource, or a set), printing one
 /// record each.
 async fn work(
@@ -814,10 +835,10 @@ async fn work(
     resources: Vec<String>,
     ops: usize,
     lease: Duration,
-    hold: Duration,
+    holds: Holds,
 ) -> Result<()> {
     let resource = resources.join(",");
-    for _ in 0..ops {
+    for op in 0..ops {
         let wait_start_ns = now_ns();
         let held = match resources.as_slice() {
             [one] => {
@@ -832,6 +853,7 @@ async fn work(
             }
         };
         let acquired_ns = now_ns();
+        let hold = holds.of(worker.index, op);
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
@@ -880,7 +902,13 @@ async fn run(args: Args) -> Result<()> {
     };
     let (contestant, settings) = Contestant::prepare(&args, workers).await?;
     let lease = contestant.lease(Duration::from_millis(args.lease_ms));
-    let hold = Duration::from_millis(args.hold_ms);
+    let holds = Holds {
+        least_ms: args.hold_ms,
+        most_ms: args.hold_max_ms.unwrap_or(args.hold_ms),
+    };
+    if holds.most_ms < holds.least_ms {
+        return Err("--hold-max-ms must not be below --hold-ms".into());
+    }
     let first = format!("{}/0", args.resource);
     emit(&json!({ "ready": true, "settings": settings }))?;
     wait_for_go()?;
@@ -903,7 +931,7 @@ async fn run(args: Args) -> Result<()> {
                     resources,
                     args.ops,
                     lease,
-                    hold,
+                    holds,
                 ));
             }
             while let Some(done) = tasks.join_next().await {
