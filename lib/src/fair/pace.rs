@@ -66,7 +66,10 @@ impl Pace {
         holder_since: Instant,
         now: Instant,
     ) -> Duration {
-        let due = (holder_since + turns.due(self, place)).saturating_duration_since(now);
+        // Figures too large for the clock (a corrupt item) read after the longest delay.
+        let due = holder_since
+            .checked_add(turns.due(self, place))
+            .map_or(self.max, |at| at.saturating_duration_since(now));
         let after_due = match place {
             // The first in line, its grant due: every half period.
             0 => self.period / 2,
@@ -77,7 +80,7 @@ impl Pace {
 }
 
 /// What a waiter knows of how long a turn of the lock takes: the line's figures ([`LineTiming`]:
-/// the holds' mean and deviation, the whole turns' mean) and this waiter's own round trip to the
+/// the holds' mean, the whole turns' mean and deviation) and this waiter's own round trip to the
 /// table.
 ///
 /// A turn is a hold and a hand-over: the grant's trip to the table, then the new holder's
@@ -105,7 +108,9 @@ impl Turns {
     /// after it) and the scheduler's delays.
     fn of_a_mean_hold(&self, pace: &Pace) -> Duration {
         let round_trip = self.round_trip(pace);
-        self.timing.hold + pace.period + round_trip + round_trip / 2
+        self.timing
+            .hold
+            .saturating_add(pace.period + round_trip + round_trip / 2)
     }
 
     /// When the grant to the waiter at `place` is likely there, from the current holder's
@@ -118,13 +123,12 @@ impl Turns {
         let most = self.of_a_mean_hold(pace);
         let turn = self.timing.turn.min(most);
         let places = u32::try_from(place).unwrap_or(u32::MAX);
-        let spread = self
-            .timing
-            .turn_dev
-            .saturating_mul(2)
-            .mul_f64(f64::from(places.saturating_add(1)).sqrt())
+        let width = f64::from(places.saturating_add(1)).sqrt();
+        let spread = Duration::try_from_secs_f64(self.timing.turn_dev.as_secs_f64() * 2.0 * width)
+            .unwrap_or(Duration::MAX)
             .saturating_sub(pace.period / 2);
-        (most + turn.saturating_mul(places)).saturating_sub(spread)
+        most.saturating_add(turn.saturating_mul(places))
+            .saturating_sub(spread)
     }
 }
 
@@ -241,6 +245,28 @@ mod tests {
         // Never longer than the backoff's maximum.
         let long = turns(40, 60, 0, 2);
         assert_eq!(pace.next_with_turns(30, long, since, now), ms(500));
+    }
+
+    #[test]
+    fn figures_too_large_for_the_clock_read_after_the_longest_delay() {
+        let pace = pace();
+        let now = Instant::now();
+        let since = now - ms(15);
+        let huge = |hold, turn, turn_dev| Turns {
+            timing: LineTiming {
+                hold,
+                turn,
+                turn_dev,
+            },
+            round_trip: ms(2),
+        };
+        let endless = huge(Duration::MAX, Duration::MAX, Duration::ZERO);
+        assert_eq!(pace.next_with_turns(0, endless, since, now), ms(500));
+        assert_eq!(pace.next_with_turns(7, endless, since, now), ms(500));
+        // A deviation without bounds: due at once.
+        let wild = huge(ms(40), ms(44), Duration::MAX);
+        assert_eq!(pace.next_with_turns(0, wild, since, now), ms(5) / 2);
+        assert_eq!(pace.next_with_turns(3, wild, since, now), ms(20));
     }
 
     #[test]

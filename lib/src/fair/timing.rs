@@ -171,5 +171,11 @@ mod tests {
         assert_eq!(LineTiming::of(&older), None);
         // No hand-over yet: no figures.
         assert_eq!(LineTiming::of(&Item::new()), None);
+        // Figures no duration can hold (a corrupt item): none.
+        for bad in ["-3", "1e400", "many"] {
+            let mut corrupt = item.clone();
+            corrupt.insert(HOLD_MS.to_owned(), AttributeValue::N(bad.to_owned()));
+            assert_eq!(LineTiming::of(&corrupt), None, "{bad}");
+        }
     }
 }
