@@ -313,14 +313,19 @@ impl World {
         self.release_request().0
     }
 
-    /// The operation of a release, and what only its request says. Not `REMOVE #owner` where
-    /// items are kept: a shared acquisition's update removes a lapsed exclusive holder with those
-    /// words, and its copy, delivered after every release, took the lock again for a lease with
-    /// nobody holding it (the documented limit of copies of acquisitions, below).
+    /// The operation of a release by lock id, and what only its request says: its condition's
+    /// end. Not `REMOVE #owner` where items are kept: a shared acquisition's update removes a
+    /// lapsed exclusive holder with those words, and its copy, delivered after every release,
+    /// took the lock again for a lease with nobody holding it (the documented limit of copies of
+    /// acquisitions, below). Not a release by owner either (`release_owned`, conditioned on the
+    /// owner alone): its copy, delivered after the same owner took the lock again, releases that
+    /// newer lock, as documented (release by owner is safe where owners are unique per holder,
+    /// and this test's clients each reuse theirs); seed 646 of items kept found it so.
     fn release_request(&self) -> (&'static str, &'static str) {
+        const BY_ID: &str = ":owner AND attribute_not_exists(#queue)";
         match self.items {
-            Items::Deleted => ("DeleteItem", "DeleteItem"),
-            Items::Kept => ("UpdateItem", "SET #version = :new_version"),
+            Items::Deleted => ("DeleteItem", BY_ID),
+            Items::Kept => ("UpdateItem", BY_ID),
         }
     }
 
