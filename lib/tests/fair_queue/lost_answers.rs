@@ -1,0 +1,100 @@
+//! Lost answers of a join and of a grant are recognised: a grant whose answer is lost is the
+//! hand-over, a join keeps one place, and a join retried after its waiter was granted does not
+//! join again.
+
+use super::{fair, line, line_becomes, spawn_waiter, LEASE};
+use ddb_lock::ReleaseOutcome;
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{endpoint, hold, lock_client, quickly_retrying_client, raw_item, unique};
+use tokio::sync::mpsc;
+
+#[tokio::test]
+async fn a_lost_answer_of_a_grant_is_recognised_as_the_hand_over() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let holder = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("fair");
+    let lock = hold(&lock_client().await, &resource, "holder", LEASE).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(&resource, "next", fair("next"), granted_tx);
+    line_becomes(&holder, &resource, &["next"]).await;
+
+    // The grant is applied; its answer is lost; the SDK's retry is refused by the new holder.
+    proxy.drop_next_answer("UpdateItem");
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(proxy.counts("UpdateItem").dropped, 1);
+    let (_, next, client) = granted.recv().await.unwrap();
+    assert_eq!(next.owner(), "next");
+    client.release(&next).await.unwrap();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_answer_of_a_join_keeps_one_place() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = quickly_retrying_client(&proxy.endpoint());
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    proxy.drop_next_answer("UpdateItem");
+    let acquiring = {
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            let lock = waiter.acquire(&resource, &fair("waiter")).await;
+            (waiter, lock)
+        })
+    };
+    line_becomes(&holder, &resource, &["waiter"]).await;
+    proxy
+        .wait_for("UpdateItem", |counts| {
+            counts.dropped == 1 && counts.answered >= 1
+        })
+        .await;
+    assert_eq!(line(&holder, &resource).await.len(), 1);
+    holder.release(&lock).await.unwrap();
+    let (waiter, granted) = acquiring.await.unwrap();
+    let granted = granted.unwrap();
+    assert_eq!(granted.owner(), "waiter");
+    waiter.release(&granted).await.unwrap();
+    assert_eq!(raw_item(&resource).await, None);
+}
+
+/// The join's answer is lost, and the waiter is granted the lock before the SDK sends the join
+/// again: the retry must not put it in line a second time (it did, and its own release then granted
+/// that entry, leaving the lock held by nobody for a lease).
+#[tokio::test]
+async fn a_join_retried_after_its_waiter_was_granted_does_not_join_again() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = quickly_retrying_client(&proxy.endpoint());
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut join = proxy.withhold_next_answer("UpdateItem");
+    let acquiring = {
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            let lock = waiter.acquire(&resource, &fair("waiter")).await;
+            (waiter, lock)
+        })
+    };
+    join.applied().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    join.drop_it(); // the SDK sends the join again, to a lock granted to its waiter
+    let (waiter, granted) = acquiring.await.unwrap();
+    let granted = granted.unwrap();
+    assert_eq!(granted.owner(), "waiter");
+    assert!(
+        line(&holder, &resource).await.is_empty(),
+        "in line once, granted"
+    );
+    assert_eq!(
+        waiter.release(&granted).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(raw_item(&resource).await, None, "held by nobody");
+}

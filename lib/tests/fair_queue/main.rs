@@ -1,0 +1,78 @@
+//! Fair locks against the local endpoint: waiters with clients of their own are granted in the
+//! order they joined; the holder's release hands over in one more request; `status` lists the
+//! line; a waiter that times out or whose future is dropped leaves it (and releases a lock granted
+//! as it went); a lapsed holder's lock goes to the first in line; a waiter whose deadline is gone
+//! is passed over; lost answers of a join and of a grant are recognised; bad input names the
+//! option.
+
+mod hand_over;
+mod leaving;
+mod lost_answers;
+mod options;
+
+use ddb_lock::{AcquireOptions, Error, Lock, LockClient, LockStatus, QueuedWaiter};
+use ddb_lock_test_kit::lock_client;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const LEASE: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn fair(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(LEASE)
+        .timeout(TIMEOUT)
+        .fair(true)
+}
+
+/// The line of `resource` as `status` shows it (empty unless held).
+async fn line(client: &LockClient, resource: &str) -> Vec<QueuedWaiter> {
+    match client.status(resource).await.expect("status") {
+        LockStatus::Held { queue, .. } => queue,
+        _ => Vec::new(),
+    }
+}
+
+/// Waits until `resource`'s line is `owners`, in that order.
+async fn line_becomes(client: &LockClient, resource: &str, owners: &[&str]) {
+    loop {
+        let line = line(client, resource).await;
+        let now: Vec<&str> = line.iter().map(|w| w.owner.as_str()).collect();
+        if now == owners {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A waiter with a client of its own, in a task: it sends its owner name once it holds the lock,
+/// then the lock.
+fn spawn_waiter(
+    resource: &str,
+    owner: &str,
+    opts: AcquireOptions,
+    granted: mpsc::UnboundedSender<(String, Lock, LockClient)>,
+) -> tokio::task::JoinHandle<Result<(), Error>> {
+    let (resource, owner) = (resource.to_owned(), owner.to_owned());
+    tokio::spawn(async move {
+        let client = lock_client().await;
+        let lock = client.acquire(&resource, &opts).await?;
+        let _ = granted.send((owner, lock, client));
+        Ok(())
+    })
+}
+
+/// `middle` joins the line behind `first`'s lock: its acquisition, in a task.
+async fn join_as_middle(
+    first: &LockClient,
+    middle: &LockClient,
+    resource: &str,
+) -> tokio::task::JoinHandle<Result<Lock, Error>> {
+    let acquiring = {
+        let (middle, resource) = (middle.clone(), resource.to_owned());
+        tokio::spawn(async move { middle.acquire(&resource, &fair("middle")).await })
+    };
+    line_becomes(first, resource, &["middle"]).await;
+    acquiring
+}
