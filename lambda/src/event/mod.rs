@@ -371,6 +371,10 @@ mod tests {
             "wait_ms"
         );
         assert_eq!(
+            field_of(json!({"op": "try_acquire", "resource": "r", "owner": "o", "fair": true})),
+            "fair"
+        );
+        assert_eq!(
             field_of(json!({"op": "acquire", "resource": "r", "owner": "o", "wait_ms": -1})),
             "wait_ms"
         );

@@ -24,52 +24,9 @@ use std::time::Duration;
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(super) enum Event {
-    Acquire {
-        #[serde(default)]
-        resource: Option<String>,
-        #[serde(default)]
-        resources: Option<Vec<SetMember>>,
-        #[serde(default)]
-        path: Option<Vec<String>>,
-        owner: String,
-        #[serde(default, deserialize_with = "duration")]
-        lease_ms: Option<Duration>,
-        #[serde(default, deserialize_with = "duration")]
-        wait_ms: Option<Duration>,
-        #[serde(default, deserialize_with = "json_text")]
-        data: Option<String>,
-        #[serde(default, deserialize_with = "flag")]
-        fencing: bool,
-        #[serde(default, deserialize_with = "flag")]
-        only_if_exists: bool,
-        #[serde(default, deserialize_with = "mode")]
-        mode: Option<Mode>,
-        #[serde(default)]
-        permits: Option<u32>,
-        #[serde(default, deserialize_with = "flag")]
-        fair: bool,
-    },
-    TryAcquire {
-        #[serde(default)]
-        resource: Option<String>,
-        #[serde(default)]
-        resources: Option<Vec<SetMember>>,
-        #[serde(default)]
-        path: Option<Vec<String>>,
-        owner: String,
-        #[serde(default, deserialize_with = "duration")]
-        lease_ms: Option<Duration>,
-        #[serde(default, deserialize_with = "json_text")]
-        data: Option<String>,
-        #[serde(default, deserialize_with = "flag")]
-        fencing: bool,
-        #[serde(default, deserialize_with = "flag")]
-        only_if_exists: bool,
-        #[serde(default, deserialize_with = "mode")]
-        mode: Option<Mode>,
-        #[serde(default)]
-        permits: Option<u32>,
-    },
+    Acquire(Acquisition),
+    /// As `acquire`, without `wait_ms` and `fair` (refused by name: it never waits).
+    TryAcquire(Acquisition),
     Release {
         #[serde(default)]
         resource: Option<String>,
@@ -120,71 +77,111 @@ pub(super) enum Event {
     List {},
 }
 
+/// The fields of `acquire` and `try_acquire`, strict as [`Event`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Acquisition {
+    #[serde(default)]
+    resource: Option<String>,
+    #[serde(default)]
+    resources: Option<Vec<SetMember>>,
+    #[serde(default)]
+    path: Option<Vec<String>>,
+    owner: String,
+    #[serde(default, deserialize_with = "duration")]
+    lease_ms: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    wait_ms: Option<Duration>,
+    #[serde(default, deserialize_with = "json_text")]
+    data: Option<String>,
+    #[serde(default, deserialize_with = "flag")]
+    fencing: bool,
+    #[serde(default, deserialize_with = "flag")]
+    only_if_exists: bool,
+    #[serde(default, deserialize_with = "mode")]
+    mode: Option<Mode>,
+    #[serde(default)]
+    permits: Option<u32>,
+    #[serde(default, deserialize_with = "flag")]
+    fair: bool,
+}
+
+/// What an acquisition event asks for: one lock or a set.
+enum Acquired {
+    One(NewLock),
+    Set(NewSet),
+}
+
+impl Acquisition {
+    /// The lock or the set asked for, and how long to wait for it.
+    fn into_target(self) -> Result<(Acquired, Option<Duration>), RequestError> {
+        let Acquisition {
+            resource,
+            resources,
+            path,
+            owner,
+            lease_ms,
+            wait_ms,
+            data,
+            fencing,
+            only_if_exists,
+            mode,
+            permits,
+            fair,
+        } = self;
+        let acquired = match set::members(resource, resources, path, mode, permits)? {
+            Target::One(resource) => Acquired::One(NewLock {
+                resource,
+                owner,
+                lease: lease_ms,
+                data,
+                fencing,
+                only_if_exists,
+                mode: acquired_mode(mode, permits),
+                permits,
+                fair,
+            }),
+            Target::Set(_) if fair => return Err(set::not_with("fair", "resources")),
+            Target::Set(members) => Acquired::Set(NewSet::new(
+                members,
+                owner,
+                lease_ms,
+                data,
+                fencing,
+                only_if_exists,
+            )?),
+        };
+        Ok((acquired, wait_ms))
+    }
+
+    /// As [`Acquisition::into_target`], for `try_acquire`: `wait_ms` and `fair` are refused.
+    fn into_try_target(self) -> Result<Acquired, RequestError> {
+        if self.wait_ms.is_some() {
+            return Err(RequestError::new(
+                "wait_ms",
+                "is not taken by try_acquire, which never waits (use acquire)",
+            ));
+        }
+        if self.fair {
+            return Err(RequestError::new(
+                "fair",
+                "is not taken by try_acquire, which never joins a line (use acquire)",
+            ));
+        }
+        self.into_target().map(|(acquired, _)| acquired)
+    }
+}
+
 impl Event {
     pub(super) fn into_request(self) -> Result<Request, RequestError> {
         Ok(match self {
-            Event::Acquire {
-                resource,
-                resources,
-                path,
-                owner,
-                lease_ms,
-                wait_ms,
-                data,
-                fencing,
-                only_if_exists,
-                mode,
-                permits,
-                fair,
-            } => match set::members(resource, resources, path, mode, permits)? {
-                Target::One(resource) => Request::Acquire {
-                    lock: NewLock {
-                        resource,
-                        owner,
-                        lease: lease_ms,
-                        data,
-                        fencing,
-                        only_if_exists,
-                        mode: acquired_mode(mode, permits),
-                        permits,
-                        fair,
-                    },
-                    wait: wait_ms,
-                },
-                Target::Set(_) if fair => return Err(set::not_with("fair", "resources")),
-                Target::Set(members) => Request::AcquireSet {
-                    set: NewSet::new(members, owner, lease_ms, data, fencing, only_if_exists)?,
-                    wait: wait_ms,
-                },
+            Event::Acquire(acquisition) => match acquisition.into_target()? {
+                (Acquired::One(lock), wait) => Request::Acquire { lock, wait },
+                (Acquired::Set(set), wait) => Request::AcquireSet { set, wait },
             },
-            Event::TryAcquire {
-                resource,
-                resources,
-                path,
-                owner,
-                lease_ms,
-                data,
-                fencing,
-                only_if_exists,
-                mode,
-                permits,
-            } => match set::members(resource, resources, path, mode, permits)? {
-                Target::One(resource) => Request::TryAcquire {
-                    lock: NewLock {
-                        resource,
-                        owner,
-                        lease: lease_ms,
-                        data,
-                        fencing,
-                        only_if_exists,
-                        mode: acquired_mode(mode, permits),
-                        permits,
-                        fair: false,
-                    },
-                },
-                Target::Set(members) => Request::TryAcquireSet {
-                    set: NewSet::new(members, owner, lease_ms, data, fencing, only_if_exists)?,
-                },
+            Event::TryAcquire(acquisition) => match acquisition.into_try_target()? {
+                Acquired::One(lock) => Request::TryAcquire { lock },
+                Acquired::Set(set) => Request::TryAcquireSet { set },
             },
             Event::Release {
                 resource,
