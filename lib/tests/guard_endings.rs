@@ -13,6 +13,9 @@ use ddb_lock_test_kit::{
 };
 use std::time::Duration;
 
+/// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
 /// Every way a client ends one of its own holds, other than through the guard itself: each must
 /// turn the guard lost before its request is sent, as the guard's own release does.
 #[tokio::test]
@@ -202,4 +205,39 @@ async fn a_guard_release_that_dynamodb_fails_is_sent_again_in_the_background() {
     proxy.set_faults(Faults::default());
     client.flush().await;
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+/// A heartbeat whose extension was applied but never answered gives the lock up when the lease
+/// runs out, and releases it (the extension may have landed). The release must not be cancelled
+/// by the guard's own stop, which the release turns (it aborted the heartbeat's task, which was
+/// the task sending the release: the lock stayed taken for a whole lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_whose_lease_ran_out_releases_the_lock_its_unanswered_extension_kept() {
+    let direct = lock_client().await;
+    let resource = unique("guard-ran-out-releases");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let guard = client
+        .lock(&resource, &guard_options("alice", 1500, 500))
+        .await
+        .unwrap();
+
+    let mut extension = proxy.withhold_next_answer("UpdateItem");
+    extension.applied().await;
+    let lost = tokio::time::timeout(PATIENCE, guard.lost())
+        .await
+        .expect("loss signalled");
+    assert!(matches!(lost, LockLost::LeaseRanOut { .. }), "{lost:?}");
+    // The guard is kept: only the heartbeat's own release can free the lock before its lease
+    // (lengthened by the extension that landed) ends.
+    tokio::time::timeout(
+        PATIENCE,
+        proxy.wait_for("DeleteItem", |counts| counts.answered >= 1),
+    )
+    .await
+    .expect("the guard's heartbeat released the lock it gave up");
+    client.flush().await;
+    assert_eq!(direct.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(!guard.is_held());
+    extension.drop_it();
 }

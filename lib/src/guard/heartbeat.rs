@@ -69,11 +69,18 @@ pub(super) async fn extend_until_lost(
     }
     lose(&state, LockLost::LeaseRanOut { last_error });
     // An extension may still land after its answer was given up on: release, so that the lock
-    // does not stay taken for a lease nobody is using.
+    // does not stay taken for a lease nobody is using. From a task of its own: the release stops
+    // this guard, which aborts this task, and would cancel a release sent from it.
     let lock = match &*state.borrow() {
         State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
     };
-    if let Err(err) = client.release(&lock).await {
-        debug!(resource = lock.resource(), %err, "release after losing the lease failed");
+    let table = Arc::clone(client.table());
+    let spawned = table.release_in_background(async move {
+        if let Err(err) = client.release(&lock).await {
+            debug!(resource = lock.resource(), %err, "release after losing the lease failed");
+        }
+    });
+    if !spawned {
+        warn!("a guard whose lease ran out could not release outside a runtime; its lock ends with its lease");
     }
 }
