@@ -1,13 +1,15 @@
 //! Extend: one conditional UpdateItem of the lock item that moves its lease end (and `TTL`),
 //! rotates its `Version`, and may replace or remove its payload.
 //!
-//! The condition holds only for the same acquisition and owner, while the lease stands, and never
-//! to an earlier lease end than the stored one: two extensions of one lock can be applied in the
+//! The condition holds only for the same acquisition and owner, while the lease stands, and only
+//! to a later lease end than the stored one: two extensions of one lock can be applied in the
 //! reverse of the order they were sent, and the earlier, shorter one must not shorten the lease a
-//! caller of the later one was told of. A refusal carries the item (`ALL_OLD`), which tells a lost
-//! lock from an SDK retry of our own applied write (the item carries the version we wrote) and from
-//! a later lease already stored. A data change that met a later stored lease is written again with
-//! that lease end, a bounded number of times, since its data was not applied.
+//! caller of the later one was told of; and a copy of an applied extension (an SDK retry, a
+//! duplicate) finds its own lease end stored and changes nothing. A refusal carries the item
+//! (`ALL_OLD`), which tells a lost lock from an SDK retry of our own applied write (the item
+//! carries the version we wrote) and from a lease as late or later already stored. A data change
+//! that met such a lease is written again with that lease end, conditioned on the version it saw
+//! (a bounded number of times), since its data was not applied.
 
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
@@ -39,11 +41,17 @@ pub(crate) const EXTEND_SET_VERSION: &str = ", #version = :version, #lease_ms = 
 pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
 /// …or remove it…
 pub(crate) const EXTEND_REMOVE_DATA: &str = " REMOVE #data";
-/// …only for the same acquisition and owner, while the lease still stands, and never to an earlier
+/// …only for the same acquisition and owner, while the lease still stands, and only to a later
 /// lease end than the stored one (timestamps are fixed width, so the comparison is chronological):
-/// an extension that arrives after a later one of the same lock must not shorten its lease.
+/// an extension that arrives after a later one of the same lock must not shorten its lease, and a
+/// copy of an applied one (its lease end stored) must not apply again over a later write.
 pub(crate) const EXTEND_CONDITION: &str =
-    "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at <= :expires_at";
+    "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at < :expires_at";
+/// A data change written again at the stored lease end: only over the very item its refusal
+/// showed (its version), so that no copy of it, nor of the extension that stored that lease end,
+/// applies over the other.
+pub(crate) const REWRITE_CONDITION: &str =
+    "#lock_id = :lock_id AND #owner = :owner AND #version = :stored_version AND #expires_at >= :now";
 
 /// How many times a data replacement is written again because another extension of the same lock
 /// stored a later lease end first.
@@ -55,6 +63,16 @@ pub(crate) enum DataChange<'a> {
     Keep,
     Replace(&'a [u8]),
     Remove,
+}
+
+/// A data change's write again, over the stored item its last try was refused by.
+struct Rewrite {
+    /// The stored item's version: the condition.
+    stored_version: String,
+    /// The lease written: the longer of the stored one and the extension's, so that a waiter
+    /// that takes over a version it saw unchanged for its lease (the observed-lease rule) waits
+    /// at least as long as for the version it replaces, whose lease end this write keeps.
+    lease: Duration,
 }
 
 /// One extension's request: the lock, its new lease, when it was computed.
@@ -71,7 +89,8 @@ pub(crate) enum Refusal {
     /// The item carries the version this request wrote: an earlier attempt of it (an SDK retry)
     /// was applied.
     OwnWrite(Record),
-    /// Our own live lock, with a later lease end than this request's: only "never shorten" failed.
+    /// Our own live lock, with a lease end as late as this request's or later: only "to a later
+    /// lease end" failed.
     LaterLeaseStored(Record),
     /// The lock is lost, and how.
     Lost(ExtendOutcome),
@@ -128,12 +147,15 @@ async fn write(
     extension: &Extension<'_>,
 ) -> Result<Result<Record, ExtendOutcome>, Error> {
     let mut expires_at = after(extension.now, extension.lease, "lease")?;
+    let mut rewrite = None;
     let mut tries = 0;
     loop {
         tries += 1;
         let version = uuid::Uuid::new_v4().to_string();
         let written = match extension.handle.mode() {
-            Mode::Exclusive => update_item(table, extension, expires_at, &version).await?,
+            Mode::Exclusive => {
+                update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?
+            }
             Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {
                     handle, lease, now, ..
@@ -148,9 +170,10 @@ async fn write(
         let handle = extension.handle;
         match read_refused(handle, &version, expires_at, failed_on, extension.now) {
             Refusal::OwnWrite(record) => return Ok(Ok(record)),
-            // The stored, longer lease stands; the lock is returned with it, and with a monotonic
-            // lease counted from this request's send, which cannot outlast the stored one. A data
-            // change was not applied: it is written again with the stored lease end.
+            // The stored lease, as long or longer, stands; the lock is returned with it, and with a
+            // monotonic lease counted from this request's send, which cannot outlast the stored
+            // one. A data change was not applied: it is written again with the stored lease end,
+            // over that very item.
             Refusal::LaterLeaseStored(record) => {
                 if matches!(extension.change, DataChange::Keep) {
                     return Ok(Ok(record));
@@ -162,6 +185,10 @@ async fn write(
                     });
                 }
                 expires_at = record.holder.expires_at;
+                rewrite = Some(Rewrite {
+                    lease: extension.lease.max(record.lease),
+                    stored_version: record.version,
+                });
             }
             Refusal::Lost(outcome) => return Ok(Err(outcome)),
         }
@@ -203,22 +230,29 @@ fn extended(
     ExtendOutcome::Extended(lock)
 }
 
-/// One UpdateItem of extend, to `expires_at`: `Ok(Ok(record))` as written, `Ok(Err(record))`
-/// with the item its condition failed on (`ALL_OLD`), if any.
+/// One UpdateItem of extend, to `expires_at` (a `rewrite` of a data change, if given):
+/// `Ok(Ok(record))` as written, `Ok(Err(record))` with the item its condition failed on
+/// (`ALL_OLD`), if any.
 async fn update_item(
     table: &LockTable,
     extension: &Extension<'_>,
     expires_at: DateTime<Utc>,
     version: &str,
+    rewrite: Option<&Rewrite>,
 ) -> Result<Result<Record, Option<Record>>, Error> {
     let resource = extension.handle.resource();
     let update = update_expression(
         extension.change,
         table.schema.ttl_attribute_name().is_some(),
     );
+    let condition = match rewrite {
+        Some(_) => REWRITE_CONDITION,
+        None => EXTEND_CONDITION,
+    };
+    let values = values(table, extension, expires_at, version, rewrite)?;
     let request = table
-        .update_item(resource, &update, EXTEND_CONDITION)
-        .set_expression_attribute_values(Some(values(table, extension, expires_at, version)?))
+        .update_item(resource, &update, condition)
+        .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
     let answer = answer("UpdateItem", request.await, update_refused)?;
@@ -250,12 +284,14 @@ fn values(
     extension: &Extension<'_>,
     expires_at: DateTime<Utc>,
     version: &str,
+    rewrite: Option<&Rewrite>,
 ) -> Result<Item, Error> {
     let handle = extension.handle;
+    let lease = rewrite.map_or(extension.lease, |rewrite| rewrite.lease);
     let mut values = HashMap::from([
         (":expires_at", s(timestamp::format(expires_at))),
         (":version", s(version)),
-        (":lease_ms", item::millis(extension.lease)),
+        (":lease_ms", item::millis(lease)),
         (":lock_id", s(handle.lock_id().to_string())),
         (":owner", s(handle.owner())),
         (":now", s(timestamp::format(extension.now))),
@@ -265,6 +301,9 @@ fn values(
     }
     if let DataChange::Replace(data) = extension.change {
         values.insert(":data", AttributeValue::B(Blob::new(data)));
+    }
+    if let Some(rewrite) = rewrite {
+        values.insert(":stored_version", s(&rewrite.stored_version));
     }
     Ok(values
         .into_iter()
@@ -284,12 +323,13 @@ pub(crate) fn read_refused(
     match record {
         // An SDK retry failed on the item its own earlier attempt wrote.
         Some(record) if record.version == version => Refusal::OwnWrite(record),
-        // Only "never shorten" failed: a later extension of this very lock was stored first (sent
-        // later but applied earlier, or this one is a late retry).
+        // Only "to a later lease end" failed: an extension of this very lock to as late a lease
+        // end or later was stored first (sent later but applied earlier, or this one is a late
+        // retry); or, for a data change written again, another write moved the version.
         Some(record)
             if record.lock_id == handle.lock_id()
                 && record.holder.owner == handle.owner()
-                && record.holder.expires_at > expires_at =>
+                && record.holder.expires_at >= expires_at =>
         {
             Refusal::LaterLeaseStored(record)
         }
@@ -353,6 +393,14 @@ mod tests {
         let later = record(h.lock_id(), "me", "v3", 40);
         let refusal = read_refused(&h, "v2", wanted(), Some(later.clone()), now());
         assert_eq!(refusal, Refusal::LaterLeaseStored(later));
+    }
+
+    #[test]
+    fn the_same_lease_end_stored_by_another_write_stands() {
+        let h = handle();
+        let same = record(h.lock_id(), "me", "v3", 30);
+        let refusal = read_refused(&h, "v2", wanted(), Some(same.clone()), now());
+        assert_eq!(refusal, Refusal::LaterLeaseStored(same));
     }
 
     #[test]
@@ -420,6 +468,7 @@ mod tests {
             EXTEND_REPLACE_DATA,
             EXTEND_REMOVE_DATA,
             EXTEND_CONDITION,
+            REWRITE_CONDITION,
         ] {
             assert_every_placeholder_named(expr);
         }

@@ -26,7 +26,7 @@ use tracing::{debug, info};
 
 /// The exclusive extension's update and condition, inside the entry.
 const EXTEND_UPDATE: &str = "SET #entry.#expires_at = :expires_at, #entry.#version = :version, #entry.#lease_ms = :lease_ms";
-const EXTEND_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner AND #entry.#expires_at >= :now AND #entry.#expires_at <= :expires_at";
+const EXTEND_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner AND #entry.#expires_at >= :now AND #entry.#expires_at < :expires_at";
 /// The release: the entry and its id (in the set of the hold's mode) go together.
 const RELEASE_UPDATE: &str = "DELETE #set :ids REMOVE #entry";
 const RELEASE_CONDITION: &str = "#entry.#lock_id = :lock_id AND #entry.#owner = :owner";
