@@ -253,7 +253,8 @@ impl Holds {
         inner
             .held
             .entry(handle.lock_id())
-            .and_modify(|hold| hold.until = until)
+            // Never earlier: answers of two extensions can come in either order.
+            .and_modify(|hold| hold.until = hold.until.max(until))
             .or_insert_with(|| Hold {
                 handle: handle.clone(),
                 acquired_at,
@@ -267,13 +268,15 @@ impl Holds {
         self.inner().held.remove(&lock_id);
     }
 
-    /// The client no longer holds a lock on `resource`: any, or only `owner`'s exclusive one.
-    pub(crate) fn freed_on(&self, resource: &str, owner: Option<&str>) {
-        self.inner().held.retain(|_, hold| {
-            hold.handle.resource() != resource
-                || owner.is_some_and(|o| {
-                    hold.handle.owner() != o || hold.handle.mode() != Mode::Exclusive
-                })
+    /// The client no longer holds the locks on `resource` whose release started through it
+    /// ([`releases_start_on`](Self::releases_start_on)): a release by owner or a force release
+    /// is answered. The others stay: a lock its condition spared (acquired later than
+    /// `acquired_by`), or taken by this client since.
+    pub(crate) fn freed_ended_on(&self, resource: &str) {
+        let mut inner = self.inner();
+        let Inner { held, ended, .. } = &mut *inner;
+        held.retain(|lock_id, hold| {
+            hold.handle.resource() != resource || !ended.contains(*lock_id)
         });
     }
 
@@ -469,13 +472,48 @@ mod tests {
         assert_eq!(holds.handles().len(), 2);
         holds.freed(a.lock_id());
         assert_eq!(holds.handles(), vec![b.clone()]);
-        holds.freed_on("b", Some("someone else"));
+        holds.freed_ended_on("b");
+        assert_eq!(holds.handles().len(), 1, "no release of it started");
+        holds.releases_start_on("b", Some("someone else"), None);
+        holds.freed_ended_on("b");
         assert_eq!(holds.handles().len(), 1);
-        holds.freed_on("b", Some("me"));
+        holds.releases_start_on("b", Some("me"), None);
+        holds.freed_ended_on("b");
         assert!(holds.handles().is_empty());
-        holds.acquired(&b, acquired_at(), until);
-        holds.freed_on("b", None);
+        let c = handle("b");
+        holds.acquired(&c, acquired_at(), until);
+        holds.releases_start_on("b", None, None);
+        holds.freed_ended_on("b");
         assert!(holds.handles().is_empty());
+    }
+
+    #[test]
+    fn an_earlier_extension_answered_last_does_not_shorten_a_hold() {
+        let holds = Holds::default();
+        let lock = handle("r");
+        let now = Instant::now();
+        holds.acquired(&lock, acquired_at(), now + Duration::from_secs(5));
+        holds.extended(&lock, acquired_at(), now + Duration::from_secs(60));
+        holds.extended(&lock, acquired_at(), now + Duration::from_secs(1));
+        assert_eq!(
+            holds.inner().held[&lock.lock_id()].until,
+            now + Duration::from_secs(60)
+        );
+    }
+
+    #[test]
+    fn a_release_by_owner_frees_only_the_holds_it_started_to_release() {
+        let holds = Holds::default();
+        let (older, newer) = (handle("r"), handle("r"));
+        let until = Instant::now() + Duration::from_secs(30);
+        let then = acquired_at();
+        holds.acquired(&older, then, until);
+        holds.releases_start_on("r", Some("me"), Some(then));
+        // Taken after the release started: its condition spares it.
+        holds.acquired(&newer, then + chrono::TimeDelta::seconds(1), until);
+        holds.releases_start_on("r", Some("me"), Some(then));
+        holds.freed_ended_on("r");
+        assert_eq!(holds.handles(), vec![newer]);
     }
 
     #[test]

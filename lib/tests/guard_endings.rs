@@ -241,3 +241,68 @@ async fn a_guard_whose_lease_ran_out_releases_the_lock_its_unanswered_extension_
     assert!(!guard.is_held());
     extension.drop_it();
 }
+
+/// A release by owner that spares a lock acquired after `acquired_by` leaves the client's memory
+/// of that lock alone: its guard still says held, `release_all` still releases it (the spared
+/// hold was forgotten, with its guard's stop, and `release_all` left the lock taken).
+#[tokio::test]
+async fn a_release_by_owner_that_spares_a_newer_lock_keeps_the_client_holding_it() {
+    let client = lock_client().await;
+    let resource = unique("guard-spared-by-owner-release");
+    let guard = client
+        .lock(&resource, &guard_options("exec", 60_000, 20_000))
+        .await
+        .unwrap();
+    let acquired_at = guard.lock().unwrap().acquired_at();
+
+    let outcome = client
+        .release_owned_acquired_by(
+            &resource,
+            "exec",
+            acquired_at - chrono::TimeDelta::seconds(1),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, ReleaseOutcome::NotOwner { .. }),
+        "{outcome:?}"
+    );
+    assert!(guard.is_held());
+
+    let released = client.release_all().await;
+    assert_eq!(released.len(), 1, "release_all forgot the spared lock");
+    assert!(matches!(released[0].1, Ok(ReleaseOutcome::Released)));
+    assert!(!guard.is_held());
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+/// A force release whose read is delayed while this client takes the lock: the delete removes the
+/// lock it then reads, and the guard on that lock is lost before the delete is sent (it stayed
+/// held for a deleted lock: the force release had stopped only the guards there before its read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_stops_the_guard_of_a_lock_taken_while_it_read() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("guard-force-released-while-taken");
+
+    let mut read = proxy.delay_next_request("GetItem");
+    let forcing = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.force_release(&resource).await })
+    };
+    read.captured().await;
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    assert!(read.deliver().await);
+    let removed = forcing.await.unwrap().unwrap();
+
+    assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        !guard.is_held(),
+        "the guard says held for a force-released lock"
+    );
+}

@@ -136,6 +136,9 @@ pub(crate) async fn force_release(
         if !item.contains_key(LOCK_ID) {
             return Err(table.not_a_lock_item(&item));
         }
+        // And the guards of a lock this client took while the item was read: the delete may
+        // remove it.
+        table.holds.releases_start_on(resource, None, None);
         match remove_as_read(table, resource, &item).await? {
             Answer::Applied(()) => break Some(item),
             // Gone meanwhile: nothing left to release.
@@ -157,7 +160,9 @@ pub(crate) async fn force_release(
         }
     };
     table.queues.freed(resource, None);
-    table.holds.freed_on(resource, None);
+    // Only the holds it stopped: one this client took after the delete was sent is spared by
+    // its condition, and stays.
+    table.holds.freed_ended_on(resource);
     let now = table.now();
     let removed = match table.record(resource, deleted.as_ref()) {
         Ok(record) => removed_holder(record, now),

@@ -187,7 +187,8 @@ pub(crate) async fn send(
     table.queues.freed(resource, lock_id);
     match lock_id {
         Some(lock_id) => table.holds.freed(lock_id),
-        None => table.holds.freed_on(resource, Some(owner)),
+        // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
+        None => table.holds.freed_ended_on(resource),
     }
     match answer {
         Answer::Applied(_) => {
