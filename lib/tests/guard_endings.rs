@@ -9,7 +9,8 @@ use ddb_lock::{
 };
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
 use ddb_lock_test_kit::{
-    client_through, endpoint, guard_options, hold, lock_client, lost_now, unique,
+    client_through, endpoint, guard_options, hold, lock_client, lost_now, raw_item, unique,
+    AdjustableClock,
 };
 use std::time::Duration;
 
@@ -305,4 +306,34 @@ async fn a_force_release_stops_the_guard_of_a_lock_taken_while_it_read() {
         !guard.is_held(),
         "the guard says held for a force-released lock"
     );
+}
+
+/// A guard whose extension finds its lease over by the wall clock (a clock that jumped) is lost as
+/// `Expired`, and releases the lock as when its lease runs out: an extension of it given up on
+/// could still land with its earlier `:now` and lengthen the lease of a lock nobody uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_found_expired_releases_its_lock() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("guard-found-expired");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 200))
+        .await
+        .unwrap();
+
+    clock.advance(Duration::from_secs(61));
+    let lost = tokio::time::timeout(PATIENCE, guard.lost())
+        .await
+        .expect("loss signalled");
+    assert!(matches!(lost, LockLost::Expired { .. }), "{lost:?}");
+    tokio::time::timeout(
+        PATIENCE,
+        proxy.wait_for("DeleteItem", |counts| counts.answered >= 1),
+    )
+    .await
+    .expect("the guard released the lock it found expired");
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None);
 }

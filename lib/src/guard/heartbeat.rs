@@ -52,7 +52,10 @@ pub(super) async fn extend_until_lost(
                     last_error = None;
                     retry_at = None;
                 }
-                Err(LockLost::LeaseRanOut { .. }) => break,
+                // Expired (a wall clock that jumped past the lease end): an extension of ours
+                // given up on may still land with its earlier `:now` and lengthen the lease, so
+                // released as when the lease ran out.
+                Err(LockLost::LeaseRanOut { .. } | LockLost::Expired { .. }) => break,
                 Err(_) => return,
             },
             Ok(Err(err)) if Instant::now() < valid_until => {
@@ -67,6 +70,7 @@ pub(super) async fn extend_until_lost(
             Err(_elapsed) => break,
         }
     }
+    // (No-op if lost already: the first reason stands.)
     lose(&state, LockLost::LeaseRanOut { last_error });
     // An extension may still land after its answer was given up on: release, so that the lock
     // does not stay taken for a lease nobody is using. From a task of its own: the release stops

@@ -277,13 +277,13 @@ impl Drop for LockGuard {
         }
         lose(&self.state, LockLost::Released);
         let lock = match &*self.state.borrow() {
-            // Held until now, a release that did not complete, or a lease that ran out while an
-            // extension may still land (the heartbeat's own release of it was just aborted).
+            // Held until now, a release that did not complete, or a lease that ran out (or was
+            // found expired) while an extension may still land.
             State::Lost {
                 lock,
-                lost: LockLost::Released | LockLost::LeaseRanOut { .. },
+                lost: LockLost::Released | LockLost::LeaseRanOut { .. } | LockLost::Expired { .. },
             } => lock.clone(),
-            // Found gone, expired or taken by an extension: nothing of ours to release.
+            // Found gone or taken by an extension: nothing of ours to release.
             State::Lost { .. } | State::Held(_) => return,
         };
         // Marked as being released at once, so that no idempotent acquisition of this client is
