@@ -6,14 +6,19 @@
 //! before they are sent and after they were applied, end their locks through the client instead
 //! (`release`, `release_owned`, `force_release`, `release_all`), suffer dropped and delayed answers,
 //! extensions and releases that arrive late (held by the proxy, delivered some steps later) or
-//! twice (a copy delivered again some steps later), and see time jump past every lease. After every
-//! step the invariants are checked against the stored item:
+//! twice (a copy delivered again some steps later), and see time jump past every lease or step
+//! back. After every step the invariants are checked against the stored item:
 //!
 //! - a guard that says it is held, and whose lease end (as it believes it) has not passed on the
 //!   shared clock, finds its own acquisition in the item (an exclusive one as the holder, a
 //!   shared one as an entry beside no live exclusive holder) with a lease end not before the one it
 //!   believes: so no exclusive guard beside a guard of another acquisition, no guard believing in
 //!   more lease than is stored, and no live lock deleted by anyone else's release;
+//! - an exclusive guard that says held finds in the item the data of the last data replacement
+//!   of its acquisition that was answered, unless one whose outcome is unknown came after it (a
+//!   copy of an earlier one must not put older data back);
+//! - a guard still open whose lease ran out (or was found expired) has released its lock once its
+//!   client's background work is done: the item does not hold its acquisition live;
 //! - a guard released, dropped, or whose lock its client ended, has a watch that says lost at once;
 //! - once every guard is released or dropped, every held request delivered and the background
 //!   releases finished, the lock is free.
@@ -23,11 +28,13 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use ddb_lock::{AcquireOptions, Clock, Lock, LockClient, LockGuard, LockWatch, Mode};
+use ddb_lock::{
+    AcquireOptions, Clock, Lock, LockClient, LockGuard, LockId, LockLost, LockWatch, Mode,
+};
 use ddb_lock_test_kit::proxy::{Faults, HeldRequest, Proxy};
 use ddb_lock_test_kit::{
-    builder, endpoint, lock_client, quickly_retrying_dynamodb, raw_item, stored, string_attr,
-    unique, AdjustableClock,
+    builder, endpoint, lock_client, lost_now, quickly_retrying_dynamodb, raw_item, stored,
+    string_attr, unique, AdjustableClock,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -74,6 +81,22 @@ struct World {
     closed: Vec<LockWatch>,
     /// Requests held back or copied by the proxies, to be delivered at a later step.
     held: Vec<HeldRequest>,
+    /// The acquisition of each guard, by the step that took it.
+    acquisitions: HashMap<usize, LockId>,
+    /// What each exclusive acquisition's data is known to be.
+    data: HashMap<LockId, Data>,
+    /// The guards (by the step that took them) seen lost to their lease at a check: by the next
+    /// check their heartbeat has had its turn to release.
+    ran_out: std::collections::HashSet<usize>,
+}
+
+/// An exclusive acquisition's data, as its data replacements' answers tell.
+#[derive(Debug, Clone, PartialEq)]
+enum Data {
+    /// None, or the last replacement's, answered.
+    Known(Option<Vec<u8>>),
+    /// A replacement whose outcome is unknown (cancelled, failed) came after the last answered.
+    Unknown,
 }
 
 #[tokio::test]
@@ -123,6 +146,9 @@ async fn run(seed: u64, items: Items) {
         guards: Vec::new(),
         closed: Vec::new(),
         held: Vec::new(),
+        acquisitions: HashMap::new(),
+        data: HashMap::new(),
+        ran_out: std::collections::HashSet::new(),
     };
     // Every step's action, for a failure's message.
     let mut history = String::new();
@@ -164,6 +190,16 @@ impl World {
                 };
                 match self.clients[client].try_lock(&self.resource, &opts).await {
                     Ok(Some(guard)) => {
+                        if let Some(lock) = guard.lock() {
+                            self.acquisitions.insert(step, lock.lock_id());
+                            if lock.mode() == Mode::Exclusive {
+                                // A new acquisition's data is the item's as it took it (none
+                                // where items are deleted, the last holder's where kept); one
+                                // handed back keeps its own.
+                                let data = lock.data().map(<[u8]>::to_vec);
+                                self.data.entry(lock.lock_id()).or_insert(Data::Known(data));
+                            }
+                        }
                         self.guards.push((step, client, guard));
                         format!(
                             "client {client} took a guard (shared: {shared}, idempotent: {idempotent})"
@@ -217,16 +253,22 @@ impl World {
                 }
                 let data = format!("step {step}").into_bytes();
                 let (taken, owner) = (self.guards[k].0, self.guards[k].1);
+                let acquisition = self.acquisitions[&taken];
                 if rng.random_bool(0.5) {
-                    let outcome = self.guards[k].2.replace_data(Some(data)).await;
+                    let outcome = self.guards[k].2.replace_data(Some(data.clone())).await;
+                    self.data_replaced(acquisition, outcome.is_ok(), data);
                     format!("replaced the data of the guard of step {taken}: {outcome:?}")
                 } else {
                     let mut answer = self.proxies[owner].withhold_next_answer("UpdateItem");
-                    let outcome = tokio::select! {
-                        outcome = self.guards[k].2.replace_data(Some(data)) => format!("answered: {outcome:?}"),
-                        () = answer.applied() => "dropped once an UpdateItem was applied".to_owned(),
+                    let (outcome, answered) = tokio::select! {
+                        outcome = self.guards[k].2.replace_data(Some(data.clone())) => {
+                            let answered = outcome.is_ok();
+                            (format!("answered: {outcome:?}"), answered)
+                        }
+                        () = answer.applied() => ("dropped once an UpdateItem was applied".to_owned(), false),
                     };
                     answer.drop_it();
+                    self.data_replaced(acquisition, answered, data);
                     format!("cancelled a data replacement of the guard of step {taken}: {outcome}")
                 }
             }
@@ -278,9 +320,16 @@ impl World {
                     .expect("the endpoint answers a delivered request");
                 format!("a held {operation} delivered: {delivered}")
             }
-            90..95 => {
+            90..93 => {
                 self.clock.advance(LEASE + Duration::from_secs(1));
                 "the clock jumped past every lease".to_owned()
+            }
+            93..95 => {
+                // Less than a lease: stored lease ends now lie further ahead than a new one's
+                // (extensions keep the stored one; a data replacement is written again at it).
+                let back = Duration::from_millis(rng.random_range(1..4) * 1000);
+                self.clock.set_back(back);
+                format!("the clock stepped back {back:?}")
             }
             _ if self.guards.iter().any(|(_, _, guard)| guard.is_held()) => {
                 // Let the background tasks (heartbeats, releases of dropped guards) run a while:
@@ -306,6 +355,17 @@ impl World {
             }
             _ => "nothing".to_owned(),
         }
+    }
+
+    /// A data replacement of `acquisition` answered (`answered`: applied) or not (cancelled or
+    /// failed: it may or may not have been applied).
+    fn data_replaced(&mut self, acquisition: LockId, answered: bool, data: Vec<u8>) {
+        let known = if answered {
+            Data::Known(Some(data))
+        } else {
+            Data::Unknown
+        };
+        self.data.insert(acquisition, known);
     }
 
     /// The request of a release: a DeleteItem, or an UpdateItem where items are kept.
@@ -427,7 +487,7 @@ impl World {
         any(waits).await;
     }
 
-    async fn check(&self, context: &str) {
+    async fn check(&mut self, context: &str) {
         let now = self.clock.now();
         let held: Vec<_> = self
             .guards
@@ -443,6 +503,7 @@ impl World {
                 "{context}: a closed guard's watch says held"
             );
         }
+        self.check_lost_guards_released(context, now).await;
         let exclusive: std::collections::HashSet<_> = held
             .iter()
             .filter(|(_, lock)| lock.mode() == Mode::Exclusive)
@@ -463,9 +524,57 @@ impl World {
         for (taken, lock) in &held {
             if lock.mode() == Mode::Exclusive {
                 check_exclusive(context, *taken, lock, &item);
+                if let Some(Data::Known(data)) = self.data.get(&lock.lock_id()) {
+                    let stored = match item.get("Data") {
+                        Some(AttributeValue::B(blob)) => Some(blob.as_ref().to_vec()),
+                        _ => None,
+                    };
+                    assert_eq!(
+                        stored.as_deref().map(String::from_utf8_lossy),
+                        data.as_deref().map(String::from_utf8_lossy),
+                        "{context}: the guard of step {taken} holds data its last answered replacement did not write"
+                    );
+                }
             } else {
                 check_shared(context, *taken, lock, &item, now);
             }
+        }
+    }
+
+    /// Open guards whose lease ran out or was found expired release their locks themselves (an
+    /// extension of theirs may still land): once their clients' background work is done, the
+    /// item does not hold their acquisition live. Checked from the check after the one that
+    /// first saw the guard lost (a watch says lost at the lease end, when the heartbeat's timer
+    /// may not have fired yet; the requests of the check and the step in between let it).
+    async fn check_lost_guards_released(&mut self, context: &str, now: DateTime<Utc>) {
+        let mut lost = Vec::new();
+        for (taken, client, guard) in &self.guards {
+            if matches!(
+                lost_now(&guard.watch()).await,
+                Some(LockLost::LeaseRanOut { .. } | LockLost::Expired { .. })
+            ) && !self.ran_out.insert(*taken)
+            {
+                lost.push((*taken, *client));
+            }
+        }
+        if lost.is_empty() {
+            return;
+        }
+        for (_, client) in &lost {
+            self.clients[*client].flush().await;
+        }
+        let Some(item) = raw_item(&self.resource).await else {
+            return;
+        };
+        for (taken, _) in lost {
+            let live_ours = item.get("LockID").and_then(|id| id.as_s().ok())
+                == Some(&self.acquisitions[&taken].to_string())
+                && item.contains_key("Owner")
+                && string_attr(&item, "ExpiresAt") >= stored(now).as_str();
+            assert!(
+                !live_ours,
+                "{context}: the guard of step {taken} ran out of lease, yet its lock is held live: {item:?}"
+            );
         }
     }
 
