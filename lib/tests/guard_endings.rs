@@ -337,3 +337,30 @@ async fn a_guard_found_expired_releases_its_lock() {
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None);
 }
+
+/// As a heartbeat does, a data replacement that finds the lease expired (a clock that jumped)
+/// answers `Expired` and releases the lock before it returns.
+#[tokio::test]
+async fn a_data_replacement_that_finds_the_lease_expired_releases_the_lock() {
+    let _ = lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let resource = unique("guard-replace-finds-expired");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+
+    clock.advance(Duration::from_secs(61));
+    let outcome = guard.replace_data(Some(b"step 2".to_vec())).await.unwrap();
+
+    assert!(
+        matches!(outcome, ExtendOutcome::Expired { .. }),
+        "{outcome:?}"
+    );
+    assert!(!guard.is_held());
+    assert_eq!(raw_item(&resource).await, None, "the expired lock was left");
+}

@@ -88,6 +88,8 @@ struct World {
     /// The guards (by the step that took them) seen lost to their lease at a check: by the next
     /// check their heartbeat has had its turn to release.
     ran_out: std::collections::HashSet<usize>,
+    /// The latest time the shared clock has read at a check (it steps back too).
+    latest: DateTime<Utc>,
 }
 
 /// An exclusive acquisition's data, as its data replacements' answers tell.
@@ -149,6 +151,7 @@ async fn run(seed: u64, items: Items) {
         acquisitions: HashMap::new(),
         data: HashMap::new(),
         ran_out: std::collections::HashSet::new(),
+        latest: DateTime::<Utc>::MIN_UTC,
     };
     // Every step's action, for a failure's message.
     let mut history = String::new();
@@ -488,7 +491,13 @@ impl World {
     }
 
     async fn check(&mut self, context: &str) {
-        let now = self.clock.now();
+        // First: it flushes clients, whose background work (a release) may end guards' holds.
+        self.check_lost_guards_released(context, self.clock.now())
+            .await;
+        // Leases end by the latest the clock has read: a lock taken over while the clock was
+        // ahead stays taken when it steps back.
+        self.latest = self.latest.max(self.clock.now());
+        let now = self.latest;
         let held: Vec<_> = self
             .guards
             .iter()
@@ -503,7 +512,6 @@ impl World {
                 "{context}: a closed guard's watch says held"
             );
         }
-        self.check_lost_guards_released(context, now).await;
         let exclusive: std::collections::HashSet<_> = held
             .iter()
             .filter(|(_, lock)| lock.mode() == Mode::Exclusive)

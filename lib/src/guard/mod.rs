@@ -189,7 +189,14 @@ impl LockGuard {
             let outcome = answer?;
             match settle(&self.state, &outcome) {
                 Ok(()) => return Ok(outcome),
-                // Found gone, expired or taken: the outcome says so.
+                // Found expired (a wall clock that jumped past the lease): an attempt of this
+                // extension given up on by the SDK may still land with its earlier `:now`, as
+                // for the heartbeat: released, and the outcome says so.
+                Err(LockLost::Expired { .. }) => {
+                    self.release_given_up(&lock).await;
+                    return Ok(outcome);
+                }
+                // Found gone or taken: the outcome says so.
                 Err(_) if !matches!(outcome, ExtendOutcome::Extended(_)) => return Ok(outcome),
                 // Extended, but answered after the lease ran out.
                 Err(_) => {}
@@ -199,10 +206,15 @@ impl LockGuard {
         }
         // The guard is lost, but the extension may have landed (or may still land): release, so
         // that the lock is not held for a lease nobody uses.
-        if let Err(err) = self.client.release(&lock).await {
-            debug!(resource = lock.resource(), %err, "release after an unanswered extension failed");
-        }
+        self.release_given_up(&lock).await;
         Err(lost(&lock))
+    }
+
+    /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land.
+    async fn release_given_up(&self, lock: &Lock) {
+        if let Err(err) = self.client.release(lock).await {
+            debug!(resource = lock.resource(), %err, "release of a lock given up on failed");
+        }
     }
 
     /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
