@@ -170,6 +170,11 @@ async fn sets_are_checked_before_any_request() {
             InvalidInput::NotForSets { field: "permits" },
         ),
         (
+            vec![("a", Mode::Exclusive)],
+            opts("s").fair(true),
+            InvalidInput::NotForSets { field: "fair" },
+        ),
+        (
             vec![("", Mode::Exclusive)],
             opts("s"),
             InvalidInput::Empty { field: "resource" },

@@ -552,3 +552,102 @@ async fn a_keeping_client_keeps_the_item_and_its_payload_through_shared_holds() 
     assert_eq!(w.data(), Some(&b"config v3"[..]));
     client.release(&w).await.unwrap();
 }
+
+/// A copy of a reader's acquisition, delivered after the reader extended its hold, changes
+/// nothing: it put back the entry's first lease end, and a writer whose clock is past that end
+/// cleared the entry as lapsed and took the lock while the reader held it.
+#[tokio::test]
+async fn a_late_copy_of_a_shared_acquisition_does_not_shorten_the_hold() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let readers = quickly_retrying_client(&proxy.endpoint());
+    // The writer's clock is 10 s ahead: past the reader's first lease, not its extended one.
+    let ahead = AdjustableClock::new();
+    ahead.advance(Duration::from_secs(10));
+    let writers = client_with_clock(&endpoint(), ahead);
+    let resource = unique("shared/late-copy");
+
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "ADD #shared");
+    let r = readers
+        .try_acquire(&resource, &reader("r").lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("free");
+    let extended = readers.extend(&r, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(extended, ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+
+    assert!(
+        writers
+            .try_acquire(&resource, &writer("w"))
+            .await
+            .unwrap()
+            .is_none(),
+        "a writer took the lock from a reader holding it"
+    );
+    assert_eq!(
+        shared_owners(&readers.status(&resource).await.unwrap()),
+        ["r"]
+    );
+    readers.release(&r).await.unwrap();
+}
+
+/// A semaphore's reclaim of a crashed holder, refused because another holder left meanwhile, is
+/// not written again as it was (certain to fail): the permit that was freed is taken.
+#[tokio::test]
+async fn a_reclaim_refused_by_a_holder_leaving_takes_the_freed_permit() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let early = builder(dynamodb()).build().unwrap();
+    let late = client_with_clock(&proxy.endpoint(), clock.clone());
+    let resource = unique("semaphore/stale-reclaim");
+    let a = early
+        .try_acquire(&resource, &permit("a", 3).lease(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("permit 1");
+    let b = early
+        .try_acquire(&resource, &permit("b", 3))
+        .await
+        .unwrap()
+        .expect("permit 2");
+    let c = early
+        .try_acquire(&resource, &permit("c", 3))
+        .await
+        .unwrap()
+        .expect("permit 3");
+    // a crashes: its lease ends, for the late client's clock.
+    clock.advance(Duration::from_secs(6));
+
+    let reclaim = proxy.delay_next_request_containing("UpdateItem", "size(#shared) = :seen");
+    let acquiring = {
+        let (late, resource) = (late.clone(), resource.clone());
+        tokio::spawn(async move {
+            late.try_acquire_with_holder(&resource, &permit("d", 3))
+                .await
+        })
+    };
+    let mut reclaim = reclaim;
+    reclaim.captured().await;
+    early.release(&c).await.unwrap();
+    assert!(reclaim.deliver().await);
+    let d = match acquiring.await.unwrap().unwrap() {
+        AcquireAttempt::Acquired(lock) => lock,
+        AcquireAttempt::Held(holder) => panic!("held by {holder:?} with a permit free"),
+    };
+
+    let mut owners = shared_owners(&late.status(&resource).await.unwrap());
+    owners.sort();
+    assert!(
+        owners.contains(&"d".to_owned()) && owners.contains(&"b".to_owned()),
+        "{owners:?}"
+    );
+    for lock in [&a, &b] {
+        let _ = early.release(lock).await.unwrap();
+    }
+    late.release(&d).await.unwrap();
+}

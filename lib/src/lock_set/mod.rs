@@ -118,6 +118,8 @@ fn member_options(
         ("data", opts.data_bytes().is_some()),
         ("only_if_exists", opts.is_only_if_exists()),
         ("permits", opts.permit_count().is_some()),
+        // A set is taken in one transaction: it does not wait in the lines of its members.
+        ("fair", opts.is_fair()),
         (
             "takeover_rule",
             client.settings.table.takeover == TakeoverRule::ObservedLease,

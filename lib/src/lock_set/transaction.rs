@@ -122,7 +122,10 @@ enum MemberRefusal {
     Lapsed(Vec<(Mode, Record)>),
     /// A full semaphore with lapsed holders: these, to reclaim.
     Reclaim(Vec<Record>),
+    /// Refused by an item that changed since the member's write was made (a reclaim gone stale).
     Changed,
+    /// Not refused: another member's refusal (or a conflict) cancelled the transaction.
+    Passed,
 }
 
 /// One try at the set of `requests` (distinct resources).
@@ -193,8 +196,12 @@ pub(crate) async fn attempt(
                 Some("ConditionalCheckFailed") => {
                     refusals.push(read_member(table, member, reason.item())?);
                 }
-                Some("TransactionConflict") => conflict = true,
-                _ => refusals.push(MemberRefusal::Changed),
+                // Pushed all the same, so that the refusals stay aligned with the members.
+                Some("TransactionConflict") => {
+                    conflict = true;
+                    refusals.push(MemberRefusal::Passed);
+                }
+                _ => refusals.push(MemberRefusal::Passed),
             }
         }
         if refusals.contains(&MemberRefusal::OwnWrite) {
@@ -259,6 +266,8 @@ pub(crate) async fn attempt(
                     writer::clear_lapsed(table, member.resource(), &lapsed, now).await?;
                 }
                 (Member::Shared { reclaim, .. }, MemberRefusal::Reclaim(seen)) => *reclaim = seen,
+                // A reclaim refused by a set that changed (a holder left): plain again.
+                (Member::Shared { reclaim, .. }, MemberRefusal::Changed) => reclaim.clear(),
                 _ => {}
             }
         }

@@ -102,7 +102,12 @@ pub(crate) async fn attempt(
             Refusal::Clear(lapsed) => {
                 writer::clear_lapsed(table, request.resource, &lapsed, table.now()).await?;
             }
-            Refusal::Changed(holder) => last_seen = holder,
+            // The item changed since the last refusal (a holder left, say): a reclaim of the
+            // holders it showed is stale, and the plain write is tried again.
+            Refusal::Changed(holder) => {
+                reclaim.clear();
+                last_seen = holder;
+            }
         }
     }
     // The item kept changing under the attempt: contention, tried again after a backoff step.
@@ -156,6 +161,10 @@ impl Write {
             ANY_ITEM
         });
         condition.push_str(FREE_FOR_SHARED);
+        // Never over an entry of the same acquisition: a late copy of this write (or an SDK
+        // retry after it was applied) would put back its first lease end over a later one, and
+        // a writer could then clear the entry as lapsed while its holder still holds.
+        condition.push_str(" AND attribute_not_exists(#entry)");
         let (own_set, _) = holders::set_of(request.mode);
         if let Some(conflicting) = conflicting_set(request.mode) {
             condition.push_str(&format!(" AND attribute_not_exists({conflicting})"));
