@@ -27,6 +27,7 @@ use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
 use crate::wait::backoff::Backoff;
+use crate::wait::writer_marker::WriterMarker;
 use crate::wait::{log_acquired, Wait};
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -47,6 +48,8 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
     let mut backoff = Backoff::new(wait.bounds);
     let mut last_holder = None;
     let resource = wait.request.resource;
+    // Shared holders are waited for as any exclusive acquirer waits for them, marker included.
+    let mut marker = WriterMarker::new(wait.table, resource, wait.request.owner);
     // Last seen held with a line: join it first, rather than try a lock a line stands before.
     if wait.table.lines_seen.has_line(resource) {
         stats.attempts += 1;
@@ -66,6 +69,7 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
         stats.attempts += 1;
         let retry_at = match attempt_acquire(wait.table, wait.request, None).await? {
             Attempt::Acquired(lock) => {
+                marker.acquired();
                 wait.table.lines_seen.free(resource);
                 wait.table
                     .lines_seen
@@ -73,12 +77,12 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
                 log_acquired(&lock, wait.started.elapsed(), stats.attempts);
                 return Ok(lock);
             }
-            // Shared holders are waited for as any exclusive acquirer waits for them.
             Attempt::Held {
                 holder,
                 retry_at,
                 readers: true,
             } => {
+                marker.refused_by_readers(&holder, wait.deadline).await;
                 last_holder = Some(holder);
                 retry_at
             }
@@ -87,10 +91,13 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
                 wait.table.lines_seen.held(resource);
                 match in_line(wait).await? {
                     Turn::Granted(lock) => {
+                        // The grant removed the marker.
+                        marker.acquired();
                         log_acquired(&lock, wait.started.elapsed(), stats.attempts);
                         return Ok(lock);
                     }
                     Turn::TimedOut(holder) => {
+                        marker.withdraw().await;
                         let now = Instant::now();
                         let holder = holder.or(last_holder);
                         return Err(wait.timed_out(holder, now, stats.attempts));
@@ -103,6 +110,7 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
         };
         let now = Instant::now();
         if now >= wait.deadline {
+            marker.withdraw().await;
             return Err(wait.timed_out(last_holder, now, stats.attempts));
         }
         let delay = backoff

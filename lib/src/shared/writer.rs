@@ -127,14 +127,16 @@ pub(crate) async fn clear_lapsed(
     Ok(cleared)
 }
 
-/// Marks `resource` as awaited by the exclusive acquirer `owner` until `until`.
+/// Marks `resource` as awaited by the exclusive acquirer `owner` until `until`, the marker
+/// dated `at`: whether it was set (refused: no shared holder, or a marker lasting as long).
 pub(crate) async fn announce(
     table: &LockTable,
     resource: &str,
     owner: &str,
+    at: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> Result<(), Error> {
-    let marker = holders::writer_marker(owner, table.now(), until);
+) -> Result<bool, Error> {
+    let marker = holders::writer_marker(owner, at, until);
     let sent = table
         .update_item(resource, ANNOUNCE_UPDATE, ANNOUNCE_CONDITION)
         .set_expression_attribute_values(Some(Item::from([
@@ -145,13 +147,12 @@ pub(crate) async fn announce(
     let answer = answer("UpdateItem", sent.await, |err| {
         matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
     })?;
+    let announced = matches!(answer, Answer::Applied(_));
     debug!(
         resource,
-        owner,
-        announced = matches!(answer, Answer::Applied(_)),
-        "exclusive acquirer waiting for shared holders"
+        owner, announced, "exclusive acquirer waiting for shared holders"
     );
-    Ok(())
+    Ok(announced)
 }
 
 /// Removes the marker `announce(owner, until)` set, if it is still there.

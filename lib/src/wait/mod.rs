@@ -11,6 +11,7 @@
 //! behind.
 
 pub(crate) mod backoff;
+pub(crate) mod writer_marker;
 
 use crate::error::Error;
 use crate::lock::{Holder, Lock};
@@ -19,15 +20,14 @@ use crate::ops::acquire::{Attempt, Request};
 use crate::ops::attempt_acquire;
 use crate::ops::fenced_acquire::{TransactionConflicts, MAX_FENCE_TRIES};
 use crate::outcome::{AcquireAttempt, AcquireStats};
-use crate::shared::writer;
 use crate::time::{millis, span};
 use crate::wait_queues::Place;
 use backoff::{Backoff, BackoffBounds};
-use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, info};
+use writer_marker::WriterMarker;
 
 /// Tries once; a fenced attempt cancelled by concurrent writes is tried again after a backoff
 /// step, up to [`MAX_FENCE_TRIES`] in all.
@@ -76,7 +76,7 @@ impl Wait<'_> {
         let queues = &self.table.queues;
         let mut backoff = Backoff::new(self.bounds);
         let mut last_holder: Option<Holder> = None;
-        let mut announced: Option<DateTime<Utc>> = None;
+        let mut marker = WriterMarker::new(self.table, resource, self.request.owner);
         let place = queues.join(resource);
         // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
         // one last attempt below is still made.
@@ -96,6 +96,7 @@ impl Wait<'_> {
             let floor = last_holder.as_ref().and_then(|h| h.fencing_token);
             let retry_at = match attempt_acquire(self.table, self.request, floor).await? {
                 Attempt::Acquired(lock) => {
+                    marker.acquired();
                     log_acquired(&lock, self.started.elapsed(), stats.attempts);
                     return Ok(lock);
                 }
@@ -104,8 +105,8 @@ impl Wait<'_> {
                     retry_at,
                     readers,
                 } => {
-                    if readers && announced.is_none() {
-                        announced = self.announce_writer().await;
+                    if readers {
+                        marker.refused_by_readers(&holder, self.deadline).await;
                     }
                     last_holder = Some(holder);
                     retry_at
@@ -115,9 +116,7 @@ impl Wait<'_> {
             };
             let now = Instant::now();
             if now >= self.deadline {
-                if let Some(until) = announced {
-                    self.withdraw_writer(until).await;
-                }
+                marker.withdraw().await;
                 return Err(self.timed_out(last_holder, now, stats.attempts));
             }
             if waits_for_release_here && self.held_here(now).is_some() {
@@ -132,30 +131,6 @@ impl Wait<'_> {
                 () = tokio::time::sleep(delay) => {}
                 () = &mut freed, if first.is_some() => {}
             }
-        }
-    }
-
-    /// Tells shared acquirers that this exclusive acquirer waits, until its deadline (see
-    /// [`shared::writer`](crate::shared::writer)); the marker's end, if it was sent.
-    async fn announce_writer(&self) -> Option<DateTime<Utc>> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let until = crate::time::after(self.table.now(), remaining, "timeout").ok()?;
-        let resource = self.request.resource;
-        match writer::announce(self.table, resource, self.request.owner, until).await {
-            Ok(()) => Some(until),
-            Err(err) => {
-                debug!(resource, %err, "could not announce a waiting exclusive acquirer");
-                None
-            }
-        }
-    }
-
-    /// Withdraws this acquirer's marker when it gives up, so that shared acquirers need not wait
-    /// for its deadline.
-    async fn withdraw_writer(&self, until: DateTime<Utc>) {
-        let resource = self.request.resource;
-        if let Err(err) = writer::withdraw(self.table, resource, self.request.owner, until).await {
-            debug!(resource, %err, "could not withdraw a waiting exclusive acquirer's marker; it ends at its deadline");
         }
     }
 

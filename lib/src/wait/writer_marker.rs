@@ -1,0 +1,109 @@
+//! A waiting exclusive acquirer's marker (`WriterWaiting`) on a lock held by shared holders: it
+//! stops new shared holders, so that the acquirer is not starved by overlapping readers.
+//!
+//! The marker is placed when shared holders refuse the acquirer, and placed again whenever they
+//! show that it no longer stands: the announce was refused (the readers had left, the item was
+//! gone), or a shared holder took the lock after it was placed (another writer's acquisition
+//! removed it). An acquisition removes it; an acquirer that gives up withdraws it, and one whose
+//! future is dropped (or fails) withdraws it from the background, so that shared acquirers need
+//! not wait for its deadline.
+
+use crate::background::retrying;
+use crate::lock::Holder;
+use crate::lock_table::LockTable;
+use crate::shared::writer;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use tokio::time::Instant;
+use tracing::debug;
+
+/// The marker of one waiting exclusive acquirer, withdrawn from the background if dropped while
+/// placed.
+pub(crate) struct WriterMarker {
+    table: Arc<LockTable>,
+    resource: String,
+    owner: String,
+    placed: Option<Placed>,
+}
+
+/// A marker set: when (the acquirer's clock) and until when.
+#[derive(Clone, Copy)]
+struct Placed {
+    at: DateTime<Utc>,
+    until: DateTime<Utc>,
+}
+
+impl WriterMarker {
+    /// No marker yet, for `owner`'s acquisition of `resource`.
+    pub(crate) fn new(table: &Arc<LockTable>, resource: &str, owner: &str) -> Self {
+        WriterMarker {
+            table: Arc::clone(table),
+            resource: resource.to_owned(),
+            owner: owner.to_owned(),
+            placed: None,
+        }
+    }
+
+    /// Shared holders refused the acquisition, `holder` the one whose lease ends last: the
+    /// marker is placed, until `deadline`, unless one placed before that holder took the lock
+    /// stands.
+    pub(crate) async fn refused_by_readers(&mut self, holder: &Holder, deadline: Instant) {
+        if self
+            .placed
+            .is_some_and(|placed| holder.acquired_at <= placed.at)
+        {
+            return;
+        }
+        let at = self.table.now();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let Ok(until) = crate::time::after(at, remaining, "timeout") else {
+            return;
+        };
+        match writer::announce(&self.table, &self.resource, &self.owner, at, until).await {
+            Ok(true) => self.placed = Some(Placed { at, until }),
+            Ok(false) => {}
+            Err(err) => {
+                debug!(resource = self.resource, %err, "could not announce a waiting exclusive acquirer");
+            }
+        }
+    }
+
+    /// The lock was acquired: its write removed the marker.
+    pub(crate) fn acquired(&mut self) {
+        self.placed = None;
+    }
+
+    /// The acquirer gives up: withdraws its marker now, if placed.
+    pub(crate) async fn withdraw(&mut self) {
+        if let Some(placed) = self.placed.take() {
+            let withdrawn =
+                writer::withdraw(&self.table, &self.resource, &self.owner, placed.until).await;
+            if let Err(err) = withdrawn {
+                debug!(resource = self.resource, %err, "could not withdraw a waiting exclusive acquirer's marker; it ends at its deadline");
+            }
+        }
+    }
+}
+
+impl Drop for WriterMarker {
+    fn drop(&mut self) {
+        let Some(placed) = self.placed.take() else {
+            return;
+        };
+        let table = Arc::clone(&self.table);
+        let (resource, owner) = (
+            std::mem::take(&mut self.resource),
+            std::mem::take(&mut self.owner),
+        );
+        let spawned = self.table.release_in_background(async move {
+            let withdrawn =
+                retrying(|| writer::withdraw(&table, &resource, &owner, placed.until)).await;
+            if let Err(err) = withdrawn {
+                debug!(resource, %err, "a dropped exclusive acquirer's marker could not be withdrawn; it ends at its deadline");
+            }
+        });
+        if !spawned {
+            debug!("a dropped exclusive acquirer's marker ends at its deadline (no runtime)");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The marker of an exclusive acquirer waiting for shared holders (`WriterWaiting`), against the
+//! local endpoint: placed again when it no longer stands (its first announce found the readers
+//! gone, then readers came back), placed by a fair acquirer too, and withdrawn when the
+//! acquirer's future is dropped, so that readers are not kept out until its deadline.
+
+use ddb_lock::{AcquireAttempt, AcquireOptions, LockClient, LockStatus, Mode};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{client_through, endpoint, lock_client, unique};
+use std::time::Duration;
+
+/// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn reader(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .mode(Mode::Shared)
+        .lease(Duration::from_secs(60))
+}
+
+fn writer(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_secs(60))
+        .timeout(Duration::from_secs(60))
+}
+
+/// The owner of the marker on `resource`, waiting for it to be `expected`.
+async fn marker_becomes(client: &LockClient, resource: &str, expected: Option<&str>) {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let marker = match client.status(resource).await.unwrap() {
+                LockStatus::Shared { writer_waiting, .. } => writer_waiting.map(|w| w.owner),
+                _ => None,
+            };
+            if marker.as_deref() == expected {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the marker never became {expected:?}"));
+}
+
+/// A new reader is kept out by the marker of `writer`.
+async fn readers_kept_out_by(client: &LockClient, resource: &str, writer: &str) {
+    match client
+        .try_acquire_with_holder(resource, &reader("late reader"))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => assert_eq!(holder.owner, writer),
+        AcquireAttempt::Acquired(lock) => panic!("a reader overtook the waiting writer: {lock:?}"),
+    }
+}
+
+/// The writer's announce arrives after the readers left (the item is gone: refused), and readers
+/// come back before its next try: it announces again (it counted the refused announce as placed,
+/// and readers overlapping one another kept it out until its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_announces_again_when_its_marker_does_not_stand() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writers = client_through(&proxy, None);
+    let resource = unique("writer-announces-again");
+    let r1 = direct
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let mut announce = proxy.delay_next_request_containing("UpdateItem", "SET #writer_waiting");
+    let waiting = {
+        let (writers, resource) = (writers.clone(), resource.clone());
+        tokio::spawn(async move { writers.acquire(&resource, &writer("w")).await })
+    };
+    announce.captured().await;
+    direct.release(&r1).await.unwrap();
+    let mut next_try = proxy.delay_next_request("PutItem");
+    assert!(announce.deliver().await);
+    next_try.captured().await;
+    let r2 = direct
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next_try.deliver().await);
+
+    marker_becomes(&direct, &resource, Some("w")).await;
+    readers_kept_out_by(&direct, &resource, "w").await;
+    direct.release(&r2).await.unwrap();
+    let w = waiting.await.unwrap().unwrap();
+    writers.release(&w).await.unwrap();
+}
+
+/// A fair exclusive acquirer refused by readers places the marker too, as any exclusive
+/// acquirer does (it only polled, and readers overlapping one another starved it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_writer_stops_new_readers() {
+    let client = lock_client().await;
+    let resource = unique("fair-writer-marker");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &writer("w").fair(true)).await })
+    };
+
+    marker_becomes(&client, &resource, Some("w")).await;
+    readers_kept_out_by(&client, &resource, "w").await;
+    client.release(&r1).await.unwrap();
+    let w = waiting.await.unwrap().unwrap();
+    client.release(&w).await.unwrap();
+}
+
+/// A waiting writer whose future is dropped withdraws its marker from the background: readers
+/// are welcome again at once, not after its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiting_writer_withdraws_its_marker() {
+    let client = lock_client().await;
+    let resource = unique("dropped-writer-marker");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &writer("w")).await })
+    };
+    marker_becomes(&client, &resource, Some("w")).await;
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    client.flush().await;
+
+    marker_becomes(&client, &resource, None).await;
+    let r2 = client
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .expect("readers welcome once the writer is gone");
+    client.release(&r1).await.unwrap();
+    client.release(&r2).await.unwrap();
+}
