@@ -210,3 +210,38 @@ async fn a_fenced_exclusive_path_gets_a_token_and_its_ancestors_intentions_none(
     }
     client.release_set(&set).await;
 }
+
+/// Every path lock writes an intention on the root: a namespace holds at most 100 live path locks
+/// of one intention mode, and the 101st, on a path that conflicts with none of them, is refused at
+/// the root (a documented limit, pinned here).
+#[tokio::test]
+async fn a_namespace_holds_at_most_100_path_locks_of_one_intention_mode() {
+    let plain = lock_client().await;
+    let namespace = ddb_lock::Namespace::new(unique("paths-limit")).unwrap();
+    let client = plain.in_namespace(namespace).unwrap();
+    let mut sets = Vec::new();
+    for i in 0..100 {
+        match try_path(
+            &client,
+            &LockPath::new([format!("p{i}")]),
+            Mode::Exclusive,
+            "x",
+        )
+        .await
+        {
+            SetAttempt::Acquired(set) => sets.push(set),
+            held => panic!("path {i}: {held:?}"),
+        }
+    }
+    let refused = try_path(&client, &LockPath::new(["p100"]), Mode::Exclusive, "x").await;
+    assert_eq!(blocked_at(&refused), LockPath::root());
+    for set in &sets {
+        client.release_set(set).await;
+    }
+    let SetAttempt::Acquired(set) =
+        try_path(&client, &LockPath::new(["p100"]), Mode::Exclusive, "x").await
+    else {
+        panic!("the root has room again");
+    };
+    client.release_set(&set).await;
+}
