@@ -157,12 +157,32 @@ pub(crate) async fn send(
         .send();
     Ok(match answer("UpdateItem", sent.await, update_refused)? {
         Answer::Applied(_) => granted(None),
-        // An earlier attempt of this very grant, whose answer was lost, was applied.
-        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => granted(None),
+        // An earlier attempt of this very grant, whose answer was lost, was applied; or another
+        // waiter's grant, from a later look, made `to` the holder: the item's times either way.
+        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => {
+            granted_in(table, resource, to.lock_id, &item)?
+        }
         Answer::Refused(item) => Grant::Refused {
             item,
             retried: transmissions.retried(),
         },
+    })
+}
+
+/// The grant `item` shows to `to`, who holds it there: its own times and token, not those of the
+/// grant that found it so (which may have been made later than the one that stands).
+fn granted_in(table: &LockTable, resource: &str, to: LockId, item: &Item) -> Result<Grant, Error> {
+    let record = table
+        .record(resource, Some(item))?
+        .ok_or(Error::UnexpectedResponse {
+            operation: "UpdateItem",
+            detail: "a granted lock item has no holder",
+        })?;
+    Ok(Grant::Granted {
+        to,
+        acquired_at: record.holder.acquired_at,
+        expires_at: record.holder.expires_at,
+        fencing_token: record.holder.fencing_token,
     })
 }
 
@@ -306,9 +326,13 @@ async fn send_fenced(
             // An earlier attempt of this grant (the SDK's, whose answer was lost), or another
             // waiter's grant of a lapsed lock, made `to` the holder: its token is in the item.
             Cancellation::LockRefused(Some(item)) if line::held_by(&item, to) => {
-                return match record::decode_fence(resource, &item)? {
-                    Some(token) => Ok(Fenced::Granted(token)),
-                    None => Err(Error::UnexpectedResponse {
+                let grant = granted_in(table, resource, to, &item)?;
+                return match grant {
+                    Grant::Granted {
+                        fencing_token: Some(_),
+                        ..
+                    } => Ok(Fenced::Not(grant)),
+                    _ => Err(Error::UnexpectedResponse {
                         operation: "TransactWriteItems",
                         detail: "a fenced waiter was granted the lock without a fencing token",
                     }),

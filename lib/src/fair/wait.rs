@@ -188,7 +188,6 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         }
         previous_sent = Some(sent);
         if holder.as_ref().is_none_or(|h| !h.is_live_at(table.now())) {
-            let grant_sent = Instant::now();
             let grant = grant::send(table, resource, &item, Over::Lapsed).await?;
             if let Grant::Granted {
                 to,
@@ -200,7 +199,10 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                 debug!(resource, to = %to.short(), "granted a lapsed lock to the first in line");
                 if to == lock_id {
                     leaving.disarm();
-                    let valid_until = grant_sent + request.lease;
+                    // From the look's send, not the grant's: the grant that stands may be another
+                    // waiter's, made after that look (which showed the lock not yet granted) but
+                    // before this grant was sent.
+                    let valid_until = sent + request.lease;
                     let lock = Lock::new(handle, acquired_at, expires_at, valid_until)
                         .with_fencing_token(fencing_token);
                     table.lines_seen.holding(resource, lock_id, None);

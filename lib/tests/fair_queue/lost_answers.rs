@@ -1,11 +1,16 @@
 //! Lost answers of a join and of a grant are recognised: a grant whose answer is lost is the
 //! hand-over, a join keeps one place, and a join retried after its waiter was granted does not
-//! join again.
+//! join again; a look that comes back late, after another waiter granted the lock to its waiter,
+//! leaves that waiter trusting no more than the lease of that grant.
 
 use super::{fair, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::ReleaseOutcome;
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{endpoint, hold, lock_client, quickly_retrying_client, raw_item, unique};
+use ddb_lock_test_kit::{
+    builder, client_through, dynamodb, endpoint, hold, lock_client, quickly_retrying_client,
+    raw_item, stored, string_attr, unique, AdjustableClock,
+};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 #[tokio::test]
@@ -97,4 +102,65 @@ async fn a_join_retried_after_its_waiter_was_granted_does_not_join_again() {
         ReleaseOutcome::Released
     );
     assert_eq!(raw_item(&resource).await, None, "held by nobody");
+}
+
+/// A waiter's look comes back late: by then the holder's lease has run out and another waiter
+/// has granted the lock to it. Its own grant of the lapsed lock is refused by the item that
+/// shows it the holder: the lock it returns has the lease that grant gave it, counted from no
+/// later than its look's send (it counted from its own refused grant, past the lease the
+/// item holds, so it could go on trusting the lock after the next waiter took it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_granted_by_another_while_its_look_was_late_trusts_that_grants_lease() {
+    let direct = lock_client().await;
+    let resource = unique("fair-late-look");
+    let holder = hold(&direct, &resource, "holder", Duration::from_secs(5)).await;
+    let clock = AdjustableClock::new();
+    let proxy = Proxy::start(&endpoint()).await;
+    let first = client_through(&proxy, Some(clock.clone()));
+    let second = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let waiting = {
+        let (first, resource) = (first.clone(), resource.clone());
+        tokio::spawn(async move { first.acquire(&resource, &fair("first")).await })
+    };
+    line_becomes(&direct, &resource, &["first"]).await;
+    let behind = {
+        let (second, resource) = (second.clone(), resource.clone());
+        tokio::spawn(async move { second.acquire(&resource, &fair("second")).await })
+    };
+    line_becomes(&direct, &resource, &["first", "second"]).await;
+
+    // The first waiter's next look, made while the holder is live, comes back late.
+    let mut look = proxy.withhold_next_answer("GetItem");
+    look.applied().await;
+    // The holder's lease runs out for the waiters; the second grants the lock to the first.
+    clock.advance(Duration::from_secs(10));
+    let granted = loop {
+        let item = raw_item(&resource).await.unwrap();
+        if item
+            .get("Owner")
+            .and_then(|o| o.as_s().ok())
+            .map(String::as_str)
+            == Some("first")
+        {
+            break item;
+        }
+        tokio::task::yield_now().await;
+    };
+    let before_the_late_answer = std::time::Instant::now();
+    look.deliver();
+    let lock = waiting.await.unwrap().unwrap();
+
+    assert_eq!(
+        stored(lock.expires_at()),
+        string_attr(&granted, "ExpiresAt"),
+        "the lease of the grant that stands"
+    );
+    assert!(
+        lock.valid_until() < before_the_late_answer + LEASE,
+        "trusted past the lease of the grant that stands"
+    );
+    direct.release(&lock).await.unwrap();
+    let second_lock = behind.await.unwrap().unwrap();
+    second.release(&second_lock).await.unwrap();
+    let _ = direct.release(&holder).await;
 }
