@@ -1,10 +1,11 @@
 //! Waiters that go: one that times out or whose future is dropped leaves the line (and releases
 //! a lock granted as it went); a lapsed holder's lock goes to the first in line; a waiter whose
-//! deadline is gone is passed over.
+//! deadline is gone is passed over, and a line of such waiters left on a kept item without a
+//! holder is taken by a fair acquirer.
 
-use super::{fair, line, line_becomes, spawn_waiter, LEASE};
+use super::{add_dead_waiter, fair, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::{Error, ReleaseOutcome};
-use ddb_lock_test_kit::{dynamodb, hold, lock_client, raw_item, unique, TABLE};
+use ddb_lock_test_kit::{builder, dynamodb, hold, lock_client, raw_item, string_attr, unique};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -127,56 +128,7 @@ async fn a_waiter_whose_deadline_is_gone_is_passed_over() {
     let holder = lock_client().await;
     let resource = unique("fair");
     let lock = hold(&holder, &resource, "holder", LEASE).await;
-    // A waiter that vanished without leaving (its process died): its entry stays, with its
-    // deadline, which is already gone.
-    let dead = uuid::Uuid::new_v4().to_string();
-    let now = chrono::Utc::now();
-    let entry = |name: &str, value: String| {
-        (
-            name.to_owned(),
-            aws_sdk_dynamodb::types::AttributeValue::S(value),
-        )
-    };
-    let entry = aws_sdk_dynamodb::types::AttributeValue::M(
-        [
-            entry("LockID", dead.clone()),
-            entry("Owner", "dead".to_owned()),
-            entry("AcquiredAt", ddb_lock::timestamp::format(now)),
-            entry(
-                "ExpiresAt",
-                ddb_lock::timestamp::format(now - chrono::TimeDelta::seconds(1)),
-            ),
-            (
-                "LeaseMs".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::N("60000".to_owned()),
-            ),
-        ]
-        .into(),
-    );
-    dynamodb()
-        .update_item()
-        .table_name(TABLE)
-        .key(
-            "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{resource}")),
-        )
-        .key(
-            "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into()),
-        )
-        .update_expression("SET #queue = :line, #entry = :entry")
-        .expression_attribute_names("#queue", "Queue")
-        .expression_attribute_names("#entry", format!("Queued:{dead}"))
-        .expression_attribute_values(
-            ":line",
-            aws_sdk_dynamodb::types::AttributeValue::L(vec![
-                aws_sdk_dynamodb::types::AttributeValue::S(dead.clone()),
-            ]),
-        )
-        .expression_attribute_values(":entry", entry)
-        .send()
-        .await
-        .unwrap();
+    let dead = add_dead_waiter(&resource).await;
     let (granted_tx, mut granted) = mpsc::unbounded_channel();
     let task = spawn_waiter(&resource, "live", fair("live"), granted_tx);
     line_becomes(&holder, &resource, &["dead", "live"]).await;
@@ -189,4 +141,45 @@ async fn a_waiter_whose_deadline_is_gone_is_passed_over() {
     assert!(!item.contains_key("Queue") && !item.contains_key(&format!("Queued:{dead}")));
     client.release(&next).await.unwrap();
     task.await.unwrap().unwrap();
+}
+
+/// On a client that keeps items, a holder released while the only waiter in line had vanished
+/// (its deadline gone) keeps the line on the item, without a holder. A fair acquirer that did not
+/// see the line before tries, is refused by the line, joins it and takes the lock (the refusal
+/// had no holder to read: an error, for every fair acquirer, until some client cleared the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_item_left_with_a_dead_line_is_taken_by_a_fair_acquirer() {
+    let _ = lock_client().await;
+    let kept = || {
+        builder(dynamodb())
+            .delete_on_release(false)
+            .build()
+            .unwrap()
+    };
+    let holder = kept();
+    let resource = unique("fair-kept-dead-line");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    add_dead_waiter(&resource).await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let item = raw_item(&resource).await.unwrap();
+    assert!(
+        item.contains_key("Queue") && !item.contains_key("Owner"),
+        "{item:?}"
+    );
+
+    let fresh = kept();
+    let taken = fresh
+        .acquire(&resource, &fair("fresh").timeout(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(string_attr(&item, "Owner"), "fresh");
+    assert!(
+        !item.contains_key("Queue"),
+        "the dead waiter was passed over"
+    );
+    fresh.release(&taken).await.unwrap();
 }

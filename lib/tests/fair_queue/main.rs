@@ -11,7 +11,7 @@ mod lost_answers;
 mod options;
 
 use ddb_lock::{AcquireOptions, Error, Lock, LockClient, LockStatus, QueuedWaiter};
-use ddb_lock_test_kit::lock_client;
+use ddb_lock_test_kit::{dynamodb, lock_client, TABLE};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -75,4 +75,58 @@ async fn join_as_middle(
     };
     line_becomes(first, resource, &["middle"]).await;
     acquiring
+}
+
+/// Puts in `resource`'s line a waiter that vanished without leaving (its process died): its entry
+/// stays, with its deadline, which is already gone. Its `LockID`.
+async fn add_dead_waiter(resource: &str) -> String {
+    let dead = uuid::Uuid::new_v4().to_string();
+    let now = chrono::Utc::now();
+    let entry = |name: &str, value: String| {
+        (
+            name.to_owned(),
+            aws_sdk_dynamodb::types::AttributeValue::S(value),
+        )
+    };
+    let entry = aws_sdk_dynamodb::types::AttributeValue::M(
+        [
+            entry("LockID", dead.clone()),
+            entry("Owner", "dead".to_owned()),
+            entry("AcquiredAt", ddb_lock::timestamp::format(now)),
+            entry(
+                "ExpiresAt",
+                ddb_lock::timestamp::format(now - chrono::TimeDelta::seconds(1)),
+            ),
+            (
+                "LeaseMs".to_owned(),
+                aws_sdk_dynamodb::types::AttributeValue::N("60000".to_owned()),
+            ),
+        ]
+        .into(),
+    );
+    dynamodb()
+        .update_item()
+        .table_name(TABLE)
+        .key(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{resource}")),
+        )
+        .key(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into()),
+        )
+        .update_expression("SET #queue = :line, #entry = :entry")
+        .expression_attribute_names("#queue", "Queue")
+        .expression_attribute_names("#entry", format!("Queued:{dead}"))
+        .expression_attribute_values(
+            ":line",
+            aws_sdk_dynamodb::types::AttributeValue::L(vec![
+                aws_sdk_dynamodb::types::AttributeValue::S(dead.clone()),
+            ]),
+        )
+        .expression_attribute_values(":entry", entry)
+        .send()
+        .await
+        .unwrap();
+    dead
 }

@@ -6,8 +6,9 @@
 
 use super::{acquired, Attempt, Request};
 use crate::error::Error;
+use crate::fair::line;
 use crate::item::Item;
-use crate::lock::{Lock, LockHandle, LockId};
+use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::extend::{self, DataChange};
 use crate::outcome::ExtendOutcome;
@@ -20,6 +21,26 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
+
+/// The first waiter of a line standing on an item without a holder (a kept item released when
+/// every waiter's deadline was gone), as the holder a fair acquirer is refused by: it joins the
+/// line, and its first look grants the lock to the first live waiter (a lock without a holder is
+/// granted as a lapsed one). Without it the refusal had no holder to read, an error.
+fn first_in_line(resource: &str, item: Option<&Item>) -> Result<Option<Holder>, Error> {
+    let Some(item) = item.filter(|item| line::has_line(item)) else {
+        return Ok(None);
+    };
+    Ok(line::decode(resource, item)?
+        .into_iter()
+        .next()
+        .map(|first| Holder {
+            owner: first.waiter.owner,
+            acquired_at: first.waiter.joined_at,
+            expires_at: first.waiter.joined_at,
+            fencing_token: None,
+            data: None,
+        }))
+}
 
 /// What a refused attempt to write `lock` found in the item that refused it (`ALL_OLD`).
 pub(crate) async fn refused(
@@ -45,6 +66,15 @@ pub(crate) async fn refused(
         };
     }
     let record = table.record(request.resource, item)?;
+    if record.is_none() && request.fair {
+        if let Some(first) = first_in_line(request.resource, item)? {
+            return Ok(Attempt::Held {
+                holder: first,
+                retry_at: received,
+                readers: false,
+            });
+        }
+    }
     if record.is_none() && request.only_if_exists {
         return Err(Error::NoLockItem {
             table: table.name.clone(),
