@@ -10,23 +10,10 @@ use ddb_lock_test_kit::clocks::AdjustableClock;
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
     builder, dynamodb, dynamodb_at, endpoint, lock_client, quickly_retrying_client, raw_item,
-    unique,
+    reader_options as reader, unique, writer_options as writer,
 };
 use std::sync::Arc;
 use std::time::Duration;
-
-fn reader(owner: &str) -> AcquireOptions {
-    AcquireOptions::new()
-        .owner(owner)
-        .mode(Mode::Shared)
-        .lease(Duration::from_secs(60))
-}
-
-fn writer(owner: &str) -> AcquireOptions {
-    AcquireOptions::new()
-        .owner(owner)
-        .lease(Duration::from_secs(60))
-}
 
 fn permit(owner: &str, permits: u32) -> AcquireOptions {
     AcquireOptions::new()

@@ -3,26 +3,19 @@
 //! gone, then readers came back), placed by a fair acquirer too, and withdrawn when the
 //! acquirer's future is dropped, so that readers are not kept out until its deadline.
 
-use ddb_lock::{AcquireAttempt, AcquireOptions, LockClient, LockStatus, Mode};
+use ddb_lock::{AcquireAttempt, AcquireOptions, Error, Lock, LockClient, LockStatus};
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{client_through, endpoint, lock_client, unique};
+use ddb_lock_test_kit::{
+    client_through, endpoint, lock_client, reader_options as reader, unique, writer_options,
+};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
 /// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-fn reader(owner: &str) -> AcquireOptions {
-    AcquireOptions::new()
-        .owner(owner)
-        .mode(Mode::Shared)
-        .lease(Duration::from_secs(60))
-}
-
 fn writer(owner: &str) -> AcquireOptions {
-    AcquireOptions::new()
-        .owner(owner)
-        .lease(Duration::from_secs(60))
-        .timeout(Duration::from_secs(60))
+    writer_options(owner).timeout(Duration::from_secs(60))
 }
 
 /// The owner of the marker on `resource`, waiting for it to be `expected`.
@@ -41,6 +34,26 @@ async fn marker_becomes(client: &LockClient, resource: &str, expected: Option<&s
     })
     .await
     .unwrap_or_else(|_| panic!("the marker never became {expected:?}"));
+}
+
+/// Reader `r1` holds `resource`; writer `w` (acquiring with `opts`, in a task) waits behind it,
+/// its marker placed.
+async fn writer_behind_a_reader(
+    client: &LockClient,
+    resource: &str,
+    opts: AcquireOptions,
+) -> (Lock, JoinHandle<Result<Lock, Error>>) {
+    let r1 = client
+        .try_acquire(resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.to_owned());
+        tokio::spawn(async move { client.acquire(&resource, &opts).await })
+    };
+    marker_becomes(client, resource, Some("w")).await;
+    (r1, waiting)
 }
 
 /// A new reader is kept out by the marker of `writer`.
@@ -100,17 +113,7 @@ async fn a_writer_announces_again_when_its_marker_does_not_stand() {
 async fn a_fair_writer_stops_new_readers() {
     let client = lock_client().await;
     let resource = unique("fair-writer-marker");
-    let r1 = client
-        .try_acquire(&resource, &reader("r1"))
-        .await
-        .unwrap()
-        .unwrap();
-    let waiting = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &writer("w").fair(true)).await })
-    };
-
-    marker_becomes(&client, &resource, Some("w")).await;
+    let (r1, waiting) = writer_behind_a_reader(&client, &resource, writer("w").fair(true)).await;
     readers_kept_out_by(&client, &resource, "w").await;
     client.release(&r1).await.unwrap();
     let w = waiting.await.unwrap().unwrap();
@@ -123,16 +126,7 @@ async fn a_fair_writer_stops_new_readers() {
 async fn a_dropped_waiting_writer_withdraws_its_marker() {
     let client = lock_client().await;
     let resource = unique("dropped-writer-marker");
-    let r1 = client
-        .try_acquire(&resource, &reader("r1"))
-        .await
-        .unwrap()
-        .unwrap();
-    let waiting = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &writer("w")).await })
-    };
-    marker_becomes(&client, &resource, Some("w")).await;
+    let (r1, waiting) = writer_behind_a_reader(&client, &resource, writer("w")).await;
 
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());

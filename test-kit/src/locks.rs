@@ -56,6 +56,18 @@ pub fn guard_options(owner: &str, lease_ms: u64, heartbeat_ms: u64) -> AcquireOp
         .heartbeat(Duration::from_millis(heartbeat_ms))
 }
 
+/// Options of a reader: a shared hold for `owner`, with a lease of a minute.
+pub fn reader_options(owner: &str) -> AcquireOptions {
+    writer_options(owner).mode(ddb_lock::Mode::Shared)
+}
+
+/// Options of a writer: an exclusive acquisition for `owner`, with a lease of a minute.
+pub fn writer_options(owner: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(owner)
+        .lease(Duration::from_secs(60))
+}
+
 /// What `watch.lost()` answers right now, without waiting: `None` if it would wait.
 pub async fn lost_now(watch: &LockWatch) -> Option<LockLost> {
     tokio::select! {
