@@ -56,8 +56,10 @@ const CLAIM_CONDITION: &str =
 const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
-const RENEW_CONDITION: &str =
-    "#claim_token = :token AND #task_status = :in_progress AND #claimable_at >= :now";
+/// A renewal also moves the lease end only later: a late copy of an earlier renewal (an SDK
+/// retry, a duplicate, a request delayed past a later one) must not shorten the claim another
+/// worker would then take while this one still holds it.
+const RENEW_CONDITION: &str = "#claim_token = :token AND #task_status = :in_progress AND #claimable_at >= :now AND #claimable_at < :lease_end";
 
 /// A task's status. `InProgress` is set by a claim only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -418,8 +420,19 @@ impl TaskQueue {
             // sent again): the token marks it ours, with this status.
             Answer::Refused(Some(item)) => {
                 let status_now = item.get(TASK_STATUS).and_then(|v| v.as_s().ok());
-                token_of(&item) == Some(done.as_str())
-                    && status.map(TaskStatus::as_str) == status_now.map(String::as_str)
+                let completed = token_of(&item) == Some(done.as_str())
+                    && status.map(TaskStatus::as_str) == status_now.map(String::as_str);
+                // A renewal refused by a lease end of this claim as late or later (stored by a
+                // later renewal, or by this one's earlier attempt): the claim stands that long.
+                let renewed = lease_end.is_some_and(|end| {
+                    token_of(&item) == Some(task.token.as_str())
+                        && status_now.map(String::as_str) == Some(TaskStatus::InProgress.as_str())
+                        && item
+                            .get(CLAIMABLE_AT)
+                            .and_then(|v| v.as_s().ok())
+                            .is_some_and(|stored| *stored >= timestamp::format(end))
+                });
+                completed || renewed
             }
             Answer::Refused(None) => false,
         })

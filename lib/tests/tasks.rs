@@ -247,3 +247,38 @@ async fn in_the_index(name: &str) -> bool {
         .count()
         > 0
 }
+
+/// A renewal's copy delivered after a later, longer renewal changes nothing: it moved the claim's
+/// lease end back, and another worker claimed the task while this one held it. A renewal shorter
+/// than the stored lease end leaves it, and the claim is still this worker's.
+#[tokio::test]
+async fn a_late_copy_of_a_renewal_does_not_shorten_the_claim() {
+    lock_client().await;
+    let name = unique("q-renew-copy");
+    let proxy = Proxy::start(&endpoint()).await;
+    let queue = queue_of(
+        ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint()),
+        &name,
+    );
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimable_at >= :now");
+    assert!(queue.renew(&task, Duration::from_secs(120)).await.unwrap());
+    assert!(queue.renew(&task, Duration::from_secs(3600)).await.unwrap());
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    assert!(
+        queue.renew(&task, Duration::from_secs(60)).await.unwrap(),
+        "a shorter renewal leaves the longer claim, still ours"
+    );
+
+    // Another worker, 10 minutes ahead: past the first renewal's end, not the second's.
+    let ahead = AdjustableClock::new();
+    ahead.advance(Duration::from_secs(600));
+    let other = queue_of(builder(dynamodb()).clock(ahead).build().unwrap(), &name);
+    assert!(
+        other.claim(1, LEASE).await.unwrap().is_empty(),
+        "another worker claimed a task this one holds"
+    );
+    assert!(queue.complete(&task, TaskStatus::Done).await.unwrap());
+}
