@@ -38,8 +38,10 @@ use chrono::{DateTime, TimeZone, Utc};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A claim replaces the item only for a later window, and never a live lock of another kind.
-const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
+/// A claim replaces the item only for a later window, and never a live lock of another kind. An
+/// earlier window's claim ends where the claimant's window begins (its `ExpiresAt`, exclusive):
+/// it is replaced whatever its lease says, or the first millisecond of every window was refused.
+const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR attribute_exists(#window) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 
 /// What comes before a key in the resource name of its window item.
 pub const WINDOW_RESOURCE_PREFIX: &str = "window:";

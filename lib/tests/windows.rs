@@ -204,3 +204,24 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
         "the claim and its retry"
     );
 }
+
+/// A caller at the very first millisecond of a window wins it: the previous window's claim ends
+/// there (its lease end is exclusive), and its lease did not refuse the new window's claim then.
+#[tokio::test]
+async fn the_first_millisecond_of_a_window_claims_it() {
+    lock_client().await;
+    let hourly = Window::every(HOUR);
+    let boundary = 1_795_525_200_000_i64; // a whole hour, in Unix milliseconds
+    assert_eq!(boundary % 3_600_000, 0);
+    let key = unique("window/first-millisecond");
+    let before = client_with(FixedClock::shared(at(boundary - 1)), "before");
+    let at_start = client_with(FixedClock::shared(at(boundary)), "at-start");
+    assert!(matches!(
+        before.claim_window(&key, &hourly).await.unwrap(),
+        WindowClaim::Claimed { .. }
+    ));
+    match at_start.claim_window(&key, &hourly).await.unwrap() {
+        WindowClaim::Claimed { window, .. } => assert_eq!(window, (boundary / 3_600_000) as u64),
+        other => panic!("{other:?}"),
+    }
+}
