@@ -133,6 +133,7 @@ impl Handler {
         budget: Option<Duration>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
+        let flush_by = budget.map(|budget| tokio::time::Instant::now() + budget);
         let scoped;
         let client = match &namespace {
             Some(namespace) => {
@@ -141,6 +142,28 @@ impl Handler {
             }
             None => &self.client,
         };
+        let done = self.run(client, namespace, request, budget, attempts).await;
+        // The background work the operation left (the release of an acquisition whose write may
+        // have landed though its answer never came, a waiting writer's withdrawal) is done before
+        // the answer: once answered, the sandbox may be frozen, and thawed later that work can only
+        // harm (a release of the lock a retry of the saga's step was handed back meanwhile).
+        // Within the invocation's budget; past it, leases bound what is left.
+        match flush_by {
+            Some(at) => drop(tokio::time::timeout_at(at, client.flush()).await),
+            None => client.flush().await,
+        }
+        done
+    }
+
+    /// Runs `request` through `client` (of `namespace`, if any).
+    async fn run(
+        &self,
+        client: &LockClient,
+        namespace: Option<Namespace>,
+        request: Request,
+        budget: Option<Duration>,
+        attempts: &mut u32,
+    ) -> Result<Done, HandlerError> {
         match request {
             Request::Acquire { lock, wait } => {
                 self.acquire(client, lock, wait, budget, attempts).await

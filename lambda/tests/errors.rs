@@ -7,7 +7,8 @@ mod common;
 use common::{config, error_name, handler, invalid_field, invoke, take};
 use ddb_lock_lambda::error::name;
 use ddb_lock_lambda::{Handler, HandlerError};
-use ddb_lock_test_kit::{dynamodb, raw_item, unique, TABLE};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{dynamodb, endpoint, quickly_retrying_dynamodb, raw_item, unique, TABLE};
 use lambda_runtime::Context;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -168,4 +169,38 @@ async fn a_body_that_is_not_json_is_invalid_request_on_the_event() {
         }
         other => panic!("expected InvalidRequest, got {other:?}"),
     }
+}
+
+/// An acquisition whose write landed but whose every answer was lost is `BackendUnavailable`, and
+/// the lock it may hold is released before the answer: once answered, the sandbox may be frozen,
+/// and a release sent later could delete the lock a retry of the saga's step was handed back.
+#[tokio::test]
+async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
+    let _ = handler().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let settings = config(&[]);
+    let handler = Handler::new(
+        settings
+            .lock_client(quickly_retrying_dynamodb(&proxy.endpoint()))
+            .unwrap(),
+        settings,
+    );
+    let resource = unique("h-lost-acquisition");
+    // Every attempt the SDK makes: applied (the first), refused by its own write (the others),
+    // and no answer comes back.
+    for _ in 0..3 {
+        proxy.drop_next_answer("PutItem");
+    }
+    let answer = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "saga-1"}),
+    )
+    .await;
+    assert_eq!(error_name(answer), name::BACKEND_UNAVAILABLE);
+    assert!(proxy.counts("PutItem").requests >= 1);
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "the lock the acquisition took was still there when it answered"
+    );
 }
