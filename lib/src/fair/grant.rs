@@ -144,7 +144,7 @@ pub(crate) async fn send(
             .await
             .map(|fenced| match fenced {
                 Fenced::Granted(token) => granted(Some(token)),
-                Fenced::Not(grant) => grant,
+                Fenced::Found(grant) => grant,
             });
     }
     let transmissions = Transmissions::default();
@@ -271,10 +271,11 @@ fn grant_write(
 
 /// How a fenced grant ended.
 enum Fenced {
-    /// Granted with this token.
+    /// Granted by this write, with this token.
     Granted(FencingToken),
-    /// Not granted: refused or cancelled by a conflict.
-    Not(Grant),
+    /// Not by this write: the grant the item shows (an earlier attempt's, or another waiter's,
+    /// with its own times and token), or a refusal, or a conflict.
+    Found(Grant),
 }
 
 /// Sends `write`, a grant at `now` to the fenced waiter `to`, with the raise of the fence item,
@@ -331,7 +332,7 @@ async fn send_fenced(
                     Grant::Granted {
                         fencing_token: Some(_),
                         ..
-                    } => Ok(Fenced::Not(grant)),
+                    } => Ok(Fenced::Found(grant)),
                     _ => Err(Error::UnexpectedResponse {
                         operation: "TransactWriteItems",
                         detail: "a fenced waiter was granted the lock without a fencing token",
@@ -339,7 +340,7 @@ async fn send_fenced(
                 };
             }
             Cancellation::LockRefused(item) => {
-                return Ok(Fenced::Not(Grant::Refused {
+                return Ok(Fenced::Found(Grant::Refused {
                     item,
                     retried: transmissions.retried(),
                 }))
@@ -350,10 +351,10 @@ async fn send_fenced(
                 debug!(resource, %next, guessed = %token, "a grant's fencing token guess was stale");
                 token = next;
             }
-            Cancellation::Conflict => return Ok(Fenced::Not(Grant::Conflict)),
+            Cancellation::Conflict => return Ok(Fenced::Found(Grant::Conflict)),
         }
     }
-    Ok(Fenced::Not(Grant::Conflict))
+    Ok(Fenced::Found(Grant::Conflict))
 }
 
 /// How a release through a line ended.

@@ -78,8 +78,8 @@ pub(super) async fn extend_until_lost(
     let lock = match &*state.borrow() {
         State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
     };
-    let table = Arc::clone(client.table());
-    let spawned = table.release_in_background(async move {
+    let releaser = client.clone();
+    let spawned = releaser.release_in_background(async move {
         if let Err(err) = client.release(&lock).await {
             debug!(resource = lock.resource(), %err, "release after losing the lease failed");
         }
