@@ -1,15 +1,110 @@
-//! The marker of an exclusive acquirer waiting for shared holders (`WriterWaiting`), against the
-//! local endpoint: placed again when it no longer stands (its first announce found the readers
-//! gone, then readers came back), placed by a fair acquirer too, and withdrawn when the
-//! acquirer's future is dropped, so that readers are not kept out until its deadline.
+//! The marker of an exclusive acquirer waiting for shared holders (`WriterWaiting`): it stops new
+//! readers, and the writer gets the lock when the readers leave; a writer that gives up withdraws
+//! it; it is placed again when it no longer stands (its first announce found the readers gone,
+//! then readers came back), placed by a fair acquirer too, and withdrawn when the acquirer's future
+//! is dropped, so that readers are not kept out until its deadline.
 
-use ddb_lock::{AcquireAttempt, AcquireOptions, Error, Lock, LockClient, LockStatus};
-use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{
-    client_through, endpoint, lock_client, reader_options as reader, unique, writer_options,
-};
-use std::time::Duration;
+use super::*;
+use ddb_lock::Lock;
+use ddb_lock_test_kit::{client_through, writer_options};
 use tokio::task::JoinHandle;
+
+#[tokio::test]
+async fn a_waiting_writer_stops_new_readers_and_gets_the_lock_when_the_readers_leave() {
+    let client = lock_client().await;
+    let resource = unique("shared/writer-preference");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+
+    let waiting = {
+        let client = client.clone();
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            client
+                .acquire(&resource, &writer("w").timeout(Duration::from_secs(60)))
+                .await
+        })
+    };
+    // The writer announces itself once it has been refused by r1.
+    loop {
+        match client.status(&resource).await.unwrap() {
+            LockStatus::Shared {
+                writer_waiting: Some(w),
+                ..
+            } => {
+                assert_eq!(w.owner, "w");
+                break;
+            }
+            LockStatus::Shared { .. } => tokio::task::yield_now().await,
+            other => panic!("r1 still reads: {other:?}"),
+        }
+    }
+    match client
+        .try_acquire_with_holder(&resource, &reader("r2"))
+        .await
+        .unwrap()
+    {
+        AcquireAttempt::Held(holder) => {
+            assert_eq!(holder.owner, "w", "the waiting writer blocks new readers")
+        }
+        AcquireAttempt::Acquired(lock) => panic!("a reader overtook the waiting writer: {lock:?}"),
+    }
+    assert_eq!(client.release(&r1).await.unwrap(), ReleaseOutcome::Released);
+    let w = waiting
+        .await
+        .unwrap()
+        .expect("the writer gets the lock once r1 left");
+    assert_eq!(w.mode(), Mode::Exclusive);
+    match client.status(&resource).await.unwrap() {
+        LockStatus::Held { holder, .. } => assert_eq!(holder.owner, "w"),
+        other => panic!("{other:?}"),
+    }
+    client.release(&w).await.unwrap();
+    // The marker went with the writer's acquisition: readers are welcome again.
+    let r3 = client
+        .try_acquire(&resource, &reader("r3"))
+        .await
+        .unwrap()
+        .expect("free");
+    client.release(&r3).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_writer_that_gives_up_withdraws_its_marker() {
+    let client = lock_client().await;
+    let resource = unique("shared/writer-gives-up");
+    let r1 = client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+    let err = client
+        .acquire(&resource, &writer("w").timeout(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    let status = client.status(&resource).await.unwrap();
+    assert!(
+        matches!(
+            status,
+            LockStatus::Shared {
+                writer_waiting: None,
+                ..
+            }
+        ),
+        "{status:?}"
+    );
+    let r2 = client
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .expect("readers welcome");
+    client.release(&r1).await.unwrap();
+    client.release(&r2).await.unwrap();
+}
 
 /// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
 const PATIENCE: Duration = Duration::from_secs(20);
