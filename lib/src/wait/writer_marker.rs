@@ -6,7 +6,9 @@
 //! gone), or a shared holder took the lock after it was placed (another writer's acquisition
 //! removed it). An acquisition removes it; an acquirer that gives up withdraws it, and one whose
 //! future is dropped (or fails) withdraws it from the background, so that shared acquirers need
-//! not wait for its deadline.
+//! not wait for its deadline: from the moment its announce is sent, since the future can be
+//! dropped after the marker landed and before the answer was read. (An announce still on its way
+//! when the withdrawal is answered lands after it, and stands until the deadline.)
 
 use crate::background::retrying;
 use crate::lock::Holder;
@@ -59,9 +61,14 @@ impl WriterMarker {
         let Ok(until) = crate::time::after(at, remaining, "timeout") else {
             return;
         };
+        // Counted as placed from before the request: an acquirer dropped while it is on its way
+        // (or after it landed, before its answer was read) withdraws it. Refused, it was not.
+        let before = self.placed.replace(Placed { at, until });
         match writer::announce(&self.table, &self.resource, &self.owner, at, until).await {
-            Ok(true) => self.placed = Some(Placed { at, until }),
-            Ok(false) => {}
+            Ok(true) => {}
+            Ok(false) => self.placed = before,
+            // It may have landed: kept, withdrawn in the end (a withdrawal of no marker changes
+            // nothing), and placed again should a reader that came after it refuse us.
             Err(err) => {
                 debug!(resource = self.resource, %err, "could not announce a waiting exclusive acquirer");
             }

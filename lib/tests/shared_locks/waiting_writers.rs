@@ -236,3 +236,34 @@ async fn a_dropped_waiting_writer_withdraws_its_marker() {
     client.release(&r1).await.unwrap();
     client.release(&r2).await.unwrap();
 }
+
+/// A waiting writer dropped after its announce landed, before its answer came back, withdraws
+/// the marker too (it counted the marker as placed only once the answer was read, and left it
+/// standing until its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_dropped_before_its_announce_was_answered_withdraws_its_marker() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writers = client_through(&proxy, None);
+    let resource = unique("writer-dropped-mid-announce");
+    let r1 = direct
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut announce = proxy.withhold_next_answer("UpdateItem");
+    let waiting = {
+        let (writers, resource) = (writers.clone(), resource.clone());
+        tokio::spawn(async move { writers.acquire(&resource, &writer("w")).await })
+    };
+    announce.applied().await;
+    marker_becomes(&direct, &resource, Some("w")).await;
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    announce.drop_it();
+    writers.flush().await;
+
+    marker_becomes(&direct, &resource, None).await;
+    direct.release(&r1).await.unwrap();
+}
