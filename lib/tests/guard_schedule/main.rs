@@ -25,6 +25,10 @@
 //!
 //! The same schedules run on a client that deletes lock items on release and on one that keeps
 //! them. `GUARD_SCHEDULE_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
+//!
+//! The invariants are in [`checks`].
+
+mod checks;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -490,102 +494,6 @@ impl World {
         any(waits).await;
     }
 
-    async fn check(&mut self, context: &str) {
-        // First: it flushes clients, whose background work (a release) may end guards' holds.
-        self.check_lost_guards_released(context, self.clock.now())
-            .await;
-        // Leases end by the latest the clock has read: a lock taken over while the clock was
-        // ahead stays taken when it steps back.
-        self.latest = self.latest.max(self.clock.now());
-        let now = self.latest;
-        let held: Vec<_> = self
-            .guards
-            .iter()
-            .filter_map(|(taken, _, guard)| {
-                let lock = guard.lock()?;
-                (guard.is_held() && lock.expires_at() >= now).then_some((*taken, lock))
-            })
-            .collect();
-        for watch in &self.closed {
-            assert!(
-                !watch.is_held(),
-                "{context}: a closed guard's watch says held"
-            );
-        }
-        let exclusive: std::collections::HashSet<_> = held
-            .iter()
-            .filter(|(_, lock)| lock.mode() == Mode::Exclusive)
-            .map(|(_, lock)| lock.lock_id())
-            .collect();
-        assert!(
-            exclusive.len() <= 1
-                && (exclusive.is_empty()
-                    || held.iter().all(|(_, l)| exclusive.contains(&l.lock_id()))),
-            "{context}: an exclusive guard held with another acquisition: {held:?}"
-        );
-        if held.is_empty() {
-            return;
-        }
-        let item = raw_item(&self.resource).await.unwrap_or_else(|| {
-            panic!("{context}: guards say held but the lock item is gone: {held:?}")
-        });
-        for (taken, lock) in &held {
-            if lock.mode() == Mode::Exclusive {
-                check_exclusive(context, *taken, lock, &item);
-                if let Some(Data::Known(data)) = self.data.get(&lock.lock_id()) {
-                    let stored = match item.get("Data") {
-                        Some(AttributeValue::B(blob)) => Some(blob.as_ref().to_vec()),
-                        _ => None,
-                    };
-                    assert_eq!(
-                        stored.as_deref().map(String::from_utf8_lossy),
-                        data.as_deref().map(String::from_utf8_lossy),
-                        "{context}: the guard of step {taken} holds data its last answered replacement did not write"
-                    );
-                }
-            } else {
-                check_shared(context, *taken, lock, &item, now);
-            }
-        }
-    }
-
-    /// Open guards whose lease ran out or was found expired release their locks themselves (an
-    /// extension of theirs may still land): once their clients' background work is done, the
-    /// item does not hold their acquisition live. Checked from the check after the one that
-    /// first saw the guard lost (a watch says lost at the lease end, when the heartbeat's timer
-    /// may not have fired yet; the requests of the check and the step in between let it).
-    async fn check_lost_guards_released(&mut self, context: &str, now: DateTime<Utc>) {
-        let mut lost = Vec::new();
-        for (taken, client, guard) in &self.guards {
-            if matches!(
-                lost_now(&guard.watch()).await,
-                Some(LockLost::LeaseRanOut { .. } | LockLost::Expired { .. })
-            ) && !self.ran_out.insert(*taken)
-            {
-                lost.push((*taken, *client));
-            }
-        }
-        if lost.is_empty() {
-            return;
-        }
-        for (_, client) in &lost {
-            self.clients[*client].flush().await;
-        }
-        let Some(item) = raw_item(&self.resource).await else {
-            return;
-        };
-        for (taken, _) in lost {
-            let live_ours = item.get("LockID").and_then(|id| id.as_s().ok())
-                == Some(&self.acquisitions[&taken].to_string())
-                && item.contains_key("Owner")
-                && string_attr(&item, "ExpiresAt") >= stored(now).as_str();
-            assert!(
-                !live_ours,
-                "{context}: the guard of step {taken} ran out of lease, yet its lock is held live: {item:?}"
-            );
-        }
-    }
-
     /// Releases or drops every open guard, delivers every held request, then waits (event by
     /// event) until the lock is free.
     async fn finish(mut self, context: &str) {
@@ -625,51 +533,6 @@ impl World {
                 panic!("{context}: every guard is closed and nothing happens, but the lock is held: {item:?}");
             }
         }
-    }
-}
-
-/// An exclusive guard that says held finds its own acquisition in the item, held, with a lease end
-/// not before the one it believes.
-fn check_exclusive(context: &str, taken: usize, lock: &Lock, item: &Item) {
-    assert_eq!(
-        item.get("LockID")
-            .and_then(|id| id.as_s().ok())
-            .map(String::as_str),
-        Some(lock.lock_id().to_string().as_str()),
-        "{context}: the guard of step {taken} says held but the item is another acquisition's"
-    );
-    assert!(
-        item.contains_key("Owner"),
-        "{context}: the guard of step {taken} says held but the item was released"
-    );
-    let expires_at = string_attr(item, "ExpiresAt");
-    assert!(
-        expires_at >= stored(lock.expires_at()).as_str(),
-        "{context}: the guard of step {taken} believes its lease ends at {}, the item says {expires_at}",
-        stored(lock.expires_at())
-    );
-}
-
-/// A shared guard that says held finds its entry in the item with a lease end not before the one
-/// it believes, and no live exclusive holder beside it.
-fn check_shared(context: &str, taken: usize, lock: &Lock, item: &Item, now: DateTime<Utc>) {
-    let entry = item
-        .get(&format!("Shared:{}", lock.lock_id()))
-        .and_then(|entry| entry.as_m().ok())
-        .unwrap_or_else(|| {
-            panic!("{context}: the shared guard of step {taken} says held but its entry is gone: {item:?}")
-        });
-    let expires_at = string_attr(entry, "ExpiresAt");
-    assert!(
-        expires_at >= stored(lock.expires_at()).as_str(),
-        "{context}: the shared guard of step {taken} believes its lease ends at {}, its entry says {expires_at}",
-        stored(lock.expires_at())
-    );
-    if item.contains_key("Owner") {
-        assert!(
-            string_attr(item, "ExpiresAt") < stored(now).as_str(),
-            "{context}: a live exclusive holder beside the shared guard of step {taken}: {item:?}"
-        );
     }
 }
 
