@@ -111,8 +111,8 @@ pub use schema::{
 };
 pub use takeover::TakeoverRule;
 pub use tasks::{
-    ClaimedTask, TaskQueue, TaskStatus, CLAIMABLE_AT, CLAIMED_BY, CLAIM_TOKEN, DEFAULT_TASKS_INDEX,
-    MAX_CLAIM, TASK_QUEUE, TASK_STATUS,
+    ClaimedTask, TaskQueue, TaskStatus, CLAIMABLE_AT, CLAIMED_BY, CLAIM_TOKEN, COMPLETED_CLAIM,
+    DEFAULT_TASKS_INDEX, MAX_CLAIM, TASK_QUEUE, TASK_STATUS,
 };
 pub use wait::backoff::BackoffBounds;
 pub use window::{Window, WindowClaim, WINDOW_RESOURCE_PREFIX};

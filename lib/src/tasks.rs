@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 use std::fmt;
 use std::time::Duration;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// The task's queue name (the index's partition key).
 pub const TASK_QUEUE: &str = "TaskQueue";
@@ -34,20 +34,23 @@ pub const CLAIMABLE_AT: &str = "ClaimableAt";
 pub const CLAIMED_BY: &str = "ClaimedBy";
 /// The random token of the current claim, which completes and renewals compare.
 pub const CLAIM_TOKEN: &str = "ClaimToken";
+/// The last completed claim, `<status>:<token>` (`done:…`, `failed:…`): a completion's retry
+/// recognises its own there, even after another worker claimed the task again (which changes
+/// `ClaimToken`).
+pub const COMPLETED_CLAIM: &str = "CompletedClaim";
 /// The default name of the tasks index.
 pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
-/// What a completed claim's token becomes: `done:<token>`.
-const COMPLETED_PREFIX: &str = "done:";
 /// The most tasks one claim takes.
 pub const MAX_CLAIM: usize = 100;
 
 /// Names of the attributes the expressions use.
-const NAMES: [(&str, &str); 5] = [
+const NAMES: [(&str, &str); 6] = [
     ("#task_queue", TASK_QUEUE),
     ("#task_status", TASK_STATUS),
     ("#claimable_at", CLAIMABLE_AT),
     ("#claimed_by", CLAIMED_BY),
     ("#claim_token", CLAIM_TOKEN),
+    ("#completed_claim", COMPLETED_CLAIM),
 ];
 
 /// A claim: the task exists in this queue and may be claimed now.
@@ -232,6 +235,8 @@ impl TaskQueue {
     /// Query of the index (a page more while candidates were taken by others), then one
     /// conditional UpdateItem per candidate. Fewer (or none) when fewer are claimable; the index
     /// is eventually consistent, so a task set a moment ago may only be found by the next claim.
+    /// A request that fails after some tasks were claimed ends the claim with those tasks (the
+    /// error is logged); with none claimed, it is the answer.
     ///
     /// # Examples
     ///
@@ -259,14 +264,19 @@ impl TaskQueue {
             .send();
         let mut claimed = Vec::new();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| Error::backend("Query", e))?;
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => return partial(claimed, Error::backend("Query", e)),
+            };
             for key in page.items() {
                 let Some(id) = self.id_of(key) else { continue };
-                if let Some(task) = self.claim_one(&id, now, lease_end).await? {
-                    claimed.push(task);
-                    if claimed.len() == limit {
-                        return Ok(claimed);
-                    }
+                match self.claim_one(&id, now, lease_end).await {
+                    Ok(Some(task)) => claimed.push(task),
+                    Ok(None) => {}
+                    Err(e) => return partial(claimed, e),
+                }
+                if claimed.len() == limit {
+                    return Ok(claimed);
                 }
             }
         }
@@ -334,7 +344,8 @@ impl TaskQueue {
     /// Ends `task`'s claim with `status` (`Done`, `Failed`, …): true, or false if the claim was
     /// lost (its lease ended and another worker claimed the task, or an administrator set its
     /// status), and nothing was written. Sent again (a retry after a lost answer), it answers
-    /// true again.
+    /// true again, even if another worker claimed the task since; false only if another claim
+    /// was also completed in between (the task's last completion is the one recorded).
     ///
     /// # Examples
     ///
@@ -343,12 +354,13 @@ impl TaskQueue {
         if status == TaskStatus::InProgress {
             return Err(InvalidInput::ClaimOnly.into());
         }
-        // The token becomes `done:<token>`, so that a retry after a lost answer recognises the
-        // completion as its own.
+        // The completion is recorded as `<status>:<token>` in an attribute claims leave, so
+        // that a retry after a lost answer recognises it as its own, even once another worker
+        // claimed the task again.
         let update = if status.claimable() {
-            "SET #task_status = :status, #claimable_at = :now, #claim_token = :done REMOVE #claimed_by"
+            "SET #task_status = :status, #claimable_at = :now, #completed_claim = :done REMOVE #claimed_by, #claim_token"
         } else {
-            "SET #task_status = :status, #claim_token = :done REMOVE #claimable_at, #claimed_by"
+            "SET #task_status = :status, #completed_claim = :done REMOVE #claimable_at, #claimed_by, #claim_token"
         };
         self.own_write(task, update, OWN_CLAIM, Some(status), None)
             .await
@@ -405,8 +417,9 @@ impl TaskQueue {
         if let Some(status) = status {
             request = request.expression_attribute_values(":status", s(status.as_str()));
         }
-        let done = format!("{COMPLETED_PREFIX}{}", task.token);
-        if update.contains(":done") {
+        // A completion's record, `<status>:<token>`.
+        let done = status.map(|status| format!("{status}:{}", task.token));
+        if let Some(done) = &done {
             request = request.expression_attribute_values(":done", s(done.as_str()));
         }
         if let Some(lease_end) = lease_end {
@@ -417,11 +430,11 @@ impl TaskQueue {
         Ok(match answer {
             Answer::Applied(_) => true,
             // A completion applied by an attempt whose answer was lost (or this same completion
-            // sent again): the token marks it ours, with this status.
+            // sent again): the recorded completion marks it ours, whatever happened since.
             Answer::Refused(Some(item)) => {
                 let status_now = item.get(TASK_STATUS).and_then(|v| v.as_s().ok());
-                let completed = token_of(&item) == Some(done.as_str())
-                    && status.map(TaskStatus::as_str) == status_now.map(String::as_str);
+                let completed = done.is_some()
+                    && item.get(COMPLETED_CLAIM).and_then(|v| v.as_s().ok()) == done.as_ref();
                 // A renewal refused by a lease end of this claim as late or later (stored by a
                 // later renewal, or by this one's earlier attempt): the claim stands that long.
                 let renewed = lease_end.is_some_and(|end| {
@@ -437,6 +450,17 @@ impl TaskQueue {
             Answer::Refused(None) => false,
         })
     }
+}
+
+/// What a claim that failed answers: the tasks it took before the error (whose worker must run
+/// them: nobody else may until their leases end), or the error when it took none. The error comes
+/// back with the next claim if it lasts.
+fn partial(claimed: Vec<ClaimedTask>, error: Error) -> Result<Vec<ClaimedTask>, Error> {
+    if claimed.is_empty() {
+        return Err(error);
+    }
+    warn!(%error, claimed = claimed.len(), "a claim answers the tasks it took before an error");
+    Ok(claimed)
 }
 
 /// The claim token an item carries.

@@ -232,6 +232,11 @@ async fn a_claim_or_completion_whose_answer_was_lost_is_still_ours() {
 
 /// Whether the tasks index shows a task of queue `name`.
 async fn in_the_index(name: &str) -> bool {
+    index_count(name).await > 0
+}
+
+/// How many tasks of queue `name` the tasks index shows.
+async fn index_count(name: &str) -> i32 {
     dynamodb()
         .query()
         .table_name(ddb_lock_test_kit::TABLE)
@@ -245,7 +250,6 @@ async fn in_the_index(name: &str) -> bool {
         .await
         .expect("Query")
         .count()
-        > 0
 }
 
 /// A renewal's copy delivered after a later, longer renewal changes nothing: it moved the claim's
@@ -281,4 +285,85 @@ async fn a_late_copy_of_a_renewal_does_not_shorten_the_claim() {
         "another worker claimed a task this one holds"
     );
     assert!(queue.complete(&task, TaskStatus::Done).await.unwrap());
+}
+
+/// A claim that took a task and then failed on the next candidate hands over the task it took:
+/// it answered the error alone, and the task it had claimed stayed claimed by nobody who knew,
+/// until its lease ended.
+#[tokio::test]
+async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
+    lock_client().await;
+    let name = unique("q-partial");
+    let proxy = Proxy::start(&endpoint()).await;
+    let without_retries = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+    });
+    let queue = queue_of(builder(without_retries).build().unwrap(), &name);
+    queue.set_status("a", TaskStatus::Pending).await.unwrap();
+    queue.set_status("b", TaskStatus::Pending).await.unwrap();
+    let started = Instant::now();
+    while !in_the_index_twice(&name).await {
+        assert!(
+            started.elapsed() < INDEX_LAG,
+            "the index never showed the tasks"
+        );
+    }
+    // The first candidate's claim is answered (late, once the rule behind it is queued); the
+    // second one's answer is lost, and the client does not retry.
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    proxy.drop_next_answer("UpdateItem");
+    let claim = tokio::spawn(async move { queue.claim(2, LEASE).await });
+    first.applied().await;
+    first.deliver();
+    let claimed = claim
+        .await
+        .unwrap()
+        .expect("the tasks taken before the error");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(
+        proxy.counts("UpdateItem").requests,
+        4,
+        "2 set_status, 2 claims"
+    );
+}
+
+/// Whether the tasks index shows two tasks of queue `name`.
+async fn in_the_index_twice(name: &str) -> bool {
+    index_count(name).await >= 2
+}
+
+/// A completion whose answer was lost is recognised by its retry even when another worker
+/// claimed the task (done is claimable again) between the completion and the retry: the retry
+/// answered false, "the claim was lost and nothing was written", for a completion that applied.
+#[tokio::test]
+async fn a_completion_whose_answer_was_lost_is_ours_after_another_claim() {
+    lock_client().await;
+    let name = unique("q-complete-reclaimed");
+    let proxy = Proxy::start(&endpoint()).await;
+    let queue = queue_of(
+        ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint()),
+        &name,
+    );
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let completing = {
+        let queue = queue.clone();
+        let task = task.clone();
+        tokio::spawn(async move { queue.complete(&task, TaskStatus::Done).await })
+    };
+    answer.applied().await;
+    let other = queue_of(lock_client().await, &name);
+    let again = claim_until(&other, 1).await.pop().expect("claimed again");
+    answer.drop_it();
+    assert!(
+        completing.await.unwrap().unwrap(),
+        "the completion applied before the other claim"
+    );
+    assert!(
+        !queue.renew(&task, LEASE).await.unwrap(),
+        "the first claim is over"
+    );
+    assert!(other.complete(&again, TaskStatus::Done).await.unwrap());
 }

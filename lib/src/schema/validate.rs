@@ -14,7 +14,7 @@ use crate::limits::{
 };
 
 /// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 19] = [
+const LOCK_ATTRIBUTES: [&str; 20] = [
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -34,6 +34,7 @@ const LOCK_ATTRIBUTES: [&str; 19] = [
     crate::tasks::CLAIMABLE_AT,
     crate::tasks::CLAIMED_BY,
     crate::tasks::CLAIM_TOKEN,
+    crate::tasks::COMPLETED_CLAIM,
 ];
 
 impl TableSchema {
