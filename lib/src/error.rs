@@ -181,6 +181,15 @@ pub enum InvalidInput {
         /// The longest allowed.
         max: Duration,
     },
+    /// A period counted in whole milliseconds (a window's, a scheduled job's) was given with a
+    /// fraction of a millisecond, which the count would drop.
+    #[error("`{field}` is {value:?}; it must be a whole number of milliseconds")]
+    NotWholeMillis {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+    },
     /// A duration given as signed milliseconds was negative.
     #[error("`{field}` is {millis} ms; durations cannot be negative")]
     NegativeDuration {
@@ -332,6 +341,7 @@ impl InvalidInput {
             | InvalidInput::DurationTooShort { field, .. }
             | InvalidInput::DurationTooLong { field, .. }
             | InvalidInput::NegativeDuration { field, .. }
+            | InvalidInput::NotWholeMillis { field, .. }
             | InvalidInput::NameTaken { field, .. }
             | InvalidInput::KeysOverlap { field }
             | InvalidInput::NotForMode { field, .. }

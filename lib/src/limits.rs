@@ -120,6 +120,14 @@ pub(crate) fn duration(
     Ok(())
 }
 
+/// Checks that `value` is a whole number of milliseconds, and gives that number.
+pub(crate) fn whole_millis(field: &'static str, value: Duration) -> Result<u64, InvalidInput> {
+    if value.subsec_nanos() % 1_000_000 != 0 {
+        return Err(InvalidInput::NotWholeMillis { field, value });
+    }
+    Ok(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Checks a lease (`MIN_LEASE..=MAX_DURATION`) and cuts it to whole milliseconds, the precision at
 /// which `ExpiresAt` is stored: a `Lock` must not count on a fraction the item does not hold.
 pub(crate) fn lease(value: Duration) -> Result<Duration, InvalidInput> {

@@ -180,6 +180,7 @@ impl ScheduledJob {
             return Err(InvalidInput::Empty { field: "id" });
         }
         limits::duration("period", self.period, Duration::from_millis(1))?;
+        limits::whole_millis("period", self.period)?;
         limits::lease(self.lease())?;
         Ok(())
     }
@@ -401,7 +402,8 @@ impl Scheduler {
     }
 
     /// Runs `job` at every tick, forever: sleeps until each tick's start, then
-    /// [`run_tick`](Self::run_tick)s it. Returns only if the job is invalid.
+    /// [`run_tick`](Self::run_tick)s it. Each tick once, and in order, even when the clock steps
+    /// back (the next tick is the one after the last run). Returns only if the job is invalid.
     ///
     /// # Examples
     ///
@@ -422,13 +424,18 @@ impl Scheduler {
         Fut: Future<Output = T>,
     {
         job.check()?;
+        // The tick after the last one run, even if the clock stepped back since: a tick runs at
+        // most once on this node.
+        let mut last: Option<u64> = None;
         loop {
-            let next = self.current_tick(job) + 1;
+            let current = self.current_tick(job);
+            let next = last.map_or(current, |last| last.max(current)) + 1;
             let wait = (job.tick_start(next) - self.clock.now())
                 .to_std()
                 .unwrap_or_default();
             tokio::time::sleep(wait).await;
             self.run_tick(job, next, &mut work).await?;
+            last = Some(next);
         }
     }
 }

@@ -248,7 +248,7 @@ impl TaskQueue {
         let lease = crate::limits::lease(lease)?;
         let table = self.table();
         let now = table.now();
-        let lease_end = crate::time::after(now, lease, "lease")?;
+        crate::time::after(now, lease, "lease")?;
         let condition = "#task_queue = :queue AND #claimable_at <= :now";
         let mut pages = table
             .dynamodb
@@ -270,7 +270,7 @@ impl TaskQueue {
             };
             for key in page.items() {
                 let Some(id) = self.id_of(key) else { continue };
-                match self.claim_one(&id, now, lease_end).await {
+                match self.claim_one(&id, lease).await {
                     Ok(Some(task)) => claimed.push(task),
                     Ok(None) => {}
                     Err(e) => return partial(claimed, e),
@@ -292,14 +292,13 @@ impl TaskQueue {
             .map(str::to_owned)
     }
 
-    /// Claims task `id` if it may be claimed at `now`.
-    async fn claim_one(
-        &self,
-        id: &str,
-        now: DateTime<Utc>,
-        lease_end: DateTime<Utc>,
-    ) -> Result<Option<ClaimedTask>, Error> {
+    /// Claims task `id` if it may be claimed now, for `lease` from now: the time is read for each
+    /// candidate, as a claim that went on for longer than a lease gave its last candidates
+    /// leases that had ended already, and another worker claimed them at once.
+    async fn claim_one(&self, id: &str, lease: Duration) -> Result<Option<ClaimedTask>, Error> {
         let table = self.table();
+        let now = table.now();
+        let lease_end = crate::time::after(now, lease, "lease")?;
         let resource = self.resource(id)?;
         let token = uuid::Uuid::new_v4().to_string();
         let sent = table

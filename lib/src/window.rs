@@ -138,16 +138,16 @@ impl Window {
     /// The period and the skew in whole milliseconds, checked.
     fn millis(&self) -> Result<(u64, u64), InvalidInput> {
         limits::duration("period", self.period, Duration::from_millis(1))?;
-        let period = self.period;
-        if self.max_skew >= period {
+        let period = limits::whole_millis("period", self.period)?;
+        let skew = limits::whole_millis("max_skew", self.max_skew)?;
+        if skew >= period {
             return Err(InvalidInput::DurationTooLong {
                 field: "max_skew",
                 value: self.max_skew,
-                max: period.saturating_sub(Duration::from_millis(1)),
+                max: self.period.saturating_sub(Duration::from_millis(1)),
             });
         }
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        Ok((ms(period).max(1), ms(self.max_skew)))
+        Ok((period, skew))
     }
 }
 
@@ -309,8 +309,21 @@ mod tests {
             "max_skew"
         );
         assert_eq!(
-            minute.max_skew(Duration::from_secs(1)).millis().unwrap(),
+            minute
+                .clone()
+                .max_skew(Duration::from_secs(1))
+                .millis()
+                .unwrap(),
             (60_000, 1_000)
+        );
+        // Fractions of a millisecond were dropped: this skew became the period, and every claim
+        // answered TooEarly.
+        let fraction = Window::every(Duration::from_micros(1_000_600))
+            .max_skew(Duration::from_micros(1_000_300));
+        assert_eq!(field(fraction), "period");
+        assert_eq!(
+            field(minute.max_skew(Duration::from_micros(1_500))),
+            "max_skew"
         );
     }
 }

@@ -216,6 +216,15 @@ async fn the_hints_without_a_backend_and_a_broken_backend() {
         broken.run_tick(&bad, tick, || async {}).await,
         Err(InvalidInput::Empty { field: "id" })
     ));
+    // A period with a fraction of a millisecond: ticks are counted in whole milliseconds.
+    let fraction = ScheduledJob::every(unique("fraction"), Duration::from_micros(1_500));
+    assert!(matches!(
+        broken.run_tick(&fraction, tick, || async {}).await,
+        Err(InvalidInput::NotWholeMillis {
+            field: "period",
+            ..
+        })
+    ));
 }
 
 #[tokio::test]
@@ -265,4 +274,50 @@ async fn a_renewal_that_fails_is_tried_again_and_the_lock_is_not_reported_lost()
     .expect("a renewal after the failed one")
     .unwrap();
     assert_ran_holding_its_lock(&outcome);
+}
+
+/// `run_every` after the wall clock stepped back: it ran the tick it had just run a second time
+/// (it took the next tick from the clock alone), here on a node-local job, where no lock stops it.
+#[tokio::test]
+async fn run_every_runs_each_tick_once_when_the_clock_steps_back() {
+    let clock = AdjustableClock::new();
+    let job = ScheduledJob::every(unique("stepped-back"), Duration::from_millis(200))
+        .hint(LockingHint::NodeLocal);
+    let scheduler = Scheduler::new(None).with_clock(clock.clone());
+    let (ran, mut runs) = tokio::sync::mpsc::unbounded_channel();
+    let running = {
+        let job = job.clone();
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            let mut first = true;
+            scheduler
+                .run_every(&job, || {
+                    // The tick this run belongs to, by the clock when it starts.
+                    let _ = ran.send(job.tick_at(ddb_lock::Clock::now(clock.as_ref())));
+                    if std::mem::take(&mut first) {
+                        // Back a whole period, into the previous tick, as a clock corrected by
+                        // NTP steps.
+                        clock.set_back(Duration::from_millis(200));
+                    }
+                    async {}
+                })
+                .await
+        })
+    };
+    let mut ticks = Vec::new();
+    while ticks.len() < 3 {
+        ticks.push(
+            tokio::time::timeout(PATIENCE, runs.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    running.abort();
+    // The first run's tick is read before the step; the later ones after it, on the stepped
+    // clock, which is what run_every counts by.
+    assert!(
+        ticks[0] < ticks[1] && ticks[1] < ticks[2],
+        "a tick ran twice: {ticks:?}"
+    );
 }

@@ -367,3 +367,51 @@ async fn a_completion_whose_answer_was_lost_is_ours_after_another_claim() {
     );
     assert!(other.complete(&again, TaskStatus::Done).await.unwrap());
 }
+
+/// A claim that goes on for longer than its lease (its first candidate's answer came late) gives
+/// its next candidate a lease from the time of that candidate's claim: it gave it the lease it
+/// computed at the start, ended already, and another worker claimed the task at once.
+#[tokio::test]
+async fn each_task_of_a_long_claim_gets_its_lease_from_its_own_claim() {
+    lock_client().await;
+    let name = unique("q-long-claim");
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let queue = queue_of(
+        ddb_lock_test_kit::client_through(&proxy, Some(clock.clone())),
+        &name,
+    );
+    queue.set_status("a", TaskStatus::Pending).await.unwrap();
+    queue.set_status("b", TaskStatus::Pending).await.unwrap();
+    let started = Instant::now();
+    while !in_the_index_twice(&name).await {
+        assert!(
+            started.elapsed() < INDEX_LAG,
+            "the index never showed the tasks"
+        );
+    }
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let claim = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.claim(2, LEASE).await }
+    });
+    first.applied().await;
+    // Two leases pass before the first candidate's answer arrives.
+    clock.advance(2 * LEASE);
+    first.deliver();
+    let claimed = claim.await.unwrap().unwrap();
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    let other = queue_of(builder(dynamodb()).clock(clock).build().unwrap(), &name);
+    let ids: Vec<String> = other
+        .claim(2, LEASE)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(
+        ids,
+        ["a"],
+        "only the task whose lease ran out is claimed again"
+    );
+}
