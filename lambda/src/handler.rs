@@ -133,7 +133,6 @@ impl Handler {
         budget: Option<Duration>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
-        let flush_by = budget.map(|budget| tokio::time::Instant::now() + budget);
         let scoped;
         let client = match &namespace {
             Some(namespace) => {
@@ -147,11 +146,11 @@ impl Handler {
         // have landed though its answer never came, a waiting writer's withdrawal) is done before
         // the answer: once answered, the sandbox may be frozen, and thawed later that work can only
         // harm (a release of the lock a retry of the saga's step was handed back meanwhile).
-        // Within the invocation's budget; past it, leases bound what is left.
-        match flush_by {
-            Some(at) => drop(tokio::time::timeout_at(at, client.flush()).await),
-            None => client.flush().await,
-        }
+        // However long it takes, even past the invocation's budget: an operation may end after
+        // its budget (its last attempt's answer comes late), and at the deadline Lambda stops the
+        // sandbox and resets it, spawned work and all, which harms nobody; what that work would
+        // have released expires with its lease. The work is bounded: a few tries of one request.
+        client.flush().await;
         done
     }
 

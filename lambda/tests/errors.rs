@@ -204,3 +204,40 @@ async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
         "the lock the acquisition took was still there when it answered"
     );
 }
+
+/// The same acquisition at the end of the invocation's budget: its answer comes after the time
+/// the budget left, and the handler answered without waiting for the release it left behind,
+/// which a frozen sandbox sent later, when it could delete the lock a retry was handed back.
+/// Past the deadline, Lambda stops the sandbox and resets it, spawned work and all, so waiting
+/// for the release however long it takes harms nobody.
+#[tokio::test]
+async fn an_acquisition_lost_at_the_end_of_the_budget_is_released_before_the_answer() {
+    let _ = handler().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let settings = config(&[]);
+    let handler = Handler::new(
+        settings
+            .lock_client(quickly_retrying_dynamodb(&proxy.endpoint()))
+            .unwrap(),
+        settings.clone(),
+    );
+    let resource = unique("h-lost-at-deadline");
+    for _ in 0..3 {
+        proxy.drop_next_answer("PutItem");
+    }
+    let mut release = proxy.delay_next_request("DeleteItem");
+    // A millisecond of budget beyond the margin: the acquisition's answer comes after it.
+    let mut context = Context::default();
+    context.deadline = common::now_ms() + settings.deadline_margin.as_millis() as u64 + 1;
+    let event = json!({"op": "try_acquire", "resource": resource, "owner": "saga-1"});
+    let invocation = common::invoke_with(&handler, event, context);
+    tokio::pin!(invocation);
+    tokio::select! {
+        biased;
+        answer = &mut invocation => panic!("answered with its release unsent: {answer:?}"),
+        () = release.captured() => {}
+    }
+    assert!(release.deliver().await, "the release reached the endpoint");
+    assert_eq!(error_name(invocation.await), name::BACKEND_UNAVAILABLE);
+    assert_eq!(raw_item(&resource).await, None);
+}

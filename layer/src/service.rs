@@ -9,7 +9,9 @@
 //! invocation's future is dropped at any await (an outer timeout, a `select!`) the guard's drop
 //! releases the lock from a task the client tracks ([`LockClient::flush`](ddb_lock::LockClient::flush)
 //! waits for it). A handler's panic is caught, the lock released, and the panic resumed, for the
-//! runtime to report as it does any panic. Without auto-release the lock is a plain acquisition,
+//! runtime to report as it does any panic. Every invocation waits for the client's background
+//! releases before it answers (or its panic goes on), as a Lambda must before it may be frozen.
+//! Without auto-release the lock is a plain acquisition,
 //! never extended, kept until released with its owner token or expired, whatever happens to the
 //! invocation.
 
@@ -103,10 +105,29 @@ where
     }
 }
 
-/// One invocation: the handler runs only once the lock is taken.
+/// One invocation, and before its answer (or its handler's panic goes on) the releases it left to
+/// the client's background, done: once a Lambda answers, its sandbox may be frozen, and a release
+/// sent on thaw could delete the lock a retry of the same event was given meanwhile (an
+/// acquisition whose write landed unanswered leaves one, as does a guard whose release failed).
 async fn invoke<S, R>(
-    mut inner: S,
+    inner: S,
     settings: Arc<Settings<R>>,
+    request: R,
+) -> Result<Locked<S::Response>, LockedError<S::Error>>
+where
+    S: Service<R>,
+{
+    let outcome = AssertUnwindSafe(locked_call(inner, &settings, request))
+        .catch_unwind()
+        .await;
+    settings.client.flush().await;
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The handler's call under the lock: it runs only once the lock is taken.
+async fn locked_call<S, R>(
+    mut inner: S,
+    settings: &Settings<R>,
     request: R,
 ) -> Result<Locked<S::Response>, LockedError<S::Error>>
 where
@@ -130,7 +151,7 @@ where
         .owner
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let (hold, lock) = acquire(&settings, &key, &full_key, &owner).await?;
+    let (hold, lock) = acquire(settings, &key, &full_key, &owner).await?;
     let data = LockData {
         key,
         acquired: true,

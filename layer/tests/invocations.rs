@@ -461,3 +461,35 @@ async fn any_service_runs_under_the_lock_keyed_by_a_closure_on_its_request() {
         other => panic!("a function-scoped lock without a function name ran: {other:?}"),
     }
 }
+
+/// An acquisition whose write landed but whose every answer was lost leaves a release to the
+/// client's background; the invocation answered before it was sent, and a Lambda frozen after
+/// its answer sent it on thaw, when it could delete the lock a retry of the event was given.
+#[tokio::test]
+async fn an_acquisition_lost_to_the_backend_is_released_before_the_answer() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("order");
+    let full_key = format!("lock:{FUNCTION}:{key}");
+    for _ in 0..3 {
+        proxy.drop_next_answer("PutItem");
+    }
+    let mut release = proxy.delay_next_request("DeleteItem");
+    let layer = layer(&client).build().expect("layer");
+    let calls = Calls::default();
+    let invocation = invoke(&layer, counting(&calls), &key);
+    tokio::pin!(invocation);
+    tokio::select! {
+        biased;
+        answer = &mut invocation => panic!("answered with its release unsent: {:?}", answer.map(|a| a.result)),
+        () = release.captured() => {}
+    }
+    assert!(release.deliver().await, "the release reached the endpoint");
+    assert_eq!(
+        lock_error(invocation.await).code(),
+        code::LOCK_BACKEND_UNAVAILABLE
+    );
+    assert_eq!(calls.count(), 0);
+    assert_free(&lock_client().await, &full_key).await;
+}
