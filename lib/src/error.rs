@@ -248,6 +248,14 @@ pub enum InvalidInput {
         /// The mode asked for.
         mode: crate::Mode,
     },
+    /// A handle names a hold in another mode than the one it is held in.
+    #[error("`mode` is {given}, but this lock id holds the lock in {held} mode")]
+    ModeMismatch {
+        /// The mode the handle says.
+        given: crate::Mode,
+        /// The mode the hold is in.
+        held: crate::Mode,
+    },
     /// A lock set without members.
     #[error("`resources` must name at least one resource")]
     EmptySet,
@@ -352,6 +360,7 @@ impl InvalidInput {
             | InvalidInput::TooManyMembers { .. }
             | InvalidInput::TooManyWrites { .. } => "resources",
             InvalidInput::Permits { .. } => "permits",
+            InvalidInput::ModeMismatch { .. } => "mode",
             InvalidInput::BackoffOrder { .. } => "backoff",
             InvalidInput::MalformedLockId => "lock_id",
             InvalidInput::DataNotKept => "data",

@@ -364,3 +364,27 @@ async fn a_data_replacement_that_finds_the_lease_expired_releases_the_lock() {
     assert!(!guard.is_held());
     assert_eq!(raw_item(&resource).await, None, "the expired lock was left");
 }
+
+/// A reader's guard asked to release with a payload (which only an exclusive hold keeps) is
+/// refused, and its lock is released as a dropped guard's: the refusal came after the lock had
+/// been marked released, the guard took it as a release, and the reader's hold stayed, blocking
+/// writers, for its lease.
+#[tokio::test]
+async fn a_readers_guard_refused_a_payload_on_release_still_releases() {
+    lock_client().await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("guard-reader-payload");
+    let guard = client
+        .lock(&resource, &ddb_lock_test_kit::reader_options("reader"))
+        .await
+        .unwrap();
+    match guard.release_and_replace_data(Some(b"x".to_vec())).await {
+        Err(Error::InvalidInput(ddb_lock::InvalidInput::NotForMode { field: "data", .. })) => {}
+        other => panic!("expected NotForMode naming data, got {other:?}"),
+    }
+    client.flush().await;
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}

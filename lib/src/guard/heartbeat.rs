@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// The guard's background task: extend every `heartbeat`, retry failures until the lease runs
 /// out, stop at the first loss.
@@ -78,13 +78,7 @@ pub(super) async fn extend_until_lost(
     let lock = match &*state.borrow() {
         State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
     };
-    let releaser = client.clone();
-    let spawned = releaser.release_in_background(async move {
-        if let Err(err) = client.release(&lock).await {
-            debug!(resource = lock.resource(), %err, "release after losing the lease failed");
-        }
-    });
-    if !spawned {
+    if !super::release_unattended(&client, lock, "guard whose lease ran out") {
         warn!("a guard whose lease ran out could not release outside a runtime; its lock ends with its lease");
     }
 }

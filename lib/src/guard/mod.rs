@@ -193,7 +193,7 @@ impl LockGuard {
                 // extension given up on by the SDK may still land with its earlier `:now`, as
                 // for the heartbeat: released, and the outcome says so.
                 Err(LockLost::Expired { .. }) => {
-                    self.release_given_up(&lock).await;
+                    self.release_given_up(&lock);
                     return Ok(outcome);
                 }
                 // Found gone or taken: the outcome says so.
@@ -206,15 +206,14 @@ impl LockGuard {
         }
         // The guard is lost, but the extension may have landed (or may still land): release, so
         // that the lock is not held for a lease nobody uses.
-        self.release_given_up(&lock).await;
+        self.release_given_up(&lock);
         Err(lost(&lock))
     }
 
-    /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land.
-    async fn release_given_up(&self, lock: &Lock) {
-        if let Err(err) = self.client.release(lock).await {
-            debug!(resource = lock.resource(), %err, "release of a lock given up on failed");
-        }
+    /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land:
+    /// in the background, tried again when DynamoDB fails it, as a dropped guard's.
+    fn release_given_up(&self, lock: &Lock) {
+        release_unattended(&self.client, lock.clone(), "guard given up on");
     }
 
     /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
@@ -233,9 +232,10 @@ impl LockGuard {
         let lock = self.last_lock();
         let outcome = self.client.release(&lock).await;
         // Only now: a release cancelled at its await is covered by Drop, and so is one that
-        // DynamoDB failed: the guard, consumed, is the caller's only way to the lock, so Drop
-        // sends it again from the background rather than leave it held for its lease.
-        self.released = !matches!(outcome, Err(Error::Backend { .. }));
+        // failed (DynamoDB failed it, or it was refused before it was sent): the guard, consumed,
+        // is the caller's only way to the lock, so Drop sends it again from the background
+        // rather than leave it held for its lease. Sent again, a release changes nothing.
+        self.released = outcome.is_ok();
         outcome
     }
 
@@ -267,9 +267,10 @@ impl LockGuard {
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
         let outcome = self.client.release_and_replace_data(&lock, data).await;
-        // As for `release`: a release cancelled at its await, or failed by DynamoDB, is covered
-        // by Drop (without data).
-        self.released = !matches!(outcome, Err(Error::Backend { .. }));
+        // As for `release`: a release cancelled at its await, or failed, is covered by Drop
+        // (without data): a data change a shared hold cannot take is refused before anything is
+        // sent, and the lock was left to its lease.
+        self.released = outcome.is_ok();
         outcome
     }
 
@@ -298,16 +299,23 @@ impl Drop for LockGuard {
             // Found gone or taken by an extension: nothing of ours to release.
             State::Lost { .. } | State::Held(_) => return,
         };
-        // Marked as being released at once, so that no idempotent acquisition of this client is
-        // handed the lock back before the release below is sent.
-        self.client.table().holds.release_starts(lock.handle());
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
-        let client = self.client.clone();
-        self.client.release_in_background(async move {
-            match retrying(|| client.release(&lock)).await {
-                Ok(outcome) => debug!(resource = lock.resource(), ?outcome, "dropped guard released its lock"),
-                Err(err) => warn!(resource = lock.resource(), %err, "dropped guard could not release its lock; it expires with its lease"),
-            }
-        });
+        release_unattended(&self.client, lock, "dropped guard");
     }
+}
+
+/// Sends the release of `lock`, which nobody waits for (a dropped guard's, a guard's whose lease
+/// ran out), from a task of the client ([`LockClient::flush`] waits for it), tried again when
+/// DynamoDB fails it; `whose` names it in the log. The lock is marked as being released at once,
+/// so that no idempotent acquisition of this client is handed it back before the release is
+/// sent. False if there is no runtime to send it from.
+pub(crate) fn release_unattended(client: &LockClient, lock: Lock, whose: &'static str) -> bool {
+    client.table().holds.release_starts(lock.handle());
+    let releaser = client.clone();
+    client.release_in_background(async move {
+        match retrying(|| releaser.release(&lock)).await {
+            Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
+            Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
+        }
+    })
 }

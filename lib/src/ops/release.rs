@@ -100,6 +100,15 @@ pub(crate) async fn send(
         acquired_by,
         mode,
     } = *release;
+    // Refused before anything changes: a release so refused stopped the lock's guards, and the
+    // lock stayed taken by nobody for its lease.
+    if mode != Mode::Exclusive && !matches!(change, DataChange::Keep) {
+        return Err(InvalidInput::NotForMode {
+            field: "data",
+            mode,
+        }
+        .into());
+    }
     // From here the lock may be free at any moment: no guard of it says "held" any more, and
     // this client hands it back to no idempotent acquisition.
     match lock_id {
@@ -111,13 +120,6 @@ pub(crate) async fn send(
             .releases_start_on(resource, Some(owner), acquired_by),
     }
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
-        if !matches!(change, DataChange::Keep) {
-            return Err(InvalidInput::NotForMode {
-                field: "data",
-                mode,
-            }
-            .into());
-        }
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle).await;
     }

@@ -377,3 +377,91 @@ async fn a_late_copy_of_a_shared_acquisition_does_not_shorten_the_hold() {
     );
     readers.release(&r).await.unwrap();
 }
+
+/// A handle that names a hold in another mode than its own (an intention's id with the shared
+/// mode) is refused with a typed error, and changes nothing: its release removed the entry and
+/// left the id in the other set, and from then on no request could read the item (every exclusive
+/// acquisition, status and list failed on it as malformed).
+#[tokio::test]
+async fn a_handle_of_another_mode_is_refused() {
+    let client = lock_client().await;
+    let resource = unique("shared/mode-mismatch");
+    let reader = client
+        .try_acquire(&resource, &reader("r"))
+        .await
+        .unwrap()
+        .expect("free");
+    let intention = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("i").mode(Mode::IntentShared),
+        )
+        .await
+        .unwrap()
+        .expect("an intention beside a reader");
+    let mislabelled =
+        ddb_lock::LockHandle::new(&resource, "i", intention.lock_id()).with_mode(Mode::Shared);
+    let mismatch = |result: Result<_, Error>| match result {
+        Err(Error::InvalidInput(InvalidInput::ModeMismatch { given, held })) => {
+            assert_eq!((given, held), (Mode::Shared, Mode::IntentShared));
+        }
+        other => panic!("expected ModeMismatch, got {other:?}"),
+    };
+    mismatch(client.release(&mislabelled).await.map(|_| ()));
+    mismatch(
+        client
+            .extend(&mislabelled, Duration::from_secs(60))
+            .await
+            .map(|_| ()),
+    );
+    let status = client.status(&resource).await.expect("the item reads");
+    assert_eq!(shared_owners(&status), ["r"]);
+    assert_eq!(
+        client.release(&intention).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        client.release(&reader).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        client
+            .try_acquire(&resource, &writer("w"))
+            .await
+            .unwrap()
+            .is_some(),
+        "the lock is free for a writer"
+    );
+}
+
+/// A reader's release that applied, whose follow-up deletion of the emptied item failed, is
+/// `Released`: it answered the deletion's error, for a hold that was released.
+#[tokio::test]
+async fn a_release_whose_empty_item_deletion_fails_is_released() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let without_retries = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+    });
+    let client = builder(without_retries).build().unwrap();
+    let resource = unique("shared/empty-delete-fails");
+    let lock = client
+        .try_acquire(&resource, &reader("r"))
+        .await
+        .unwrap()
+        .expect("free");
+    proxy.drop_next_answer("DeleteItem");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(proxy.counts("DeleteItem").requests, 1);
+    assert!(
+        client
+            .try_acquire(&resource, &writer("w"))
+            .await
+            .unwrap()
+            .is_some(),
+        "the lock is free"
+    );
+}
