@@ -29,6 +29,7 @@ use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// Stops a guard: its heartbeat, and its state to lost for the reason given.
@@ -86,6 +87,9 @@ struct Hold {
     acquired_at: DateTime<Utc>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
+    /// The latest clock reading an extension of it was sent at through this client, and the
+    /// lease end the last one sent.
+    last_sent: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -132,10 +136,10 @@ impl Holds {
                 .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             inner.prune_at = inner.held.len() * 2;
         }
-        let stop_guards = inner
+        let (stop_guards, last_sent) = inner
             .held
             .remove(&handle.lock_id())
-            .map(|hold| hold.stop_guards)
+            .map(|hold| (hold.stop_guards, hold.last_sent))
             .unwrap_or_default();
         inner.held.insert(
             handle.lock_id(),
@@ -144,6 +148,7 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards,
+                last_sent,
             },
         );
     }
@@ -260,7 +265,47 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards: Vec::new(),
+                last_sent: None,
             });
+    }
+
+    /// The lease an extension of `lock_id` computed at `now` asks for: `lease`, or if the wall
+    /// clock reads earlier than when an earlier extension of it was sent through this client (it
+    /// stepped back), long enough to end after that extension's lease end, so that a guard's
+    /// lease ends go up in the order its extensions are sent. A clock stepping back made a later
+    /// extension send an earlier end, and a late copy of the earlier one then applied over it
+    /// (its data over the later data): the extension condition compares lease ends only. The
+    /// longer lease is also what the item's `LeaseMs` says and what the caller is told it holds:
+    /// the stored end is that far ahead. A lock this client does not hold (a handle from
+    /// elsewhere) asks for `lease`.
+    pub(crate) fn lease_to_send(
+        &self,
+        lock_id: LockId,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Duration {
+        let mut inner = self.inner();
+        let Some(hold) = inner.held.get_mut(&lock_id) else {
+            return lease;
+        };
+        let past_last = hold.last_sent.and_then(|(sent_at, end)| {
+            if now >= sent_at {
+                return None;
+            }
+            let needed = (end - now + chrono::TimeDelta::milliseconds(1))
+                .to_std()
+                .ok()?;
+            // Whole milliseconds, rounded up: the stored lease end's precision.
+            Some(Duration::from_millis(
+                u64::try_from(needed.as_micros().div_ceil(1000)).unwrap_or(u64::MAX),
+            ))
+        });
+        let lease = past_last.map_or(lease, |needed| lease.max(needed));
+        let latest = hold.last_sent.map_or(now, |(sent_at, _)| sent_at.max(now));
+        hold.last_sent = chrono::TimeDelta::from_std(lease)
+            .ok()
+            .map(|span| (latest, now + span));
+        lease
     }
 
     /// The client no longer holds the lock `lock_id`.

@@ -159,3 +159,42 @@ async fn an_observed_lease_waiter_takes_a_free_lock_at_once() {
         ddb_lock::ReleaseOutcome::Released
     );
 }
+
+/// Under the observed-lease rule an extension refused because the stored lease end is later than
+/// its own (its clock stepped back) writes a new version all the same: it answered `Extended`
+/// and changed nothing, and a waiter that had seen that version for a lease took the lock from a
+/// holder told it held for a lease more.
+#[tokio::test]
+async fn an_extension_behind_the_stored_lease_end_restarts_the_observed_lease() {
+    lock_client().await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let holder = builder(dynamodb())
+        .clock(clock.clone())
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique("skew-observed-step-back");
+    let lock = holder
+        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("free");
+    let version = |item: &std::collections::HashMap<_, _>| string_attr(item, "Version").to_owned();
+    let before = version(&raw_item(&resource).await.unwrap());
+    clock.set_back(Duration::from_secs(30));
+    match holder.extend(&lock, Duration::from_secs(10)).await.unwrap() {
+        ddb_lock::ExtendOutcome::Extended(_) => {}
+        other => panic!("expected Extended, got {other:?}"),
+    }
+    let after = raw_item(&resource).await.unwrap();
+    assert_ne!(
+        version(&after),
+        before,
+        "the extension wrote no new version"
+    );
+    assert_eq!(
+        after.get("LeaseMs"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::N("60000".into())),
+        "the longer lease stands for the waiters"
+    );
+}

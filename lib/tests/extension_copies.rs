@@ -1,7 +1,8 @@
 //! Extensions that arrive twice or late, against the local endpoint: a copy of an applied
 //! extension changes nothing, even after a data change was written again at the lease end it had
-//! stored; and that rewrite keeps the stored lease (`LeaseMs`) when it is the longer, which the
-//! observed-lease takeover rule counts by.
+//! stored; that rewrite keeps the stored lease (`LeaseMs`) when it is the longer, which the
+//! observed-lease takeover rule counts by; and a guard's extensions end their leases in the
+//! order it sends them, so a late one changes nothing even after its clock stepped back.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use ddb_lock::{AcquireOptions, ExtendOutcome};
@@ -107,4 +108,39 @@ async fn a_data_change_written_again_keeps_the_longer_stored_lease() {
     // Its caller is promised its own, shorter lease only.
     assert!(short.valid_until() <= std::time::Instant::now() + Duration::from_secs(3));
     client.release(&lock).await.unwrap();
+}
+
+/// A data replacement whose request is held in the network (its caller gave up on it), then a
+/// later one after the client's clock stepped back, then the first arrives: the later data
+/// stays. The later replacement computed an earlier lease end than the first from the stepped
+/// clock, was written again at the stored one, and the late request, to a later end than that,
+/// applied its older data under a guard that said it held the newer.
+#[tokio::test]
+async fn a_late_data_change_does_not_undo_one_sent_after_the_clock_stepped_back() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("extension-step-back");
+    let guard = client
+        .lock(
+            &resource,
+            &ddb_lock_test_kit::guard_options("alice", 60_000, 20_000),
+        )
+        .await
+        .unwrap();
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "#data = :data");
+    tokio::select! {
+        answer = guard.replace_data(Some(b"first".to_vec())) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.set_back(Duration::from_secs(2));
+    guard.replace_data(Some(b"second".to_vec())).await.unwrap();
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+    assert!(guard.is_held());
+    assert_eq!(data(&raw_item(&resource).await.unwrap()), b"second");
+    guard.release().await.unwrap();
 }

@@ -21,6 +21,7 @@ use crate::mode::Mode;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared;
+use crate::takeover::TakeoverRule;
 use crate::time::{after, millis, span};
 use crate::timestamp;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -113,11 +114,12 @@ pub(crate) async fn extend(
         .into());
     }
     let sent = Instant::now();
+    let now = table.now();
     let extension = Extension {
         handle,
-        lease,
+        lease: table.holds.lease_to_send(handle.lock_id(), now, lease),
         change,
-        now: table.now(),
+        now,
     };
     match write(table, &extension).await? {
         Ok(record) => Ok(extended(table, &extension, record, sent)),
@@ -173,15 +175,21 @@ async fn write(
             // The stored lease, as long or longer, stands; the lock is returned with it, and with a
             // monotonic lease counted from this request's send, which cannot outlast the stored
             // one. A data change was not applied: it is written again with the stored lease end,
-            // over that very item.
+            // over that very item. So is an exclusive extension under the observed-lease rule,
+            // whose waiters count a lease from when they first saw a version: only a new version
+            // restarts it. A lease end stored later than this request's (this client's clock
+            // stepped back, or a reclaim by a client whose clock is behind) left the version as
+            // it was, and a waiter took over while the caller was told it held for a lease more.
             Refusal::LaterLeaseStored(record) => {
-                if matches!(extension.change, DataChange::Keep) {
+                let version_restarts_the_lease = table.takeover == TakeoverRule::ObservedLease
+                    && extension.handle.mode() == Mode::Exclusive;
+                if matches!(extension.change, DataChange::Keep) && !version_restarts_the_lease {
                     return Ok(Ok(record));
                 }
                 if tries >= MAX_EXTEND_TRIES {
                     return Err(Error::UnexpectedResponse {
                         operation: "UpdateItem",
-                        detail: "concurrent extensions of the lock kept moving its lease end; the data was not replaced",
+                        detail: "concurrent extensions of the lock kept moving its lease end; the data (or the version) was not written",
                     });
                 }
                 expires_at = record.holder.expires_at;
