@@ -26,9 +26,11 @@ use crate::ops::extend::DataChange;
 use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
+use crate::time::span;
 use crate::wait::backoff::Backoff;
 use crate::wait::writer_marker::WriterMarker;
 use crate::wait::{log_acquired, Wait};
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -202,7 +204,7 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
                     // From the look's send, not the grant's: the grant that stands may be another
                     // waiter's, made after that look (which showed the lock not yet granted) but
                     // before this grant was sent.
-                    let valid_until = sent + request.lease;
+                    let valid_until = within_stored_lease(table, sent + request.lease, expires_at);
                     let lock = Lock::new(handle, acquired_at, expires_at, valid_until)
                         .with_fencing_token(fencing_token);
                     table.lines_seen.holding(resource, lock_id, None);
@@ -260,14 +262,30 @@ fn granted(
             operation: "GetItem",
             detail: "a granted lock item has no holder",
         })?;
+    let valid_until =
+        within_stored_lease(table, not_before + record.lease, record.holder.expires_at);
     let lock = Lock::new(
         handle.clone(),
         record.holder.acquired_at,
         record.holder.expires_at,
-        not_before + record.lease,
+        valid_until,
     )
     .with_fencing_token(record.holder.fencing_token);
     Ok(acquire::took(table, lock))
+}
+
+/// `valid_until`, but no later than the granted lease end `expires_at` as this client's clock
+/// counts it from now. The granter computed `expires_at` from its clock when it sent the grant,
+/// which may be long before the look that counts as the lease's start was sent (a grant held up
+/// by retries, a granter whose clock is behind): a grantee that counted a whole lease from that
+/// look held on after others could take the lock (found by review;
+/// `fair_queue/lost_answers.rs` `a_grant_from_a_granter_whose_clock_is_behind_is_held_for_its_stored_lease`).
+fn within_stored_lease(
+    table: &LockTable,
+    valid_until: Instant,
+    expires_at: DateTime<Utc>,
+) -> Instant {
+    valid_until.min(Instant::now() + span(table.now(), expires_at))
 }
 
 /// Armed while a waiter may stand in the line: if dropped armed (the acquire's future dropped,

@@ -164,3 +164,29 @@ async fn a_waiter_granted_by_another_while_its_look_was_late_trusts_that_grants_
     second.release(&second_lock).await.unwrap();
     let _ = direct.release(&holder).await;
 }
+
+/// A grant written by a holder whose clock is behind ends, by the grantee's clock, before a lease
+/// from the look that found it: the grantee holds it until that stored end, not a lease from its
+/// look. It counted the whole lease from its look, and held on after others could take the lock.
+#[tokio::test]
+async fn a_grant_from_a_granter_whose_clock_is_behind_is_held_for_its_stored_lease() {
+    let direct = lock_client().await;
+    let resource = unique("fair-granter-behind");
+    let behind = AdjustableClock::new();
+    behind.set_back(Duration::from_secs(20));
+    let granter = builder(dynamodb()).clock(behind).build().unwrap();
+    let holder = hold(&granter, &resource, "holder", LEASE).await;
+    let (granted, mut grants) = mpsc::unbounded_channel();
+    let _waiter = spawn_waiter(&resource, "next", fair("next"), granted);
+    line_becomes(&direct, &resource, &["next"]).await;
+    assert_eq!(
+        granter.release(&holder).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let (_, lock, client) = grants.recv().await.unwrap();
+    assert!(
+        lock.valid_until() < std::time::Instant::now() + LEASE - Duration::from_secs(10),
+        "held for a lease from its look, past the grant's stored end"
+    );
+    client.release(&lock).await.unwrap();
+}
