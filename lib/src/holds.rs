@@ -63,6 +63,34 @@ struct Ended {
     ids: HashSet<LockId>,
 }
 
+impl Inner {
+    /// Remembers the lock of `handle` as taken (see [`Holds::acquired`]), pruning the holds whose
+    /// leases ran out without a guard once there are many.
+    fn remember(&mut self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
+        if self.held.len() >= self.prune_at.max(FIRST_PRUNE_AT) {
+            let now = Instant::now();
+            self.held
+                .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
+            self.prune_at = self.held.len() * 2;
+        }
+        let (stop_guards, last_sent) = self
+            .held
+            .remove(&handle.lock_id())
+            .map(|hold| (hold.stop_guards, hold.last_sent))
+            .unwrap_or_default();
+        self.held.insert(
+            handle.lock_id(),
+            Hold {
+                handle: handle.clone(),
+                acquired_at,
+                until,
+                stop_guards,
+                last_sent,
+            },
+        );
+    }
+}
+
 impl Ended {
     fn insert(&mut self, lock_id: LockId) {
         if !self.ids.insert(lock_id) {
@@ -128,29 +156,38 @@ impl Holds {
     /// until `until`. A lock taken again (handed back to an idempotent acquisition) keeps its
     /// guards.
     pub(crate) fn acquired(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
+        self.inner().remember(handle, acquired_at, until);
+    }
+
+    /// The client's own live lock of `handle` is handed back to an idempotent acquisition, unless
+    /// its release has started: then false, and it is not remembered. One step, under the lock
+    /// the release's start takes too (a check before and a remembering after let a dropped
+    /// acquisition's clean-up start in between, and delete the lock just handed back).
+    pub(crate) fn taken_back(
+        &self,
+        handle: &LockHandle,
+        acquired_at: DateTime<Utc>,
+        until: Instant,
+    ) -> bool {
         let mut inner = self.inner();
-        if inner.held.len() >= inner.prune_at.max(FIRST_PRUNE_AT) {
-            let now = Instant::now();
-            inner
-                .held
-                .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
-            inner.prune_at = inner.held.len() * 2;
+        if inner.ended.contains(handle.lock_id()) {
+            return false;
         }
-        let (stop_guards, last_sent) = inner
-            .held
-            .remove(&handle.lock_id())
-            .map(|hold| (hold.stop_guards, hold.last_sent))
-            .unwrap_or_default();
-        inner.held.insert(
-            handle.lock_id(),
-            Hold {
-                handle: handle.clone(),
-                acquired_at,
-                until,
-                stop_guards,
-                last_sent,
-            },
-        );
+        inner.remember(handle, acquired_at, until);
+        true
+    }
+
+    /// The clean-up of an acquisition dropped with its write unanswered starts, unless the lock
+    /// that write may have made is held through this client (an idempotent acquisition of the
+    /// same owner was handed it back meanwhile, and its holder will end it): then false, and
+    /// nothing is marked. Otherwise it is marked as ended, as a release's start marks it.
+    pub(crate) fn abandoned(&self, handle: &LockHandle) -> bool {
+        let mut inner = self.inner();
+        if inner.held.contains_key(&handle.lock_id()) {
+            return false;
+        }
+        inner.ended.insert(handle.lock_id());
+        true
     }
 
     /// A guard holds the lock `lock_id`; `stop` stops it. False if the client no longer

@@ -388,3 +388,55 @@ async fn a_readers_guard_refused_a_payload_on_release_still_releases() {
     client.flush().await;
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
+
+/// An acquisition dropped with its write applied but unanswered, after an idempotent acquisition
+/// of the same owner through the same client was handed that lock back: the dropped one's
+/// clean-up leaves the lock to the acquisition that holds it. It deleted the lock, which the
+/// other went on believing it held, and a third client took it.
+#[tokio::test]
+async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_meanwhile() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("dropped-then-handed-back");
+    let saga = AcquireOptions::new()
+        .owner("saga-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let first = {
+        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.acquire(&resource, &saga).await })
+    };
+    answer.applied().await;
+    let handed_back = client
+        .try_acquire(&resource, &saga)
+        .await
+        .unwrap()
+        .expect("the owner's live lock, handed back");
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+
+    let item = raw_item(&resource)
+        .await
+        .expect("the lock handed back stands");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        handed_back.lock_id().to_string()
+    );
+    assert!(
+        lock_client()
+            .await
+            .try_acquire(&resource, &AcquireOptions::new().owner("other"))
+            .await
+            .unwrap()
+            .is_none(),
+        "another client took a lock held"
+    );
+    assert_eq!(
+        client.release(&handed_back).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}

@@ -193,7 +193,7 @@ impl LockGuard {
                 // extension given up on by the SDK may still land with its earlier `:now`, as
                 // for the heartbeat: released, and the outcome says so.
                 Err(LockLost::Expired { .. }) => {
-                    self.release_given_up(&lock);
+                    self.release_given_up(&lock).await;
                     return Ok(outcome);
                 }
                 // Found gone or taken: the outcome says so.
@@ -206,14 +206,17 @@ impl LockGuard {
         }
         // The guard is lost, but the extension may have landed (or may still land): release, so
         // that the lock is not held for a lease nobody uses.
-        self.release_given_up(&lock);
+        self.release_given_up(&lock).await;
         Err(lost(&lock))
     }
 
-    /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land:
-    /// in the background, tried again when DynamoDB fails it, as a dropped guard's.
-    fn release_given_up(&self, lock: &Lock) {
-        release_unattended(&self.client, lock.clone(), "guard given up on");
+    /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land,
+    /// before the caller is answered; tried again when DynamoDB fails it, as a dropped guard's.
+    /// (If this future is dropped first, the guard's drop sends it.)
+    async fn release_given_up(&self, lock: &Lock) {
+        if let Err(err) = retrying(|| self.client.release(lock)).await {
+            warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
+        }
     }
 
     /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,

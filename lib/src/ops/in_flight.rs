@@ -52,8 +52,16 @@ impl Drop for InFlightAcquisition<'_> {
             return;
         };
         // Marked as ended at once, so that no idempotent acquisition of this client is handed
-        // the lock back before the release below is sent (it would then delete it).
-        self.table.holds.release_starts(&handle);
+        // the lock back before the release below is sent (it would then delete it); unless one
+        // was handed it back already: its holder ends it (a clean-up then deleted the lock that
+        // holder went on believing it held).
+        if !self.table.holds.abandoned(&handle) {
+            debug!(
+                resource = handle.resource(),
+                "a dropped acquisition's lock was handed back to another acquisition of this client; left to it"
+            );
+            return;
+        }
         let table = Arc::clone(self.table);
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();

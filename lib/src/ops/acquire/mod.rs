@@ -352,15 +352,34 @@ pub(crate) fn acquired(table: &LockTable, lock: Lock) -> Attempt {
 /// This client has taken `lock`: it no longer waits on the resource, and its waiters know who
 /// holds it.
 pub(crate) fn took(table: &LockTable, lock: Lock) -> Lock {
-    // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
-    if table.takeover == TakeoverRule::ObservedLease {
-        table.observations.forget(lock.resource());
-    }
     table.holds.acquired(
         lock.handle(),
         lock.acquired_at(),
         lock.valid_until_instant(),
     );
+    now_held(table, lock)
+}
+
+/// This client's own live lock is handed back to an idempotent acquisition, as [`took`] records
+/// it, unless its release started through this client (checked and recorded in one step): then
+/// `None`, the lock being released is not handed back.
+pub(crate) fn took_back(table: &LockTable, lock: Lock) -> Option<Lock> {
+    table
+        .holds
+        .taken_back(
+            lock.handle(),
+            lock.acquired_at(),
+            lock.valid_until_instant(),
+        )
+        .then(|| now_held(table, lock))
+}
+
+/// What taking `lock` changes besides the holds: the observed versions and the client's line.
+fn now_held(table: &LockTable, lock: Lock) -> Lock {
+    // Only the observed-lease rule remembers versions; the wall-clock path skips the lock.
+    if table.takeover == TakeoverRule::ObservedLease {
+        table.observations.forget(lock.resource());
+    }
     // The line makes this client's waiters wait for its own release: right for an exclusive
     // hold, wrong for a shared one, which other shared acquirers of this client may join.
     if lock.mode() != Mode::Exclusive {

@@ -4,7 +4,7 @@
 //! back, extended first under the observed-lease rule), or someone else's lock (held, with when
 //! to try again).
 
-use super::{acquired, Attempt, Request};
+use super::{acquired, took_back, Attempt, Request};
 use crate::error::Error;
 use crate::fair::line;
 use crate::item::Item;
@@ -105,10 +105,24 @@ pub(crate) async fn refused(
                 owner = request.owner,
                 "returning the live lock this owner already holds"
             );
-            match table.takeover {
-                TakeoverRule::WallClock => Ok(acquired(table, held)),
-                TakeoverRule::ObservedLease => reclaim(table, held, request.lease).await,
-            }
+            let held = match table.takeover {
+                TakeoverRule::WallClock => held,
+                TakeoverRule::ObservedLease => match reclaim(table, held, request.lease).await? {
+                    Some(extended) => extended,
+                    None => return Ok(Attempt::Conflict),
+                },
+            };
+            let holder = holder_of(&held);
+            Ok(match took_back(table, held) {
+                Some(lock) => Attempt::Acquired(lock),
+                // Its release started after the check above (a dropped acquisition's clean-up,
+                // say): held, until that release is answered.
+                None => Attempt::Held {
+                    holder,
+                    retry_at: received,
+                    readers: false,
+                },
+            })
         }
         Refusal::Held(record) => {
             let retry_at = match table.takeover {
@@ -210,7 +224,7 @@ fn wall_clock_retry_at(
 /// remaining lease promises nothing: the lock is extended first (one UpdateItem, a new version),
 /// and its lease counts from that write. If the item changed meanwhile, the attempt is retried as
 /// after a conflict.
-async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attempt, Error> {
+async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Option<Lock>, Error> {
     // Boxed: this nests an extension inside an acquire attempt, and without the box the
     // acquire future's type would nest the whole extension's, deeply enough to exceed the
     // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
@@ -221,15 +235,26 @@ async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Attem
         DataChange::Keep,
     ));
     match extension.await? {
-        ExtendOutcome::Extended(extended) => Ok(acquired(table, extended)),
+        ExtendOutcome::Extended(extended) => Ok(Some(extended)),
         outcome => {
             debug!(
                 resource = lock.resource(),
                 ?outcome,
                 "own lock changed before its reclaim"
             );
-            Ok(Attempt::Conflict)
+            Ok(None)
         }
+    }
+}
+
+/// The holder `lock` shows to a waiter.
+fn holder_of(lock: &Lock) -> Holder {
+    Holder {
+        owner: lock.owner().to_owned(),
+        acquired_at: lock.acquired_at(),
+        expires_at: lock.expires_at(),
+        fencing_token: lock.fencing_token(),
+        data: lock.data().map(<[u8]>::to_vec),
     }
 }
 
