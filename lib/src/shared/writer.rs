@@ -66,17 +66,36 @@ pub(crate) fn read_refused(
     }))
 }
 
+/// The most holders one clearing request names: a condition names each (`#h<i>.#expires_at <
+/// :now`, about 30 bytes), and DynamoDB refuses expressions over 4 KB. An item can carry up to
+/// 100 holders in each of its three sets: all lapsed, they are cleared in several requests.
+const CLEARED_PER_REQUEST: usize = 64;
+
 /// Removes the holders `lapsed` (each in its mode's set) from `resource`'s item if each one's
-/// lease is still over at `now` (none extended meanwhile); whether they were removed.
+/// lease is still over at `now` (none extended meanwhile), at most [`CLEARED_PER_REQUEST`] per
+/// UpdateItem; whether they were all removed. Each request stands alone: one refused (a holder
+/// extended meanwhile) leaves the others' removals, which are right on their own.
 pub(crate) async fn clear_lapsed(
     table: &LockTable,
     resource: &str,
     lapsed: &[(Mode, Record)],
     now: DateTime<Utc>,
 ) -> Result<bool, Error> {
-    if lapsed.is_empty() {
-        return Ok(true);
+    for chunk in lapsed.chunks(CLEARED_PER_REQUEST) {
+        if !clear_some(table, resource, chunk, now).await? {
+            return Ok(false);
+        }
     }
+    Ok(true)
+}
+
+/// One UpdateItem of [`clear_lapsed`], for at most [`CLEARED_PER_REQUEST`] holders.
+async fn clear_some(
+    table: &LockTable,
+    resource: &str,
+    lapsed: &[(Mode, Record)],
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
     let mut names = HashMap::new();
     let mut values = Item::from([(":now".to_owned(), s(timestamp::format(now)))]);
     let mut clauses = Vec::new();

@@ -465,3 +465,37 @@ async fn a_release_whose_empty_item_deletion_fails_is_released() {
         "the lock is free"
     );
 }
+
+/// An item full of lapsed holders (80 readers and 80 intentions, as a root path's item can carry)
+/// is cleared by a writer: the clearing named every holder in one condition, over DynamoDB's
+/// 4 KB for expressions, and every exclusive acquisition of the item failed until a force
+/// release.
+#[tokio::test]
+async fn a_writer_clears_more_lapsed_holders_than_one_expression_can_name() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let early = client_with_clock(&endpoint(), clock.clone());
+    let resource = unique("shared/many-lapsed");
+    let short = |owner: String, mode: Mode| {
+        AcquireOptions::new()
+            .owner(owner)
+            .mode(mode)
+            .lease(Duration::from_secs(5))
+    };
+    for i in 0..80 {
+        for (mode, name) in [(Mode::Shared, "r"), (Mode::IntentShared, "i")] {
+            early
+                .try_acquire(&resource, &short(format!("{name}{i}"), mode))
+                .await
+                .unwrap()
+                .expect("room for it");
+        }
+    }
+    clock.advance(Duration::from_secs(6));
+    let lock = early
+        .try_acquire(&resource, &writer("w"))
+        .await
+        .unwrap()
+        .expect("every holder lapsed");
+    assert_eq!(lock.owner(), "w");
+}

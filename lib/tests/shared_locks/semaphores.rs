@@ -120,3 +120,38 @@ async fn a_reclaim_refused_by_a_holder_leaving_takes_the_freed_permit() {
     }
     late.release(&d).await.unwrap();
 }
+
+/// A semaphore of the most permits, every holder lapsed: the next acquirer reclaims a permit in
+/// one write whose condition names all 100 holders, within DynamoDB's 4 KB for an expression.
+#[tokio::test]
+async fn a_full_semaphore_of_lapsed_holders_is_reclaimed() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = client_with_clock(&endpoint(), clock.clone());
+    let resource = unique("semaphore/full-lapsed");
+    for i in 0..100 {
+        client
+            .try_acquire(
+                &resource,
+                &permit(&format!("p{i}"), 100).lease(Duration::from_secs(5)),
+            )
+            .await
+            .unwrap()
+            .expect("a permit free");
+    }
+    assert!(
+        client
+            .try_acquire(&resource, &permit("late", 100))
+            .await
+            .unwrap()
+            .is_none(),
+        "every permit is taken"
+    );
+    clock.advance(Duration::from_secs(6));
+    let lock = client
+        .try_acquire(&resource, &permit("next", 100))
+        .await
+        .unwrap()
+        .expect("a lapsed permit reclaimed");
+    assert_eq!(lock.owner(), "next");
+}
