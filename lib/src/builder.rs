@@ -318,7 +318,7 @@ impl LockClientBuilder {
             .into());
         }
         let table = LockTable {
-            dynamodb: self.dynamodb,
+            dynamodb: crate::conflict_retry::retrying_transaction_conflicts(self.dynamodb),
             name: table_name,
             schema,
             ttl_grace: self.ttl_grace,

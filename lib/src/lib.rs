@@ -54,6 +54,7 @@ mod backend;
 mod background;
 mod clock;
 mod conditional;
+mod conflict_retry;
 mod error;
 mod fair;
 mod fencing;

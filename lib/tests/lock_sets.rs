@@ -451,3 +451,38 @@ async fn a_fenced_set_behind_a_clock_learns_the_token_from_the_fence_and_tries_a
     let next = client.acquire(&c, &opts("s").fencing(true)).await.unwrap();
     assert!(next.fencing_token() > high.fencing_token());
 }
+
+/// A single-item write that DynamoDB refuses because a transaction (a lock set's, a path's) is
+/// writing the same item is sent again: nothing was written. The SDK does not retry the error,
+/// and an acquisition, a shared release, or the clearing of lapsed readers of an item that sets
+/// and paths write failed with `Err(Backend)`.
+#[tokio::test]
+async fn writes_refused_by_a_transaction_in_progress_are_sent_again() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("set-conflict");
+    proxy.refuse_next("PutItem", "TransactionConflictException");
+    let lock = client
+        .try_acquire(&resource, &opts("alice"))
+        .await
+        .unwrap()
+        .expect("the lock is free");
+    assert_eq!(proxy.counts("PutItem").throttled, 1, "refused once");
+    proxy.refuse_next("DeleteItem", "TransactionConflictException");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let reader = client
+        .try_acquire(&resource, &opts("reader").mode(Mode::Shared))
+        .await
+        .unwrap()
+        .expect("free");
+    proxy.refuse_next("UpdateItem", "TransactionConflictException");
+    assert_eq!(
+        client.release(&reader).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}

@@ -29,7 +29,8 @@ pub struct OpCounts {
     pub answered: usize,
     /// Answers received from the endpoint and thrown away.
     pub dropped: usize,
-    /// Requests answered with throttling instead of forwarded.
+    /// Requests answered with throttling (or another error of the service's) instead of
+    /// forwarded.
     pub throttled: usize,
     /// Requests held back, not forwarded ([`Proxy::delay_next_request`]).
     pub held: usize,
@@ -52,6 +53,9 @@ struct Shared {
     drop_next: Mutex<Vec<DropRule>>,
     /// Operations whose next request is to be held (delayed) or copied (duplicated).
     hold_next: Mutex<Vec<HoldRule>>,
+    /// Operations whose next request is answered with an error of the service's, and not
+    /// forwarded: the operation, the error's type.
+    refuse_next: Mutex<Vec<(String, String)>>,
     /// The faults applied to every request now.
     faults: Mutex<Faults>,
     /// Requests seen, for the every-n-th faults.
@@ -74,6 +78,17 @@ pub struct Faults {
 
 /// What DynamoDB answers when it throttles a request; the SDK retries it.
 const THROTTLED: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: ddb-lock-proxy\r\nConnection: close\r\nContent-Length: 91\r\n\r\n{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\",\"message\":\"Rate exceeded\"}";
+
+/// An HTTP 400 answer carrying DynamoDB's error `error_type`.
+fn service_error(error_type: &str) -> String {
+    let body = format!(
+        "{{\"__type\":\"com.amazonaws.dynamodb.v20120810#{error_type}\",\"message\":\"refused by the test proxy\"}}"
+    );
+    format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: ddb-lock-proxy\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
 
 /// One answer to drop: of which operation, and whether to hold the connection open until told.
 #[derive(Debug)]
@@ -232,6 +247,7 @@ impl Proxy {
             counts: counts_tx,
             drop_next: Mutex::new(Vec::new()),
             hold_next: Mutex::new(Vec::new()),
+            refuse_next: Mutex::new(Vec::new()),
             faults: Mutex::new(Faults::default()),
             requests: AtomicU64::new(0),
         });
@@ -341,6 +357,17 @@ impl Proxy {
             });
     }
 
+    /// Answers the next `operation` request with the service's error `error_type` (such as
+    /// `TransactionConflictException`, which DynamoDB answers a write to an item a transaction is
+    /// writing), without forwarding it. Counted as throttled.
+    pub fn refuse_next(&self, operation: &str, error_type: &str) {
+        self.shared
+            .refuse_next
+            .lock()
+            .expect("proxy lock")
+            .push((operation.to_owned(), error_type.to_owned()));
+    }
+
     /// Cuts the client off, as a network partition would: from now on every request, on a new
     /// or a pooled connection, gets its connection closed instead of an answer.
     pub fn cut_off(&self) {
@@ -440,6 +467,18 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                         continue;
                     };
                     let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
+                    let refusal = {
+                        let mut refuse_next = shared.refuse_next.lock().expect("proxy lock");
+                        refuse_next
+                            .iter()
+                            .position(|(op, _)| *op == operation)
+                            .map(|i| refuse_next.remove(i).1)
+                    };
+                    if let Some(error_type) = refusal {
+                        shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
+                        let _ = client.write_all(service_error(&error_type).as_bytes()).await;
+                        return;
+                    }
                     if faults.throttle_every > 0 && nth % faults.throttle_every == 0 {
                         shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
                         let _ = client.write_all(THROTTLED.as_bytes()).await;
