@@ -154,6 +154,14 @@ impl WaitQueues {
         let other = except_owner != Some(hold.owner.as_str());
         (hold.until > now && other).then_some(hold.until)
     }
+
+    /// Whether this client holds a live lock of `owner` on `resource` (as of `now`).
+    pub(crate) fn held_by_here(&self, resource: &str, now: Instant, owner: &str) -> bool {
+        self.lines()
+            .get(resource)
+            .and_then(|line| line.held.as_ref())
+            .is_some_and(|hold| hold.until > now && hold.owner == owner)
+    }
 }
 
 impl Place<'_> {

@@ -242,3 +242,37 @@ async fn a_waiting_task_notices_a_release_made_by_another_client() {
         ReleaseOutcome::Released
     );
 }
+
+/// An idempotent acquisition whose owner holds the lock through this client takes it back at
+/// once, even with another task of the client waiting for that lock: it waited behind that task
+/// for its whole timeout (or until the lease ended, and the lock went to the other task).
+#[tokio::test]
+async fn an_idempotent_acquisition_of_the_holder_does_not_wait_behind_the_line() {
+    let (events, _capturing) = ddb_lock_test_kit::events::CapturedEvents::start();
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = patient_client(&proxy).await;
+    let resource = unique("in-process-idempotent-first");
+    let saga = owner("saga-1").idempotent(true);
+    let held = client.acquire(&resource, &saga).await.unwrap();
+    let waiter = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &owner("other")).await })
+    };
+    // The other task waits for the release here (it knows the lock is held here: no request).
+    while events
+        .with_message("lock held by this client; waiting for its release")
+        .is_empty()
+    {
+        yield_now().await;
+    }
+    // Not a timing threshold: waiting behind the other task takes the timeout, a minute.
+    let again = tokio::time::timeout(Duration::from_secs(30), client.acquire(&resource, &saga))
+        .await
+        .expect("waited behind the line for its own lock")
+        .unwrap();
+    assert_eq!(again, held);
+    client.release(&again).await.unwrap();
+    let other = waiter.await.unwrap().unwrap();
+    assert_eq!(other.owner(), "other");
+    client.release(&other).await.unwrap();
+}

@@ -77,6 +77,20 @@ impl Wait<'_> {
         let mut backoff = Backoff::new(self.bounds);
         let mut last_holder: Option<Holder> = None;
         let mut marker = WriterMarker::new(self.table, resource, self.request.owner);
+        // An idempotent request whose owner holds the lock through this client takes it back at
+        // once, ahead of the client's line: the tasks waiting there wait for that very lock, and
+        // waiting behind them took the whole timeout (or the lease, and then the lock went to one
+        // of them, and the request timed out for a lock its owner held when it asked).
+        if self.request.idempotent
+            && queues.held_by_here(resource, Instant::now(), self.request.owner)
+        {
+            stats.attempts += 1;
+            if let Attempt::Acquired(lock) = attempt_acquire(self.table, self.request, None).await?
+            {
+                log_acquired(&lock, self.started.elapsed(), stats.attempts);
+                return Ok(lock);
+            }
+        }
         let place = queues.join(resource);
         // Behind other tasks of this client: wait for our turn. If the deadline comes first, the
         // one last attempt below is still made.
