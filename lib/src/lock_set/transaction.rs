@@ -188,6 +188,9 @@ pub(crate) async fn attempt(
             Answer::Applied(_) => return Ok(acquired(table, &members)),
             Answer::Refused(reasons) => reasons,
         };
+        if let Some(unread) = UnreadReasons::of(&reasons) {
+            return Err(Error::backend_other("TransactWriteItems", unread));
+        }
         let received = Instant::now();
         let mut refusals = Vec::new();
         let mut conflict = false;
@@ -333,4 +336,75 @@ fn acquired(table: &LockTable, members: &[Member<'_>]) -> Attempt {
         .map(|member| acquire::took(table, member.lock().clone()))
         .collect();
     Attempt::Acquired(LockSet { locks })
+}
+
+/// The reasons of a cancelled transaction other than a condition, a conflict, or none (a member
+/// that did not fail): a validation error (an item grown past 400 KB, say), throttling,
+/// capacity. Such a transaction was read as refused by nobody, sent again, and at last reported
+/// as a conflict, or waited on until the deadline; it is an error naming the reasons.
+#[derive(Debug, PartialEq)]
+pub(crate) struct UnreadReasons(Vec<String>);
+
+impl UnreadReasons {
+    /// The reasons among `reasons` this library does not read, if any.
+    fn of(reasons: &[aws_sdk_dynamodb::types::CancellationReason]) -> Option<Self> {
+        let unread: Vec<String> = reasons
+            .iter()
+            .filter_map(|reason| reason.code())
+            .filter(|code| {
+                !matches!(
+                    *code,
+                    "None" | "ConditionalCheckFailed" | "TransactionConflict"
+                )
+            })
+            .map(str::to_owned)
+            .collect();
+        (!unread.is_empty()).then_some(UnreadReasons(unread))
+    }
+}
+
+impl std::fmt::Display for UnreadReasons {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the lock set's transaction was cancelled: {}",
+            self.0.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnreadReasons {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::CancellationReason;
+
+    fn reason(code: &str) -> CancellationReason {
+        CancellationReason::builder().code(code).build()
+    }
+
+    #[test]
+    fn reasons_other_than_conditions_and_conflicts_are_errors() {
+        let read = [
+            reason("None"),
+            reason("ConditionalCheckFailed"),
+            reason("TransactionConflict"),
+        ];
+        assert_eq!(UnreadReasons::of(&read), None);
+        let unread = [
+            reason("None"),
+            reason("ValidationError"),
+            reason("ThrottlingError"),
+        ];
+        let error = UnreadReasons::of(&unread).expect("unread reasons");
+        assert_eq!(
+            error.to_string(),
+            "the lock set's transaction was cancelled: ValidationError, ThrottlingError"
+        );
+        assert_eq!(
+            UnreadReasons::of(&[CancellationReason::builder().build()]),
+            None
+        );
+    }
 }
