@@ -213,3 +213,38 @@ async fn one_memory_backend_serves_many_tasks_and_exactly_one_wins_each_key() {
     }
     assert_eq!(winners, 1);
 }
+
+/// Fencing tokens on the clock's scale, and rising when the clock steps back: a token is at least
+/// the acquisition's time in microseconds (at the millisecond the item stores) (what a store that purges by token age assumes), and
+/// above every earlier one. The memory backend counted acquisitions per key, from 1, and kept a
+/// counter for every key ever locked.
+async fn tokens_follow_the_clock(locks: &dyn LockBackend, clock: &AdjustableClock) {
+    let key = unique("tokens-clock");
+    // The acquisition's time, at the millisecond precision the item stores, in microseconds.
+    let before = u64::try_from(ddb_lock::Clock::now(clock).timestamp_millis()).unwrap() * 1000;
+    let first = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    let token = first.fencing_token().expect("fenced").value();
+    assert!(
+        token >= before,
+        "token {token} below the clock's {before} µs"
+    );
+    locks.release(first).await.unwrap();
+    clock.set_back(Duration::from_secs(10));
+    let second = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    assert!(second.fencing_token().expect("fenced").value() > token);
+    locks.release(second).await.unwrap();
+}
+
+#[tokio::test]
+async fn dynamodb_tokens_follow_the_clock() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    tokens_follow_the_clock(&DynamoDbBackend::new(client).fencing(true), &clock).await;
+}
+
+#[tokio::test]
+async fn memory_tokens_follow_the_clock_as_dynamodb_tokens_do() {
+    let clock = AdjustableClock::new();
+    tokens_follow_the_clock(&MemoryBackend::with_clock(clock.clone()), &clock).await;
+}

@@ -9,7 +9,9 @@
 //! takes it; keys and times to live are checked against the same limits. Entries whose time to
 //! live ended more than [`SWEEP_AFTER`](MemoryBackend::SWEEP_AFTER) ago are swept on every call
 //! (as DynamoDB's time to live deletes items), so a dead holder never wedges a key or memory.
-//! Fencing tokens count acquisitions per key, from 1.
+//! Fencing tokens are as DynamoDB's: the acquisition's time in microseconds (at millisecond
+//! precision), or above every token issued before if that is higher (one counter for the
+//! backend, so nothing is kept per key).
 
 use super::{BackendError, BackendFuture, BackendLock, LockBackend};
 use crate::clock::{Clock, SystemClock};
@@ -50,8 +52,8 @@ pub struct MemoryBackend {
 #[derive(Debug, Default)]
 struct State {
     held: HashMap<String, Holder>,
-    /// The last fencing token issued per key (kept when the lock is released or swept).
-    fences: HashMap<String, u64>,
+    /// The last fencing token issued, for any key.
+    last_token: u64,
 }
 
 #[derive(Debug)]
@@ -149,13 +151,15 @@ impl LockBackend for MemoryBackend {
             state
                 .held
                 .insert(key.to_owned(), Holder { token, expires_at });
-            let fence = state.fences.entry(key.to_owned()).or_default();
-            *fence += 1;
+            // As a fenced DynamoDB acquisition guesses its token: the clock's microseconds, or
+            // one above the last token if the clock reads earlier.
+            let micros = u64::try_from(now.timestamp_micros()).unwrap_or(0);
+            state.last_token = micros.max(state.last_token + 1);
             let handle = LockHandle::new(key, OWNER, token);
             Ok(Some(BackendLock::new(
                 handle,
                 ttl,
-                Some(FencingToken::new(*fence)),
+                Some(FencingToken::new(state.last_token)),
             )))
         })
     }
