@@ -90,6 +90,26 @@ fn terminate_when_orphaned(command: &mut Command) {
     }
 }
 
+/// Passes `signal`, caught by ddb-lock, on to the command: all but an interrupt that the
+/// terminal sent, which the command, in ddb-lock's process group, got too. Passed on, a Ctrl-C
+/// reached the command twice, and some take a second interrupt as "stop at once, whatever the
+/// state" (Terraform does).
+pub fn forward(child: &Child, signal: Signal) {
+    if signal == Signal::SIGINT && in_the_terminals_foreground() {
+        return;
+    }
+    send(child, signal);
+}
+
+/// Whether ddb-lock's process group is the foreground group of its controlling terminal, to which
+/// the terminal sends the interrupt of a Ctrl-C (false without a terminal).
+fn in_the_terminals_foreground() -> bool {
+    std::fs::File::open("/dev/tty")
+        .ok()
+        .and_then(|tty| nix::unistd::tcgetpgrp(&tty).ok())
+        .is_some_and(|foreground| foreground == nix::unistd::getpgrp())
+}
+
 /// Sends `signal` to `child`, if it still runs.
 pub fn send(child: &Child, signal: Signal) {
     if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {

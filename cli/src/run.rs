@@ -82,7 +82,7 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         tokio::select! {
             biased;
             status = command.wait() => break status.map(Some),
-            signal = signals.next() => child::send(&command, signal),
+            signal = signals.next() => child::forward(&command, signal),
             lost = watch.lost() => {
                 eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
                 break child::stop(&mut command, args.grace).await.map(|_| None);
