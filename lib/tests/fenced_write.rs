@@ -420,3 +420,43 @@ async fn a_refused_retry_of_a_fenced_write_whose_first_attempt_applied_is_unknow
     assert_eq!(proxy.counts("UpdateItem").requests, 2);
     assert_eq!(number(&id, "balance").await, 80);
 }
+
+/// A newer holder's fenced update of a deleted item (a tombstone) writes the item again: the
+/// tombstone marker goes. It stayed, readers took the newer holder's write for absent, and a
+/// purge of old tombstones deleted the live item with its data and its fence.
+#[tokio::test]
+async fn a_fenced_update_of_a_tombstone_writes_the_item_again() {
+    fenced_table().await;
+    let id = unique("revived");
+    let token = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
+        - Duration::from_secs(2 * 3600))
+    .as_micros() as u64;
+    fence(token)
+        .tombstone(
+            dynamodb()
+                .put_item()
+                .table_name(FENCED_TABLE)
+                .item("id", key(&id)),
+        )
+        .send()
+        .await
+        .unwrap();
+    set_balance(&id, token + 1, 12)
+        .await
+        .expect("the newer holder writes");
+    let stored = item(&id).await.expect("the item");
+    assert!(!stored.contains_key(TOMBSTONE_ATTRIBUTE), "{stored:?}");
+    assert_eq!(number(&id, "balance").await, 12);
+    let purged = TombstonePurge::new(Duration::from_secs(3600))
+        .delete(
+            dynamodb()
+                .delete_item()
+                .table_name(FENCED_TABLE)
+                .key("id", key(&id)),
+        )
+        .send()
+        .await
+        .expect_err("a live item is no tombstone");
+    assert!(is_delete_refused(&purged), "unexpected error: {purged:?}");
+    assert_eq!(number(&id, "balance").await, 12);
+}

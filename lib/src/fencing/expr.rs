@@ -1,6 +1,7 @@
 //! Rewriting a user's expressions to carry the fence: the fence condition `AND`ed after the
-//! request's own condition, the token's assignment added to the update expression's `SET` clause,
-//! and the purge condition of old tombstones.
+//! request's own condition, the token's assignment added to the update expression's `SET` clause
+//! and the tombstone marker's removal to its `REMOVE` clause, and the purge condition of old
+//! tombstones.
 //!
 //! The rewriting is textual, so it relies on DynamoDB's grammar: clause keywords are reserved
 //! words (a bare `SET` outside a placeholder is the keyword) and each clause appears once. The
@@ -40,7 +41,7 @@ pub(super) fn fenced_update_expression(existing: Option<&str>) -> String {
     if existing.trim().is_empty() {
         return format!("SET {ASSIGNMENT}");
     }
-    match find_set_keyword(existing) {
+    match find_keyword(existing, "SET") {
         Some(at) => {
             let (head, rest) = existing.split_at(at + "SET".len());
             let separator = if rest.starts_with(char::is_whitespace) {
@@ -54,10 +55,29 @@ pub(super) fn fenced_update_expression(existing: Option<&str>) -> String {
     }
 }
 
-/// The byte offset of the SET keyword: `SET` in any case, as a whole word (a maximal run of
-/// letters, digits and underscores) that does not follow the `#` of a name placeholder or the `:`
-/// of a value placeholder.
-fn find_set_keyword(expression: &str) -> Option<usize> {
+/// The update expression with the tombstone marker added to its REMOVE clause, which is created
+/// if absent: a fenced update of a tombstone writes the item again, as an UpdateItem of an absent
+/// item creates it. Left, the marker hid the newer holder's write from readers, and a purge
+/// of old tombstones then deleted the live item with its data and fence.
+pub(super) fn reviving_update_expression(fenced: &str) -> String {
+    match find_keyword(fenced, "REMOVE") {
+        Some(at) => {
+            let (head, rest) = fenced.split_at(at + "REMOVE".len());
+            let separator = if rest.starts_with(char::is_whitespace) {
+                ""
+            } else {
+                " "
+            };
+            format!("{head} {TOMBSTONE_NAME},{separator}{rest}")
+        }
+        None => format!("{fenced} REMOVE {TOMBSTONE_NAME}"),
+    }
+}
+
+/// The byte offset of the clause keyword `keyword` (upper case): in any case, as a whole word (a
+/// maximal run of letters, digits and underscores) that does not follow the `#` of a name
+/// placeholder or the `:` of a value placeholder.
+fn find_keyword(expression: &str, keyword: &str) -> Option<usize> {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut word_start = None;
     let mut previous = None;
@@ -66,7 +86,7 @@ fn find_set_keyword(expression: &str) -> Option<usize> {
             (true, None) => word_start = Some((i, previous)),
             (false, Some((start, before))) => {
                 let placeholder = matches!(before, Some('#' | ':'));
-                if !placeholder && expression[start..i].eq_ignore_ascii_case("SET") {
+                if !placeholder && expression[start..i].eq_ignore_ascii_case(keyword) {
                     return Some(start);
                 }
                 word_start = None;
@@ -139,6 +159,22 @@ mod tests {
         assert_eq!(
             fenced_update_expression(Some("SET#a = :a")),
             "SET #ddb_lock_fence = :ddb_lock_fence, #a = :a"
+        );
+    }
+
+    #[test]
+    fn the_tombstone_marker_joins_or_makes_a_remove_clause() {
+        assert_eq!(
+            reviving_update_expression("SET #ddb_lock_fence = :ddb_lock_fence, a = :a"),
+            "SET #ddb_lock_fence = :ddb_lock_fence, a = :a REMOVE #ddb_lock_tombstone"
+        );
+        assert_eq!(
+            reviving_update_expression("SET a = :a remove b, #REMOVED"),
+            "SET a = :a remove #ddb_lock_tombstone, b, #REMOVED"
+        );
+        assert_eq!(
+            reviving_update_expression("REMOVE#b SET a = :a"),
+            "REMOVE #ddb_lock_tombstone, #b SET a = :a"
         );
     }
 

@@ -6,7 +6,10 @@
 //! set is kept; the price is that the user must not use the library's placeholders nor set the
 //! fence attribute.
 
-use super::expr::{fenced_condition, fenced_update_expression, NAME, VALUE};
+use super::expr::{
+    fenced_condition, fenced_update_expression, reviving_update_expression, NAME, TOMBSTONE_NAME,
+    VALUE,
+};
 use super::{FencingToken, FENCE_ATTRIBUTE, TOMBSTONE_ATTRIBUTE};
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
@@ -217,8 +220,11 @@ impl FencedWrite {
     }
 
     /// Fences an UpdateItem: adds `#ddb_lock_fence = :ddb_lock_fence` to the update expression's
-    /// SET clause (creating the clause if there is none) and the fence to its condition (after any
-    /// condition already set, with `AND`).
+    /// SET clause (creating the clause if there is none), the removal of [`TOMBSTONE_ATTRIBUTE`]
+    /// to its REMOVE clause (likewise: an update of a deleted item writes it again, as an
+    /// UpdateItem of an absent item creates it), and the fence to its condition (after any
+    /// condition already set, with `AND`). A condition of the caller's sees a tombstone as an
+    /// item: `attribute_exists` holds on it.
     ///
     /// # Examples
     ///
@@ -241,16 +247,19 @@ impl FencedWrite {
     /// );
     /// assert_eq!(
     ///     update.get_update_expression().as_deref(),
-    ///     Some("SET #ddb_lock_fence = :ddb_lock_fence, balance = :b")
+    ///     Some("SET #ddb_lock_fence = :ddb_lock_fence, balance = :b REMOVE #ddb_lock_tombstone")
     /// );
     /// ```
     pub fn update(&self, update: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
-        let expression = fenced_update_expression(update.get_update_expression().as_deref());
+        let expression = reviving_update_expression(&fenced_update_expression(
+            update.get_update_expression().as_deref(),
+        ));
         let condition = fenced_condition(update.get_condition_expression().as_deref());
         update
             .update_expression(expression)
             .condition_expression(condition)
             .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
             .expression_attribute_values(VALUE, self.value())
     }
 
@@ -467,7 +476,9 @@ mod tests {
             );
         assert_eq!(
             update.get_update_expression().as_deref(),
-            Some("REMOVE #old SET #ddb_lock_fence = :ddb_lock_fence, balance = :b")
+            Some(
+                "REMOVE #ddb_lock_tombstone, #old SET #ddb_lock_fence = :ddb_lock_fence, balance = :b"
+            )
         );
         assert_eq!(
             update.get_condition_expression().as_deref(),
@@ -475,7 +486,11 @@ mod tests {
         );
         assert_eq!(
             update.get_expression_attribute_names(),
-            &names(&[("#old", "Old"), ("#ddb_lock_fence", "Fence")])
+            &names(&[
+                ("#old", "Old"),
+                ("#ddb_lock_fence", "Fence"),
+                ("#ddb_lock_tombstone", TOMBSTONE_ATTRIBUTE)
+            ])
         );
         assert_eq!(
             update.get_expression_attribute_values(),
@@ -487,11 +502,11 @@ mod tests {
     }
 
     #[test]
-    fn a_fenced_update_without_expressions_only_sets_the_token() {
+    fn a_fenced_update_without_expressions_sets_the_token_and_clears_a_tombstone() {
         let update = FencedWrite::new(FencingToken::new(5)).update(client().update_item());
         assert_eq!(
             update.get_update_expression().as_deref(),
-            Some("SET #ddb_lock_fence = :ddb_lock_fence")
+            Some("SET #ddb_lock_fence = :ddb_lock_fence REMOVE #ddb_lock_tombstone")
         );
         assert_eq!(
             update.get_condition_expression().as_deref(),
@@ -499,7 +514,10 @@ mod tests {
         );
         assert_eq!(
             update.get_expression_attribute_names(),
-            &names(&[("#ddb_lock_fence", "FencingToken")])
+            &names(&[
+                ("#ddb_lock_fence", "FencingToken"),
+                ("#ddb_lock_tombstone", TOMBSTONE_ATTRIBUTE)
+            ])
         );
         assert_eq!(
             update.get_expression_attribute_values(),
