@@ -169,3 +169,37 @@ async fn delete_expired_resumes_where_it_stopped_and_covers_a_table_larger_than_
         "every expired lock, wherever the scan found it"
     );
 }
+
+/// A once-per-window claim's item outlives its window for the cleanup: deleted, it let a caller
+/// whose clock is behind (or whose request came late) claim that window a second time.
+#[tokio::test]
+async fn delete_expired_keeps_window_claims_which_refuse_a_window_claimed_already() {
+    let client = client_of_fresh_table().await;
+    let table = client.table_name().to_owned();
+    let on = |offset: TimeDelta| {
+        builder(dynamodb())
+            .table_name(&table)
+            .clock(OffsetClock::shared(offset))
+            .build()
+            .unwrap()
+    };
+    let hourly = ddb_lock::Window::every(Duration::from_secs(3600));
+    let claimed = client.claim_window("report", &hourly).await.unwrap();
+    assert!(
+        matches!(claimed, ddb_lock::WindowClaim::Claimed { .. }),
+        "{claimed:?}"
+    );
+    let report = on(TimeDelta::hours(3))
+        .delete_expired(Duration::ZERO, 100, None)
+        .await
+        .unwrap();
+    assert_eq!(report.deleted, 0, "{report:?}");
+    let again = on(TimeDelta::zero())
+        .claim_window("report", &hourly)
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, ddb_lock::WindowClaim::Taken { .. }),
+        "{again:?}"
+    );
+}

@@ -26,15 +26,18 @@ use tracing::info;
 const FILTER_SORT_KEY: &str = "#sk = :sk AND ";
 /// …of this client's key prefix (unless it is empty)…
 const FILTER_PREFIX: &str = "begins_with(#pk, :prefix) AND ";
-/// …whose lease ended before `:cutoff`.
-const FILTER_EXPIRED: &str = "#expires_at < :cutoff";
+/// …whose lease ended before `:cutoff`, and which are no once-per-window claim: a window's
+/// item, past its window's end, is what refuses a second claim of that window by a caller whose
+/// clock is behind (or whose request was delayed); deleted, it let that window be claimed again.
+/// Each key keeps one (the next window's claim replaces it), and TTL deletes it a grace later.
+const FILTER_EXPIRED: &str = "#expires_at < :cutoff AND attribute_not_exists(#window)";
 /// What the scan reads of each item, without a sort key…
 const PROJECTION: &str = "#pk, #lock_id, #expires_at";
 /// …and with one.
 const PROJECTION_WITH_SORT_KEY: &str = "#pk, #sk, #lock_id, #expires_at";
 /// Delete only the acquisition that was seen expired, if it still is.
 const DELETE_EXPIRED_CONDITION: &str =
-    "#lock_id = :lock_id AND #expires_at < :cutoff AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive)";
+    "#lock_id = :lock_id AND #expires_at < :cutoff AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND attribute_not_exists(#window)";
 /// Scan pages (of up to 1 MB each) read per call at most.
 const MAX_PAGES: u32 = 10;
 
