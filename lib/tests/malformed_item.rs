@@ -53,3 +53,35 @@ async fn a_malformed_lock_item_is_reported_and_left_alone_until_force_released()
     assert_eq!(client.force_release(&resource).await.unwrap(), None);
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
+
+/// A fence item holding the largest token (written by hand: no client issues it) refuses a
+/// fenced acquisition with a typed error naming the attribute; the next guess was one more, and
+/// the addition overflowed (a panic in a debug build, a guess of 0 in a release build).
+#[tokio::test]
+async fn a_fence_at_the_largest_token_is_reported() {
+    let client = lock_client().await;
+    let resource = unique("largest-token");
+    dynamodb()
+        .put_item()
+        .table_name(TABLE)
+        .item("PK", AttributeValue::S(format!("LOCK#{resource}")))
+        .item("SK", AttributeValue::S("FENCE".into()))
+        .item("FencingToken", AttributeValue::N(u64::MAX.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let err = client
+        .try_acquire(&resource, &AcquireOptions::new().fencing(true))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MalformedItem {
+                attribute: "FencingToken",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -154,7 +154,7 @@ impl LockBackend for MemoryBackend {
             // As a fenced DynamoDB acquisition guesses its token: the clock's microseconds, or
             // one above the last token if the clock reads earlier.
             let micros = u64::try_from(now.timestamp_micros()).unwrap_or(0);
-            state.last_token = micros.max(state.last_token + 1);
+            state.last_token = micros.max(state.last_token.saturating_add(1));
             let handle = LockHandle::new(key, OWNER, token);
             Ok(Some(BackendLock::new(
                 handle,

@@ -153,7 +153,7 @@ pub(crate) fn first_guess(
 ) -> FencingToken {
     let clock_micros = u64::try_from(acquired_at.timestamp_micros()).unwrap_or(0);
     let guess = clock_micros.saturating_add(table.token_offset.load(Ordering::Relaxed));
-    FencingToken::new(guess.max(floor.map_or(0, |t| t.value() + 1)))
+    FencingToken::new(guess.max(floor.map_or(0, |t| t.value().saturating_add(1))))
 }
 
 /// The next guess after the fence item `item` refused one made at `acquired_at`: one more than
@@ -168,7 +168,19 @@ pub(crate) fn next_guess(
         Some(current) => current,
         None => return Err(table.not_a_lock_item(&item.cloned().unwrap_or_default())),
     };
-    let token = FencingToken::new(current.value() + 1);
+    // The largest token has no successor: an item that holds it can only have been written by
+    // hand, and no later token can be issued for the resource.
+    let token =
+        FencingToken::new(
+            current
+                .value()
+                .checked_add(1)
+                .ok_or_else(|| Error::MalformedItem {
+                    resource: resource.to_owned(),
+                    attribute: crate::item::FENCING_TOKEN,
+                    problem: "is the largest token there is; no later one can be issued",
+                })?,
+        );
     let clock_micros = u64::try_from(acquired_at.timestamp_micros()).unwrap_or(0);
     table.token_offset.fetch_max(
         token.value().saturating_sub(clock_micros),
