@@ -248,3 +248,54 @@ async fn memory_tokens_follow_the_clock_as_dynamodb_tokens_do() {
     let clock = AdjustableClock::new();
     tokens_follow_the_clock(&MemoryBackend::with_clock(clock.clone()), &clock).await;
 }
+
+/// A clock that only the test moves, in whole milliseconds.
+#[derive(Debug)]
+struct SteppedClock(std::sync::atomic::AtomicI64);
+
+impl SteppedClock {
+    fn at_now() -> Arc<SteppedClock> {
+        Arc::new(SteppedClock(std::sync::atomic::AtomicI64::new(
+            chrono::Utc::now().timestamp_millis(),
+        )))
+    }
+
+    fn step(&self, ms: i64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl ddb_lock::Clock for SteppedClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_millis(self.0.load(std::sync::atomic::Ordering::SeqCst))
+            .unwrap()
+    }
+}
+
+/// A renewal made while the clock reads earlier than an earlier renewal's ends a millisecond
+/// past the stored end, on both backends (the DynamoDB backend's client orders its extensions
+/// so); the memory backend kept the stored end, and answered "acquired" where DynamoDB answers
+/// "held".
+async fn renewals_after_a_step_back(locks: &dyn LockBackend, clock: &SteppedClock) -> String {
+    let key = unique("backend/renew-step-back");
+    let lock = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    clock.step(1_000);
+    locks.renew(&lock).await.unwrap(); // ends 11 s after the acquisition
+    clock.step(-5_000);
+    locks.renew(&lock).await.unwrap(); // one millisecond past that
+    clock.step(15_001); // 11.001 s after the acquisition
+    acquired(&locks.try_lock(&key, TTL).await)
+}
+
+#[tokio::test]
+async fn renewals_after_a_step_back_end_past_the_stored_end_on_both_backends() {
+    lock_client().await;
+    let clock = SteppedClock::at_now();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let dynamodb_answer = renewals_after_a_step_back(&DynamoDbBackend::new(client), &clock).await;
+    let clock = SteppedClock::at_now();
+    let memory_answer =
+        renewals_after_a_step_back(&MemoryBackend::with_clock(clock.clone()), &clock).await;
+    assert_eq!(dynamodb_answer, "held by another");
+    assert_eq!(memory_answer, dynamodb_answer);
+}

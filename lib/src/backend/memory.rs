@@ -60,6 +60,8 @@ struct State {
 struct Holder {
     token: LockId,
     expires_at: DateTime<Utc>,
+    /// The latest clock reading a renewal was made at.
+    renewed_at: Option<DateTime<Utc>>,
 }
 
 impl Default for MemoryBackend {
@@ -148,9 +150,14 @@ impl LockBackend for MemoryBackend {
                 return Ok(None);
             }
             let token = LockId::generate();
-            state
-                .held
-                .insert(key.to_owned(), Holder { token, expires_at });
+            state.held.insert(
+                key.to_owned(),
+                Holder {
+                    token,
+                    expires_at,
+                    renewed_at: None,
+                },
+            );
             // As a fenced DynamoDB acquisition guesses its token: the clock's microseconds, or
             // one above the last token if the clock reads earlier.
             let micros = u64::try_from(now.timestamp_micros()).unwrap_or(0);
@@ -172,8 +179,17 @@ impl LockBackend for MemoryBackend {
             match state.held.get_mut(lock.key()) {
                 Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
                     // Never shortened, as DynamoDB's extension never shortens: a clock stepped
-                    // back would otherwise end the lease before the holder was told it ends.
-                    holder.expires_at = holder.expires_at.max(expires_at);
+                    // back would otherwise end the lease before the holder was told it ends. And
+                    // as the DynamoDB backend's client does, a renewal made while the clock reads
+                    // earlier than an earlier renewal's ends a millisecond past the stored end.
+                    let stepped_back = holder.renewed_at.is_some_and(|at| now < at);
+                    let past_stored = holder.expires_at + chrono::TimeDelta::milliseconds(1);
+                    holder.expires_at = if stepped_back {
+                        expires_at.max(past_stored)
+                    } else {
+                        holder.expires_at.max(expires_at)
+                    };
+                    holder.renewed_at = Some(holder.renewed_at.map_or(now, |at| at.max(now)));
                     Ok(())
                 }
                 _ => Err(BackendError::not_held(lock.key())),
