@@ -11,6 +11,11 @@ pub const NOT_DONE: u8 = 1;
 pub const USAGE: u8 = 2;
 /// DynamoDB could not be reached or refused the request (`EX_UNAVAILABLE`).
 pub const UNAVAILABLE: u8 = 69;
+/// An item at a lock's key that the library cannot read, or an answer it cannot (`EX_DATAERR`):
+/// retrying changes nothing.
+pub const DATA_ERROR: u8 = 65;
+/// The table does not fit the lock schema (`EX_CONFIG`): retrying changes nothing.
+pub const CONFIG: u8 = 78;
 /// The lock is held by someone else (`EX_TEMPFAIL`); `run --conflict-exit-code` changes it.
 pub const CONFLICT: u8 = 75;
 /// The lock was lost while the command ran; `run --lost-exit-code` changes it.
@@ -63,6 +68,11 @@ impl Failure {
                     Failure::new(UNAVAILABLE, format!("DynamoDB {operation} failed: {cause}"))
                 }
             }
+            // Data and configuration, not an outage: a script retrying on 69 would loop.
+            err @ (Error::MalformedItem { .. }
+            | Error::NotALockItem { .. }
+            | Error::UnexpectedResponse { .. }) => Failure::new(DATA_ERROR, err.to_string()),
+            err @ Error::Table { .. } => Failure::new(CONFIG, err.to_string()),
             other => Failure::new(UNAVAILABLE, other.to_string()),
         }
     }

@@ -245,3 +245,32 @@ async fn configuration_mistakes_are_one_line() {
         bad_schema.stderr
     );
 }
+
+/// An item at a lock's key that is not a lock (written by something else) fails with 65, which
+/// trying again does not change; it was 69, "DynamoDB unreachable", on which scripts retry.
+#[tokio::test]
+async fn an_item_that_is_not_a_lock_is_a_data_error_not_an_outage() {
+    lock_client().await;
+    let key = unique("cli-not-a-lock");
+    dynamodb()
+        .put_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .item(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{key}")),
+        )
+        .item(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into()),
+        )
+        .item(
+            "Balance",
+            aws_sdk_dynamodb::types::AttributeValue::N("7".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let out = finish(ddb_lock(&["status", &key])).await;
+    assert_eq!(out.code, Some(65), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+}

@@ -203,3 +203,30 @@ async fn delete_expired_keeps_window_claims_which_refuse_a_window_claimed_alread
         "{again:?}"
     );
 }
+
+/// A client of no namespace cleans every namespace's expired locks too; it scanned for its own
+/// key prefix only, and a namespace's locks, whose keys start `NS#<namespace>#`, waited for TTL.
+#[tokio::test]
+async fn delete_expired_covers_the_namespaces() {
+    let client = client_of_fresh_table().await;
+    let table = client.table_name().to_owned();
+    let past = builder(dynamodb())
+        .table_name(&table)
+        .clock(OffsetClock::shared(TimeDelta::hours(-3)))
+        .build()
+        .unwrap()
+        .in_namespace("billing".parse().unwrap())
+        .unwrap();
+    past.try_acquire(
+        "invoice",
+        &AcquireOptions::new().lease(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let report = client
+        .delete_expired(Duration::from_secs(3600), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(report.deleted, 1, "{report:?}");
+}

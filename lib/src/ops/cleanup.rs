@@ -26,6 +26,10 @@ use tracing::info;
 const FILTER_SORT_KEY: &str = "#sk = :sk AND ";
 /// …of this client's key prefix (unless it is empty)…
 const FILTER_PREFIX: &str = "begins_with(#pk, :prefix) AND ";
+/// …or, for a client of no namespace, of any namespace's (`NS#<namespace>#` before the prefix:
+/// every namespace's locks are the table's locks; they were left to TTL)…
+const FILTER_PREFIX_OR_NAMESPACED: &str =
+    "(begins_with(#pk, :prefix) OR begins_with(#pk, :namespaced)) AND ";
 /// …whose lease ended before `:cutoff`, and which are no once-per-window claim: a window's
 /// item, past its window's end, is what refuses a second claim of that window by a caller whose
 /// clock is behind (or whose request was delayed); deleted, it let that window be claimed again.
@@ -239,7 +243,7 @@ async fn delete_if_still_expired(
     };
     let Some(lock_id) = found
         .get(LOCK_ID)
-        .filter(|_| table.schema.is_lock_key(&key))
+        .filter(|_| table.schema.is_lock_key_in_any_namespace(&key))
     else {
         return Ok(false);
     };
@@ -282,10 +286,10 @@ fn scan_expressions(schema: &TableSchema) -> (String, &'static str) {
         None => ("", PROJECTION),
     };
     // `begins_with` with an empty prefix matches everything; DynamoDB need not see it.
-    let prefix = if schema.lock_key_prefix().is_empty() {
-        ""
-    } else {
-        FILTER_PREFIX
+    let prefix = match (schema.lock_key_prefix().is_empty(), schema.namespace()) {
+        (true, _) => "",
+        (false, Some(_)) => FILTER_PREFIX,
+        (false, None) => FILTER_PREFIX_OR_NAMESPACED,
     };
     (format!("{sort_key}{prefix}{FILTER_EXPIRED}"), projection)
 }
@@ -296,10 +300,17 @@ fn scan_values(schema: &TableSchema, cutoff: &AttributeValue) -> Item {
     let prefix = Some(schema.lock_key_prefix())
         .filter(|p| !p.is_empty())
         .map(|p| (":prefix", p));
+    let namespaced = (prefix.is_some() && schema.namespace().is_none()).then(|| {
+        (
+            ":namespaced",
+            crate::namespace::NAMESPACE_KEY_PREFIX.to_owned(),
+        )
+    });
     sort_key
         .map(|(name, value)| (name, value.to_owned()))
         .into_iter()
         .chain(prefix)
+        .chain(namespaced)
         .map(|(name, value)| (name.to_owned(), AttributeValue::S(value)))
         .chain([(":cutoff".to_owned(), cutoff.clone())])
         .collect()
@@ -376,7 +387,7 @@ mod tests {
         let (filter, projection) = scan_expressions(&TableSchema::new());
         assert_eq!(
             filter,
-            "#sk = :sk AND begins_with(#pk, :prefix) AND #expires_at < :cutoff"
+            "#sk = :sk AND (begins_with(#pk, :prefix) OR begins_with(#pk, :namespaced)) AND #expires_at < :cutoff AND attribute_not_exists(#window)"
         );
         assert_eq!(projection, "#pk, #sk, #lock_id, #expires_at");
     }

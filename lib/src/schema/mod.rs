@@ -445,6 +445,23 @@ impl TableSchema {
         self.resource_of(key).is_some()
     }
 
+    /// Whether `key` is a lock item's key in this schema's namespace or, for a schema of no
+    /// namespace, in any namespace (`NS#<namespace>#` before the lock key format).
+    pub(crate) fn is_lock_key_in_any_namespace(&self, key: &Item) -> bool {
+        if self.is_lock_key(key) {
+            return true;
+        }
+        if self.namespace.is_some() {
+            return false;
+        }
+        key.get(&self.partition_key)
+            .and_then(|v| v.as_s().ok())
+            .and_then(|pk| pk.strip_prefix(crate::namespace::NAMESPACE_KEY_PREFIX))
+            .and_then(|rest| rest.split_once('#'))
+            .and_then(|(name, _)| name.parse::<Namespace>().ok())
+            .is_some_and(|namespace| self.clone().in_namespace(namespace).is_lock_key(key))
+    }
+
     /// The resource whose lock item has `key` (any item's key attributes), if it is one.
     pub(crate) fn resource_of(&self, key: &Item) -> Option<String> {
         let string = |name: &str| key.get(name).and_then(|v| v.as_s().ok());
