@@ -44,6 +44,9 @@ pub mod reason {
     /// taken the lock since: the table keeps released items (`DDB_LOCK_DELETE_ON_RELEASE=false`
     /// or `DDB_LOCK_KEEP_RELEASED_FOR_MS`).
     pub const ALREADY_RELEASED: &str = "already_released";
+    /// `release_execution`: another owner holds the lock, and this execution holds nothing on the
+    /// resource to release (it never took the lock, or its lock ended and another was taken).
+    pub const NOT_HELD: &str = "not_held: another owner holds the lock";
 }
 
 /// A failed invocation; becomes a [`Diagnostic`] whose `error_type` is one of [`name`].

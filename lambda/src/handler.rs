@@ -344,6 +344,21 @@ impl Handler {
             }
             None => client.release_owned(&resource, &owner).await?,
         };
+        // Another execution holds the lock: this one has nothing there to release, which is no
+        // failure of the clean-up (an error made EventBridge invoke it again, twice, for nothing).
+        // The same execution's later lock (a redrive's) stays an ownership mismatch.
+        if let ReleaseOutcome::NotOwner { holder } = &outcome {
+            if holder.owner != owner {
+                let answer = ReleaseResponse {
+                    resource,
+                    owner,
+                    lock_id: None,
+                    released: false,
+                    reason: Some(reason::NOT_HELD),
+                };
+                return Ok(Done::new(answer, "not_found"));
+            }
+        }
         release_answer(resource, owner, None, outcome)
     }
 

@@ -255,10 +255,18 @@ impl RequestError {
         if let Some(field) = missing {
             return RequestError::new(field, "is required");
         }
-        let field = match err.path().iter().next_back() {
-            Some(Segment::Map { key }) => key.as_str(),
-            _ => "op",
-        };
+        // The last key on the path below the op (whose key comes first): an error inside an
+        // array (`resources[0]`, `path[1]`) names the array's field, not the op.
+        let field = err
+            .path()
+            .iter()
+            .skip(1)
+            .filter_map(|segment| match segment {
+                Segment::Map { key } => Some(key.as_str()),
+                _ => None,
+            })
+            .next_back()
+            .unwrap_or("op");
         RequestError::new(field, format!("is not accepted: {problem}"))
     }
 }
@@ -281,6 +289,28 @@ mod tests {
 
     fn field_of(event: Value) -> String {
         parse(&event).unwrap_err().field
+    }
+
+    /// An error inside an array names the array's field; it named the op.
+    #[test]
+    fn an_error_inside_an_array_names_its_field() {
+        assert_eq!(
+            field_of(json!({"op": "acquire", "owner": "o",
+                "resources": [{"resource": "a", "mdoe": "shared"}]})),
+            "resources"
+        );
+        assert_eq!(
+            field_of(json!({"op": "acquire", "owner": "o", "resources": [5]})),
+            "resources"
+        );
+        assert_eq!(
+            field_of(json!({"op": "acquire", "owner": "o", "path": ["a", 5]})),
+            "path"
+        );
+        assert_eq!(
+            field_of(json!({"op": "release", "owner": "o", "locks": ["x"]})),
+            "locks"
+        );
     }
 
     #[test]
