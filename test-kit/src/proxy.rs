@@ -303,6 +303,7 @@ impl Proxy {
     /// Hold the next `operation` request back: it is not forwarded (its client waits for an
     /// answer that never comes, until it gives up) and reaches the endpoint only when the test
     /// [`deliver`](HeldRequest::deliver)s it, as a request delayed in the network would, late.
+    /// Dropping the [`HeldRequest`] before a request was caught withdraws the rule.
     pub fn delay_next_request(&self, operation: &str) -> HeldRequest {
         self.queue_hold(operation, None, false)
     }
@@ -486,6 +487,8 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                     }
                     let hold = {
                         let mut hold_next = shared.hold_next.lock().expect("proxy lock");
+                        // A rule whose HeldRequest was dropped unused holds nothing back.
+                        hold_next.retain(|rule| !rule.captured.is_closed());
                         hold_next
                             .iter()
                             .position(|rule| {

@@ -63,6 +63,9 @@ const EXTENSIONS: [&str; 2] = [
     "SET #entry.#expires_at = :expires_at",
 ];
 
+/// What only a data replacement's request says.
+const DATA_CHANGE: &str = "#data = :data";
+
 /// A lock item as read.
 type Item = HashMap<String, AttributeValue>;
 
@@ -261,10 +264,31 @@ impl World {
                 let data = format!("step {step}").into_bytes();
                 let (taken, owner) = (self.guards[k].0, self.guards[k].1);
                 let acquisition = self.acquisitions[&taken];
-                if rng.random_bool(0.5) {
+                let how = rng.random_range(0..3);
+                if how == 0 {
                     let outcome = self.guards[k].2.replace_data(Some(data.clone())).await;
                     self.data_replaced(acquisition, outcome.is_ok(), data);
                     format!("replaced the data of the guard of step {taken}: {outcome:?}")
+                } else if how == 1 {
+                    // Its request held in the network and given up on: it arrives at a later
+                    // step (or never), after whatever the guard did since.
+                    let mut late = self.proxies[owner]
+                        .delay_next_request_containing("UpdateItem", DATA_CHANGE);
+                    let outcome = tokio::select! {
+                        outcome = self.guards[k].2.replace_data(Some(data.clone())) => {
+                            format!("answered: {outcome:?}")
+                        }
+                        () = late.captured() => "given up on, its request held".to_owned(),
+                    };
+                    if late.is_captured() {
+                        self.data_replaced(acquisition, false, data);
+                        self.held.push(late);
+                    } else {
+                        // Answered without a request (the guard was lost): the rule goes with
+                        // `late`, holding nothing back.
+                        self.data_replaced(acquisition, outcome.starts_with("answered: Ok"), data);
+                    }
+                    format!("a data replacement of the guard of step {taken} held in the network: {outcome}")
                 } else {
                     let mut answer = self.proxies[owner].withhold_next_answer("UpdateItem");
                     let (outcome, answered) = tokio::select! {
