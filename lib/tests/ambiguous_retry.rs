@@ -137,3 +137,40 @@ async fn an_acquire_whose_every_answer_is_lost_fails_and_leaves_nothing_held() {
         );
     }
 }
+
+/// A force release whose first attempt was applied and whose answer was lost names the holder it
+/// removed, on a client that deletes items and on one that keeps them: its retry, refused by the
+/// item gone (or kept without its holder), reported that no live lock was removed, and where
+/// items are kept wrote a second version over the kept item.
+#[tokio::test]
+async fn a_force_release_whose_answer_was_lost_names_the_holder_it_removed() {
+    lock_client().await;
+    for keep in [false, true] {
+        let proxy = Proxy::start(&endpoint()).await;
+        let admin = ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
+            &proxy.endpoint(),
+        ))
+        .delete_on_release(!keep)
+        .build()
+        .unwrap();
+        let resource = unique("force-release-lost-answer");
+        ddb_lock_test_kit::hold(
+            &lock_client().await,
+            &resource,
+            "victim",
+            Duration::from_secs(60),
+        )
+        .await;
+        proxy.drop_next_answer(if keep { "UpdateItem" } else { "DeleteItem" });
+        let removed = admin.force_release(&resource).await.unwrap();
+        assert_eq!(
+            removed.map(|holder| holder.owner).as_deref(),
+            Some("victim"),
+            "items kept: {keep}"
+        );
+        assert_eq!(
+            admin.status(&resource).await.unwrap(),
+            ddb_lock::LockStatus::Free
+        );
+    }
+}

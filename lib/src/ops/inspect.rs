@@ -20,7 +20,7 @@
 
 use super::extend::DataChange;
 use super::kept;
-use crate::conditional::{answer, delete_refused, update_refused, Answer};
+use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fair::line;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
@@ -139,14 +139,25 @@ pub(crate) async fn force_release(
         // And the guards of a lock this client took while the item was read: the delete may
         // remove it.
         table.holds.releases_start_on(resource, None, None);
-        match remove_as_read(table, resource, &item).await? {
+        let (answer, retried) = remove_as_read(table, resource, &item).await?;
+        match answer {
             Answer::Applied(()) => break Some(item),
-            // Gone meanwhile: nothing left to release.
-            Answer::Refused(None) => break None,
+            // Gone: by this request's own first attempt, if the SDK sent it again after a lost
+            // answer (the holder read was removed, and is reported so), else meanwhile (nothing
+            // left to release).
+            Answer::Refused(None) => break retried.then_some(item),
             // Another acquisition's now: the lock read was released meanwhile, and the later
             // holder is spared.
             Answer::Refused(Some(changed)) if changed.get(LOCK_ID) != item.get(LOCK_ID) => {
                 break None
+            }
+            // Kept, with its holder cleared: by this request's first attempt if it was sent
+            // again, else by a release meanwhile. Not written again: it wrote a second version
+            // over the kept item and reported nothing removed.
+            Answer::Refused(Some(changed))
+                if item.contains_key(OWNER) && !changed.contains_key(OWNER) =>
+            {
+                break retried.then_some(item)
             }
             // The same acquisition, extended, or its shared holders changed: written again as
             // the refusal found it (`ALL_OLD`).
@@ -181,17 +192,21 @@ pub(crate) async fn force_release(
 
 /// Removes `resource`'s lock item if it is still `item` (its acquisition, lease and holder
 /// sets): a DeleteItem, or on a client that keeps items an UpdateItem clearing the holder.
-/// Refused, the item it found instead (`ALL_OLD`), if any.
+/// Refused, the item it found instead (`ALL_OLD`), if any; and whether the SDK sent the request
+/// more than once (an earlier attempt may have been applied).
 async fn remove_as_read(
     table: &LockTable,
     resource: &str,
     item: &Item,
-) -> Result<Answer<(), Option<Item>>, Error> {
+) -> Result<(Answer<(), Option<Item>>, bool), Error> {
     let (condition, values) = as_read(item);
+    let transmissions = Transmissions::default();
     let answer = if table.delete_on_release {
         let sent = table
             .delete_item(resource, &condition)
             .set_expression_attribute_values(Some(values))
+            .customize()
+            .interceptor(transmissions.clone())
             .send();
         answer("DeleteItem", sent.await, delete_refused)?.map(drop)
     } else {
@@ -207,10 +222,12 @@ async fn remove_as_read(
         let sent = table
             .update_item(resource, &update, &condition)
             .set_expression_attribute_values(Some(update_values))
+            .customize()
+            .interceptor(transmissions.clone())
             .send();
         answer("UpdateItem", sent.await, update_refused)?.map(drop)
     };
-    Ok(answer)
+    Ok((answer, transmissions.retried()))
 }
 
 /// The condition that `item` is unchanged in what makes its holders, and its values.
