@@ -1,0 +1,261 @@
+//! The holds' bookkeeping, without DynamoDB.
+
+use super::*;
+use std::time::Duration;
+
+fn handle(resource: &str) -> LockHandle {
+    LockHandle::new(resource, "me", LockId::generate())
+}
+
+fn acquired_at() -> DateTime<Utc> {
+    crate::record::samples::now()
+}
+
+/// `holds` took `lock`, for thirty seconds.
+fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
+    holds.acquired(
+        lock,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(30),
+    );
+}
+
+/// A guard's stop that counts its calls and remembers the last reason.
+fn counting_stop() -> (StopGuard, Arc<Mutex<Vec<LockLost>>>) {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&calls);
+    let stop: StopGuard = Arc::new(move |lost| seen.lock().unwrap().push(lost));
+    (stop, calls)
+}
+
+#[test]
+fn every_guard_of_a_lock_is_stopped_and_only_those() {
+    let holds = Holds::default();
+    let (a, b) = (handle("a"), handle("b"));
+    let until = Instant::now() + Duration::from_secs(30);
+    holds.acquired(&a, acquired_at(), until);
+    holds.acquired(&b, acquired_at(), until);
+    let (first, first_calls) = counting_stop();
+    let (second, second_calls) = counting_stop();
+    let (other, other_calls) = counting_stop();
+    assert!(holds.guarded(a.lock_id(), first));
+    // Handed back to an idempotent acquisition: a second guard of the same lock.
+    holds.acquired(&a, acquired_at(), until);
+    assert!(holds.guarded(a.lock_id(), second));
+    assert!(holds.guarded(b.lock_id(), other));
+
+    holds.stop(a.lock_id(), &LockLost::NotFound);
+    assert_eq!(*first_calls.lock().unwrap(), [LockLost::NotFound]);
+    assert_eq!(*second_calls.lock().unwrap(), [LockLost::NotFound]);
+    assert!(other_calls.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_release_by_owner_stops_the_guards_it_can_release_and_spares_the_rest() {
+    let holds = Holds::default();
+    let until = Instant::now() + Duration::from_secs(30);
+    let early = acquired_at();
+    let late = early + chrono::TimeDelta::seconds(10);
+    let mine = handle("r");
+    let later = handle("r");
+    let theirs = LockHandle::new("r", "them", LockId::generate());
+    let elsewhere = handle("s");
+    let shared = handle("r").with_mode(Mode::Shared);
+    let mut calls = Vec::new();
+    for (lock, at) in [
+        (&mine, early),
+        (&later, late),
+        (&theirs, early),
+        (&elsewhere, early),
+        (&shared, early),
+    ] {
+        holds.acquired(lock, at, until);
+        let (stop, seen) = counting_stop();
+        assert!(holds.guarded(lock.lock_id(), stop));
+        calls.push(seen);
+    }
+    let stopped = || {
+        calls
+            .iter()
+            .map(|c| c.lock().unwrap().len())
+            .collect::<Vec<_>>()
+    };
+
+    holds.releases_start_on("r", Some("me"), Some(early));
+    assert_eq!(
+        stopped(),
+        [1, 0, 0, 0, 0],
+        "acquired no later than the moment, of that owner, exclusive"
+    );
+    holds.releases_start_on("r", Some("me"), None);
+    assert_eq!(stopped(), [2, 1, 0, 0, 0]);
+    holds.releases_start_on("r", None, None);
+    assert_eq!(
+        stopped(),
+        [3, 2, 1, 0, 1],
+        "a force release: every lock on the resource"
+    );
+    assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);
+    assert!(holds.release_started(mine.lock_id()) && holds.release_started(theirs.lock_id()));
+    assert!(!holds.release_started(elsewhere.lock_id()));
+}
+
+#[test]
+fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let (stop, calls) = counting_stop();
+    assert!(holds.guarded(lock.lock_id(), stop));
+    assert!(!holds.release_started(lock.lock_id()));
+    holds.release_starts(&lock);
+    assert!(holds.release_started(lock.lock_id()));
+    assert_eq!(*calls.lock().unwrap(), [LockLost::Released]);
+    // Taken again meanwhile (an answer read late): still ended, no guard joins it.
+    holds.acquired(&lock, acquired_at(), Instant::now());
+    assert!(holds.release_started(lock.lock_id()));
+    assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    holds.freed(lock.lock_id());
+    assert!(
+        holds.release_started(lock.lock_id()),
+        "answered, still ended"
+    );
+    // An extension answered after the release does not remember it as held again.
+    holds.extended(
+        &lock,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(30),
+    );
+    assert!(holds.handles().is_empty());
+    // A lock this client never took, released through it, is marked too.
+    let elsewhere = handle("b");
+    holds.release_starts(&elsewhere);
+    assert!(holds.release_started(elsewhere.lock_id()));
+    assert!(holds.handles().is_empty());
+}
+
+#[test]
+fn the_latest_ended_acquisitions_are_kept() {
+    let holds = Holds::default();
+    let first = handle("first");
+    holds.release_starts(&first);
+    let rest: Vec<LockHandle> = (0..ENDED_KEPT).map(|i| handle(&i.to_string())).collect();
+    for lock in &rest {
+        holds.release_starts(lock);
+    }
+    assert!(
+        !holds.release_started(first.lock_id()),
+        "the oldest forgotten"
+    );
+    assert!(rest
+        .iter()
+        .all(|lock| holds.release_started(lock.lock_id())));
+    assert_eq!(holds.inner().ended.order.len(), ENDED_KEPT);
+}
+
+#[test]
+fn a_hold_is_remembered_until_freed() {
+    let holds = Holds::default();
+    let (a, b) = (handle("a"), handle("b"));
+    let until = Instant::now() + Duration::from_secs(30);
+    holds.acquired(&a, acquired_at(), until);
+    holds.acquired(&b, acquired_at(), until);
+    assert_eq!(holds.handles().len(), 2);
+    holds.freed(a.lock_id());
+    assert_eq!(holds.handles(), vec![b.clone()]);
+    holds.freed_ended_on("b");
+    assert_eq!(holds.handles().len(), 1, "no release of it started");
+    holds.releases_start_on("b", Some("someone else"), None);
+    holds.freed_ended_on("b");
+    assert_eq!(holds.handles().len(), 1);
+    holds.releases_start_on("b", Some("me"), None);
+    holds.freed_ended_on("b");
+    assert!(holds.handles().is_empty());
+    let c = handle("b");
+    holds.acquired(&c, acquired_at(), until);
+    holds.releases_start_on("b", None, None);
+    holds.freed_ended_on("b");
+    assert!(holds.handles().is_empty());
+}
+
+#[test]
+fn an_earlier_extension_answered_last_does_not_shorten_a_hold() {
+    let holds = Holds::default();
+    let lock = handle("r");
+    let now = Instant::now();
+    holds.acquired(&lock, acquired_at(), now + Duration::from_secs(5));
+    holds.extended(&lock, acquired_at(), now + Duration::from_secs(60));
+    holds.extended(&lock, acquired_at(), now + Duration::from_secs(1));
+    assert_eq!(
+        holds.inner().held[&lock.lock_id()].until,
+        now + Duration::from_secs(60)
+    );
+}
+
+#[test]
+fn a_release_by_owner_frees_only_the_holds_it_started_to_release() {
+    let holds = Holds::default();
+    let (older, newer) = (handle("r"), handle("r"));
+    let until = Instant::now() + Duration::from_secs(30);
+    let then = acquired_at();
+    holds.acquired(&older, then, until);
+    holds.releases_start_on("r", Some("me"), Some(then));
+    // Taken after the release started: its condition spares it.
+    holds.acquired(&newer, then + chrono::TimeDelta::seconds(1), until);
+    holds.releases_start_on("r", Some("me"), Some(then));
+    holds.freed_ended_on("r");
+    assert_eq!(holds.handles(), vec![newer]);
+}
+
+#[test]
+fn pruning_forgets_only_holds_whose_lease_ran_out_without_a_guard() {
+    let holds = Holds::default();
+    let ran_out = Instant::now();
+    let guarded = handle("guarded");
+    holds.acquired(&guarded, acquired_at(), ran_out);
+    assert!(holds.guarded(guarded.lock_id(), Arc::new(|_| {})));
+    for i in 0..FIRST_PRUNE_AT - 1 {
+        holds.acquired(&handle(&format!("ran-out/{i}")), acquired_at(), ran_out);
+    }
+    let live = handle("live");
+    held_for_a_while(&holds, &live);
+    let mut left: Vec<_> = holds
+        .handles()
+        .iter()
+        .map(|handle| handle.resource().to_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, vec!["guarded", "live"]);
+}
+
+#[test]
+fn a_lock_taken_back_keeps_its_guard() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    holds.acquired(&lock, acquired_at(), Instant::now());
+    assert!(holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    held_for_a_while(&holds, &lock);
+    let taken = holds.take_all();
+    assert_eq!(taken[0].stop_guards.len(), 1);
+}
+
+#[test]
+fn an_extension_remembers_a_hold_pruned_before_it_succeeded() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    let until = Instant::now() + Duration::from_secs(30);
+    holds.extended(&lock, acquired_at(), until);
+    assert_eq!(holds.handles(), vec![lock.clone()]);
+    holds.extended(&lock, acquired_at(), until + Duration::from_secs(30));
+    assert_eq!(holds.take_all()[0].until, until + Duration::from_secs(30));
+}
+
+#[test]
+fn a_guard_cannot_join_a_hold_taken_by_release_all() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    assert_eq!(holds.take_all().len(), 1);
+    assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    assert!(holds.handles().is_empty());
+}
