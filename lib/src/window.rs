@@ -24,24 +24,34 @@
 //! clocks within `max_skew` of each other no window starts before the previous one ended in real
 //! time.
 
+use crate::background::retrying;
 use crate::client::LockClient;
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, WINDOW};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
+use crate::lock_table::LockTable;
 use crate::record::{self, Written};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, TimeZone, Utc};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+use tracing::{debug, warn};
 
 /// A claim replaces the item only for a later window, and never a live lock of another kind. An
 /// earlier window's claim ends where the claimant's window begins (its `ExpiresAt`, exclusive):
 /// it is replaced whatever its lease says, or the first millisecond of every window was refused.
 const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR attribute_exists(#window) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
+
+/// A claim whose outcome is unknown (every answer lost, or its future dropped) gives its window
+/// back: the item keeps its `LockID` and end, and records the window before, so that this window
+/// can be claimed again, while earlier ones stay refused. Only over its own claim of that window.
+const GIVE_BACK_UPDATE: &str = "SET #window = :previous";
+const GIVE_BACK_CONDITION: &str = "#lock_id = :lock_id AND #window = :window";
 
 /// What comes before a key in the resource name of its window item.
 pub const WINDOW_RESOURCE_PREFIX: &str = "window:";
@@ -241,10 +251,28 @@ impl LockClient {
             .expression_attribute_values(":now", s(timestamp::format(now)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        let answer = answer("PutItem", sent.await, |err| match err {
+        let unsettled = UnsettledClaim {
+            table: Arc::clone(table),
+            resource: resource.clone(),
+            lock_id: lock.lock_id(),
+            window: number,
+            armed: true,
+        };
+        let answer = match answer("PutItem", sent.await, |err| match err {
             PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
             _ => None,
-        })?;
+        }) {
+            Ok(answer) => {
+                unsettled.settled();
+                answer
+            }
+            // The claim may have landed, and its caller, told of an error, will not run the
+            // job: the window is given back before the error is, so that a retry can claim it.
+            Err(err) => {
+                unsettled.give_back().await;
+                return Err(err);
+            }
+        };
         match answer {
             Answer::Applied(_) => Ok(WindowClaim::Claimed {
                 window: number,
@@ -277,6 +305,83 @@ impl LockClient {
     }
 }
 
+/// A claim sent and not yet answered in a way that settles it. Dropped armed (the caller's future
+/// dropped mid-request), it gives the window back from a task of the client (`flush` waits for
+/// it): a claim that landed with nobody to run the job left its window run by nobody, every other
+/// caller refused (found by review).
+struct UnsettledClaim {
+    table: Arc<LockTable>,
+    resource: String,
+    lock_id: LockId,
+    window: u64,
+    armed: bool,
+}
+
+impl UnsettledClaim {
+    /// The claim's outcome is known: claimed, or refused.
+    fn settled(mut self) {
+        self.armed = false;
+    }
+
+    /// Gives the window back now (tried again when DynamoDB fails it).
+    async fn give_back(mut self) {
+        self.armed = false;
+        give_back(&self.table, &self.resource, self.lock_id, self.window).await;
+    }
+}
+
+impl Drop for UnsettledClaim {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (table, resource) = (Arc::clone(&self.table), self.resource.clone());
+        let (lock_id, window) = (self.lock_id, self.window);
+        let spawned = self.table.release_in_background(async move {
+            give_back(&table, &resource, lock_id, window).await;
+        });
+        if !spawned {
+            warn!(
+                resource = self.resource,
+                "a window claim dropped outside a runtime keeps its window if it landed"
+            );
+        }
+    }
+}
+
+/// Gives window `window` of `resource` back, if the claim `lock_id` holds it: the item then
+/// records the window before. Logged, not returned: the caller already has its answer.
+async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u64) {
+    let Some(previous) = window.checked_sub(1) else {
+        return;
+    };
+    let sent = retrying(|| async {
+        let request = table
+            .update_item(resource, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)
+            .expression_attribute_values(":previous", AttributeValue::N(previous.to_string()))
+            .expression_attribute_values(":window", AttributeValue::N(window.to_string()))
+            .expression_attribute_values(":lock_id", s(lock_id.to_string()))
+            .send();
+        answer("UpdateItem", request.await, update_refused)
+    })
+    .await;
+    match sent {
+        Ok(Answer::Applied(_)) => {
+            debug!(
+                resource,
+                window, "gave back a window whose claim's outcome was unknown"
+            )
+        }
+        Ok(Answer::Refused(_)) => debug!(
+            resource,
+            window, "the unsettled window claim had not landed"
+        ),
+        Err(err) => {
+            warn!(resource, window, %err, "could not give back a window whose claim's outcome was unknown; it stays claimed")
+        }
+    }
+}
+
 /// The instant `ms` milliseconds after the Unix epoch.
 fn instant(ms: u64) -> Result<DateTime<Utc>, InvalidInput> {
     i64::try_from(ms)
@@ -297,6 +402,8 @@ mod tests {
     #[test]
     fn the_condition_names_its_attributes() {
         assert_every_placeholder_named(CLAIM_CONDITION);
+        assert_every_placeholder_named(GIVE_BACK_UPDATE);
+        assert_every_placeholder_named(GIVE_BACK_CONDITION);
     }
 
     #[test]

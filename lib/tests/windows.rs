@@ -205,6 +205,57 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
     );
 }
 
+/// A claim whose every answer was lost is an error, and gives its window back before it returns:
+/// a retry (or another caller) claims the window. The claim had landed, and the window was run by
+/// nobody: its caller, told of an error, did not run the job, and every later caller was refused.
+/// An earlier window stays refused.
+#[tokio::test]
+async fn a_claim_whose_every_answer_was_lost_gives_its_window_back() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/all-lost");
+    let hourly = Window::every(HOUR);
+    for _ in 0..3 {
+        proxy.drop_next_answer("PutItem");
+    }
+    let lost = client.claim_window(&key, &hourly).await;
+    assert!(matches!(lost, Err(Error::Backend { .. })), "{lost:?}");
+    let retried = client.claim_window(&key, &hourly).await.unwrap();
+    assert!(
+        matches!(retried, WindowClaim::Claimed { .. }),
+        "{retried:?}"
+    );
+    let an_hour_behind = client_with(OffsetClock::shared(chrono::TimeDelta::hours(-1)), "behind");
+    assert!(matches!(
+        an_hour_behind.claim_window(&key, &hourly).await.unwrap(),
+        WindowClaim::Taken { .. }
+    ));
+}
+
+/// A claim whose future is dropped after its write landed gives its window back from the
+/// background (`flush` waits for it): nobody was left to run the job.
+#[tokio::test]
+async fn a_claim_dropped_after_its_write_landed_gives_its_window_back() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/dropped");
+    let hourly = Window::every(HOUR);
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let claim = {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    answer.applied().await;
+    claim.abort();
+    assert!(claim.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+    let again = client.claim_window(&key, &hourly).await.unwrap();
+    assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
+}
+
 /// A caller at the very first millisecond of a window wins it: the previous window's claim ends
 /// there (its lease end is exclusive), and its lease did not refuse the new window's claim then.
 #[tokio::test]
