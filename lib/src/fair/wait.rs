@@ -219,7 +219,12 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         let now = Instant::now();
         if now >= wait.deadline {
             let left = line::leave(table, resource, lock_id, Some(item)).await?;
-            leaving.disarm();
+            // A leave that kept failing (the line changing under it) is left to the background,
+            // as a dropped waiter's is: disarmed, the entry stayed until grants passed it over by
+            // the granter's clock, and one behind could still grant to this gone waiter.
+            if !matches!(left, Left::Stuck) {
+                leaving.disarm();
+            }
             return match left {
                 Left::Granted(item) => granted(table, &handle, &item, sent).map(Turn::Granted),
                 Left::Gone | Left::NotInLine | Left::Stuck => Ok(Turn::TimedOut(holder)),

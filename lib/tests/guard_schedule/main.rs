@@ -6,8 +6,9 @@
 //! before they are sent and after they were applied, end their locks through the client instead
 //! (`release`, `release_owned`, `force_release`, `release_all`), suffer dropped and delayed answers,
 //! extensions and releases that arrive late (held by the proxy, delivered some steps later) or
-//! twice (a copy delivered again some steps later), and see time jump past every lease or step
-//! back. After every step the invariants are checked against the stored item:
+//! twice (a copy delivered again some steps later), data replacements whose request is held in
+//! the network and given up on (delivered some steps later, at times after the clock stepped
+//! back), and see time jump past every lease or step back. After every step the invariants are checked against the stored item:
 //!
 //! - a guard that says it is held, and whose lease end (as it believes it) has not passed on the
 //!   shared clock, finds its own acquisition in the item (an exclusive one as the holder, a
@@ -283,6 +284,13 @@ impl World {
                     if late.is_captured() {
                         self.data_replaced(acquisition, false, data);
                         self.held.push(late);
+                        // And at times the clock steps back right after, so that later requests
+                        // carry earlier times than the one held.
+                        if rng.random_bool(0.5) {
+                            let back = Duration::from_millis(rng.random_range(1..4) * 1000);
+                            self.clock.set_back(back);
+                            return format!("a data replacement of the guard of step {taken} held in the network: {outcome}; then the clock stepped back {back:?}");
+                        }
                     } else {
                         // Answered without a request (the guard was lost): the rule goes with
                         // `late`, holding nothing back.
