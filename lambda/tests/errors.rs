@@ -171,11 +171,9 @@ async fn a_body_that_is_not_json_is_invalid_request_on_the_event() {
     }
 }
 
-/// An acquisition whose write landed but whose every answer was lost is `BackendUnavailable`, and
-/// the lock it may hold is released before the answer: once answered, the sandbox may be frozen,
-/// and a release sent later could delete the lock a retry of the saga's step was handed back.
-#[tokio::test]
-async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
+/// A handler through a proxy that will drop the answers of the next acquisition's every attempt:
+/// applied (the first), refused by its own write (the others), and no answer comes back.
+async fn handler_whose_acquisitions_lose_every_answer() -> (Handler, Proxy) {
     let _ = handler().await;
     let proxy = Proxy::start(&endpoint()).await;
     let settings = config(&[]);
@@ -185,12 +183,19 @@ async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
             .unwrap(),
         settings,
     );
-    let resource = unique("h-lost-acquisition");
-    // Every attempt the SDK makes: applied (the first), refused by its own write (the others),
-    // and no answer comes back.
     for _ in 0..3 {
         proxy.drop_next_answer("PutItem");
     }
+    (handler, proxy)
+}
+
+/// An acquisition whose write landed but whose every answer was lost is `BackendUnavailable`, and
+/// the lock it may hold is released before the answer: once answered, the sandbox may be frozen,
+/// and a release sent later could delete the lock a retry of the saga's step was handed back.
+#[tokio::test]
+async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
+    let (handler, proxy) = handler_whose_acquisitions_lose_every_answer().await;
+    let resource = unique("h-lost-acquisition");
     let answer = invoke(
         &handler,
         json!({"op": "try_acquire", "resource": resource, "owner": "saga-1"}),
@@ -212,19 +217,9 @@ async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
 /// for the release however long it takes harms nobody.
 #[tokio::test]
 async fn an_acquisition_lost_at_the_end_of_the_budget_is_released_before_the_answer() {
-    let _ = handler().await;
-    let proxy = Proxy::start(&endpoint()).await;
+    let (handler, proxy) = handler_whose_acquisitions_lose_every_answer().await;
     let settings = config(&[]);
-    let handler = Handler::new(
-        settings
-            .lock_client(quickly_retrying_dynamodb(&proxy.endpoint()))
-            .unwrap(),
-        settings.clone(),
-    );
     let resource = unique("h-lost-at-deadline");
-    for _ in 0..3 {
-        proxy.drop_next_answer("PutItem");
-    }
     let mut release = proxy.delay_next_request("DeleteItem");
     // A millisecond of budget beyond the margin: the acquisition's answer comes after it.
     let mut context = Context::default();

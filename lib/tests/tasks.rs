@@ -295,19 +295,11 @@ async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
     lock_client().await;
     let name = unique("q-partial");
     let proxy = Proxy::start(&endpoint()).await;
-    let without_retries = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-    });
-    let queue = queue_of(builder(without_retries).build().unwrap(), &name);
-    queue.set_status("a", TaskStatus::Pending).await.unwrap();
-    queue.set_status("b", TaskStatus::Pending).await.unwrap();
-    let started = Instant::now();
-    while !in_the_index_twice(&name).await {
-        assert!(
-            started.elapsed() < INDEX_LAG,
-            "the index never showed the tasks"
-        );
-    }
+    let queue = queue_of(
+        ddb_lock_test_kit::client_without_retries(&proxy.endpoint()),
+        &name,
+    );
+    two_pending_tasks(&queue, &name).await;
     // The first candidate's claim is answered (late, once the rule behind it is queued); the
     // second one's answer is lost, and the client does not retry.
     let mut first = proxy.withhold_next_answer("UpdateItem");
@@ -327,9 +319,18 @@ async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
     );
 }
 
-/// Whether the tasks index shows two tasks of queue `name`.
-async fn in_the_index_twice(name: &str) -> bool {
-    index_count(name).await >= 2
+/// Sets tasks `a` and `b` of `queue` (named `name`) pending, and waits until the index shows
+/// both, so that a claim finds them at once.
+async fn two_pending_tasks(queue: &TaskQueue, name: &str) {
+    queue.set_status("a", TaskStatus::Pending).await.unwrap();
+    queue.set_status("b", TaskStatus::Pending).await.unwrap();
+    let started = Instant::now();
+    while index_count(name).await < 2 {
+        assert!(
+            started.elapsed() < INDEX_LAG,
+            "the index never showed the tasks"
+        );
+    }
 }
 
 /// A completion whose answer was lost is recognised by its retry even when another worker
@@ -381,15 +382,7 @@ async fn each_task_of_a_long_claim_gets_its_lease_from_its_own_claim() {
         ddb_lock_test_kit::client_through(&proxy, Some(clock.clone())),
         &name,
     );
-    queue.set_status("a", TaskStatus::Pending).await.unwrap();
-    queue.set_status("b", TaskStatus::Pending).await.unwrap();
-    let started = Instant::now();
-    while !in_the_index_twice(&name).await {
-        assert!(
-            started.elapsed() < INDEX_LAG,
-            "the index never showed the tasks"
-        );
-    }
+    two_pending_tasks(&queue, &name).await;
     let mut first = proxy.withhold_next_answer("UpdateItem");
     let claim = tokio::spawn({
         let queue = queue.clone();

@@ -29,6 +29,15 @@ pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
         .expect("valid settings")
 }
 
+/// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
+/// and are never retried by the SDK: a failed request is the call's error.
+pub fn client_without_retries(endpoint: &str) -> LockClient {
+    let dynamodb = crate::endpoint::dynamodb_with(endpoint, |config| {
+        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+    });
+    builder(dynamodb).build().expect("valid settings")
+}
+
 /// A builder for a client of the shared table whose requests go to `endpoint` and are retried
 /// quickly by the SDK ([`quickly_retrying_dynamodb`]).
 fn quickly_retrying_builder(endpoint: &str) -> LockClientBuilder {

@@ -41,18 +41,7 @@ pub(super) fn fenced_update_expression(existing: Option<&str>) -> String {
     if existing.trim().is_empty() {
         return format!("SET {ASSIGNMENT}");
     }
-    match find_keyword(existing, "SET") {
-        Some(at) => {
-            let (head, rest) = existing.split_at(at + "SET".len());
-            let separator = if rest.starts_with(char::is_whitespace) {
-                ""
-            } else {
-                " "
-            };
-            format!("{head} {ASSIGNMENT},{separator}{rest}")
-        }
-        None => format!("{existing} SET {ASSIGNMENT}"),
-    }
+    with_action(existing, "SET", ASSIGNMENT)
 }
 
 /// The update expression with the tombstone marker added to its REMOVE clause, which is created
@@ -60,17 +49,22 @@ pub(super) fn fenced_update_expression(existing: Option<&str>) -> String {
 /// item creates it. Left, the marker hid the newer holder's write from readers, and a purge
 /// of old tombstones then deleted the live item with its data and fence.
 pub(super) fn reviving_update_expression(fenced: &str) -> String {
-    match find_keyword(fenced, "REMOVE") {
+    with_action(fenced, "REMOVE", TOMBSTONE_NAME)
+}
+
+/// `expression` with `action` first in its `keyword` clause, or in a clause of its own at the end.
+fn with_action(expression: &str, keyword: &str, action: &str) -> String {
+    match find_keyword(expression, keyword) {
         Some(at) => {
-            let (head, rest) = fenced.split_at(at + "REMOVE".len());
+            let (head, rest) = expression.split_at(at + keyword.len());
             let separator = if rest.starts_with(char::is_whitespace) {
                 ""
             } else {
                 " "
             };
-            format!("{head} {TOMBSTONE_NAME},{separator}{rest}")
+            format!("{head} {action},{separator}{rest}")
         }
-        None => format!("{fenced} REMOVE {TOMBSTONE_NAME}"),
+        None => format!("{expression} {keyword} {action}"),
     }
 }
 

@@ -424,14 +424,7 @@ async fn a_handle_of_another_mode_is_refused() {
         client.release(&reader).await.unwrap(),
         ReleaseOutcome::Released
     );
-    assert!(
-        client
-            .try_acquire(&resource, &writer("w"))
-            .await
-            .unwrap()
-            .is_some(),
-        "the lock is free for a writer"
-    );
+    assert_free_for_a_writer(&client, &resource).await;
 }
 
 /// A reader's release that applied, whose follow-up deletion of the emptied item failed, is
@@ -440,10 +433,7 @@ async fn a_handle_of_another_mode_is_refused() {
 async fn a_release_whose_empty_item_deletion_fails_is_released() {
     lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let without_retries = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
-        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-    });
-    let client = builder(without_retries).build().unwrap();
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
     let resource = unique("shared/empty-delete-fails");
     let lock = client
         .try_acquire(&resource, &reader("r"))
@@ -456,14 +446,7 @@ async fn a_release_whose_empty_item_deletion_fails_is_released() {
         ReleaseOutcome::Released
     );
     assert_eq!(proxy.counts("DeleteItem").requests, 1);
-    assert!(
-        client
-            .try_acquire(&resource, &writer("w"))
-            .await
-            .unwrap()
-            .is_some(),
-        "the lock is free"
-    );
+    assert_free_for_a_writer(&client, &resource).await;
 }
 
 /// An item full of lapsed holders (80 readers and 80 intentions, as a root path's item can carry)
@@ -498,4 +481,16 @@ async fn a_writer_clears_more_lapsed_holders_than_one_expression_can_name() {
         .unwrap()
         .expect("every holder lapsed");
     assert_eq!(lock.owner(), "w");
+}
+
+/// A writer takes `resource`'s lock at once: no holder is left.
+async fn assert_free_for_a_writer(client: &LockClient, resource: &str) {
+    assert!(
+        client
+            .try_acquire(resource, &writer("w"))
+            .await
+            .unwrap()
+            .is_some(),
+        "the lock is not free for a writer"
+    );
 }
