@@ -24,7 +24,7 @@
 //! clocks within `max_skew` of each other no window starts before the previous one ended in real
 //! time.
 
-use crate::background::retrying;
+use crate::background::{looking_again, retrying};
 use crate::client::LockClient;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
@@ -323,10 +323,11 @@ impl UnsettledClaim {
         self.armed = false;
     }
 
-    /// Gives the window back now (tried again when DynamoDB fails it).
+    /// Gives the window back now (tried again when DynamoDB fails it). Armed until it is done:
+    /// dropped meanwhile (the caller's own timeout), it is sent from the background.
     async fn give_back(mut self) {
-        self.armed = false;
         give_back(&self.table, &self.resource, self.lock_id, self.window).await;
+        self.armed = false;
     }
 }
 
@@ -355,15 +356,25 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
     let Some(previous) = window.checked_sub(1) else {
         return;
     };
-    let sent = retrying(|| async {
-        let request = table
-            .update_item(resource, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)
-            .expression_attribute_values(":previous", AttributeValue::N(previous.to_string()))
-            .expression_attribute_values(":window", AttributeValue::N(window.to_string()))
-            .expression_attribute_values(":lock_id", s(lock_id.to_string()))
-            .send();
-        answer("UpdateItem", request.await, update_refused)
-    })
+    // The claim may still be on its way (two connections, either order): a give-back that finds
+    // nothing of its own looks again, as a dropped acquisition's clean-up does.
+    let sent = looking_again(
+        || {
+            retrying(|| async {
+                let request = table
+                    .update_item(resource, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)
+                    .expression_attribute_values(
+                        ":previous",
+                        AttributeValue::N(previous.to_string()),
+                    )
+                    .expression_attribute_values(":window", AttributeValue::N(window.to_string()))
+                    .expression_attribute_values(":lock_id", s(lock_id.to_string()))
+                    .send();
+                answer("UpdateItem", request.await, update_refused)
+            })
+        },
+        |sent| matches!(sent, Ok(Answer::Refused(_))),
+    )
     .await;
     match sent {
         Ok(Answer::Applied(_)) => {

@@ -251,16 +251,39 @@ impl FencedWrite {
     /// );
     /// ```
     pub fn update(&self, update: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
-        let expression = reviving_update_expression(&fenced_update_expression(
-            update.get_update_expression().as_deref(),
-        ));
+        let fenced = fenced_update_expression(update.get_update_expression().as_deref());
+        // An expression that already names the marker (a caller's own revival: DynamoDB refuses
+        // two actions on one path) is left to it.
+        let names_marker = update
+            .get_update_expression()
+            .as_deref()
+            .is_some_and(|own| {
+                own.contains(TOMBSTONE_ATTRIBUTE)
+                    || update
+                        .get_expression_attribute_names()
+                        .as_ref()
+                        .is_some_and(|names| {
+                            names.iter().any(|(name, attribute)| {
+                                attribute == TOMBSTONE_ATTRIBUTE && own.contains(name.as_str())
+                            })
+                        })
+            });
+        let expression = if names_marker {
+            fenced
+        } else {
+            reviving_update_expression(&fenced)
+        };
         let condition = fenced_condition(update.get_condition_expression().as_deref());
-        update
+        let update = update
             .update_expression(expression)
             .condition_expression(condition)
-            .expression_attribute_names(NAME, self.attribute.clone())
-            .expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
-            .expression_attribute_values(VALUE, self.value())
+            .expression_attribute_names(NAME, self.attribute.clone());
+        let update = if names_marker {
+            update
+        } else {
+            update.expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
+        };
+        update.expression_attribute_values(VALUE, self.value())
     }
 
     /// A fenced delete: a PutItem that replaces the item with a *tombstone* (the attributes the
@@ -499,6 +522,30 @@ mod tests {
                 (":ddb_lock_fence", n("18446744073709551615"))
             ])
         );
+    }
+
+    #[test]
+    fn an_update_that_removes_the_marker_itself_is_left_to_it() {
+        for (expression, names) in [
+            ("SET balance = :b REMOVE FencedTombstone", vec![]),
+            (
+                "SET balance = :b REMOVE #t",
+                vec![("#t", TOMBSTONE_ATTRIBUTE)],
+            ),
+        ] {
+            let mut own = client().update_item().update_expression(expression);
+            for (name, attribute) in names {
+                own = own.expression_attribute_names(name, attribute);
+            }
+            let update = FencedWrite::new(FencingToken::new(5)).update(own);
+            let fenced = update.get_update_expression().clone().unwrap();
+            assert!(!fenced.contains("#ddb_lock_tombstone"), "{fenced}");
+            assert!(!update
+                .get_expression_attribute_names()
+                .clone()
+                .unwrap_or_default()
+                .contains_key("#ddb_lock_tombstone"));
+        }
     }
 
     #[test]

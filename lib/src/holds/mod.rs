@@ -345,6 +345,14 @@ impl Holds {
         lease
     }
 
+    /// The mode this client took the lock `lock_id` in, if it holds it.
+    pub(crate) fn mode_of(&self, lock_id: LockId) -> Option<Mode> {
+        self.inner()
+            .held
+            .get(&lock_id)
+            .map(|hold| hold.handle.mode())
+    }
+
     /// The client no longer holds the lock `lock_id`.
     pub(crate) fn freed(&self, lock_id: LockId) {
         self.inner().held.remove(&lock_id);

@@ -494,3 +494,28 @@ async fn assert_free_for_a_writer(client: &LockClient, resource: &str) {
         "the lock is not free for a writer"
     );
 }
+
+/// The refusal of a handle of another mode comes before the hold's guards are stopped: the
+/// release stopped them first (the guard said lost, its heartbeat gone) for a release the item
+/// then refused.
+#[tokio::test]
+async fn a_handle_of_another_mode_leaves_the_holds_guard_held() {
+    let client = lock_client().await;
+    let resource = unique("shared/mode-mismatch-guard");
+    let guard = client
+        .lock(
+            &resource,
+            &AcquireOptions::new().owner("i").mode(Mode::IntentShared),
+        )
+        .await
+        .unwrap();
+    let lock = guard.lock().expect("held");
+    let mislabelled =
+        ddb_lock::LockHandle::new(&resource, "i", lock.lock_id()).with_mode(Mode::Shared);
+    assert!(matches!(
+        client.release(&mislabelled).await,
+        Err(Error::InvalidInput(InvalidInput::ModeMismatch { .. }))
+    ));
+    assert!(guard.is_held(), "the guard of the real hold was stopped");
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
