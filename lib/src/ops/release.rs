@@ -109,17 +109,16 @@ pub(crate) async fn send(
         }
         .into());
     }
-    // A handle of another mode than the hold this client took is refused before its guards are
-    // stopped: marked first, the real hold's guards turned lost and its heartbeat stopped, for a
-    // release the item then refused.
-    if let Some(held) = lock_id.and_then(|lock_id| table.holds.mode_of(lock_id)) {
-        if held != mode {
-            return Err(InvalidInput::ModeMismatch { given: mode, held }.into());
-        }
-    }
     // From here the lock may be free at any moment: no guard of it says "held" any more, and
-    // this client hands it back to no idempotent acquisition.
+    // this client hands it back to no idempotent acquisition. Not for a handle of another mode
+    // than the hold this client took, which the item refuses (a set mode's, with
+    // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`): marked first, the real
+    // hold's guards turned lost and its heartbeat stopped, for a release that changed nothing.
+    let mismatched = lock_id
+        .and_then(|lock_id| table.holds.mode_of(lock_id))
+        .is_some_and(|held| held != mode);
     match lock_id {
+        _ if mismatched => {}
         Some(lock_id) => table
             .holds
             .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
