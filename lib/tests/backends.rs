@@ -299,3 +299,32 @@ async fn renewals_after_a_step_back_end_past_the_stored_end_on_both_backends() {
     assert_eq!(dynamodb_answer, "held by another");
     assert_eq!(memory_answer, dynamodb_answer);
 }
+
+/// A renewal after a step back asks for an end a millisecond past the one the renewal before it
+/// asked for, applied or not, on both backends: here the first renewal asks for less than the
+/// stored lease (refused, the stored end stands) and the second a millisecond past that, still
+/// less. The memory backend counted from the stored end and held a millisecond longer.
+async fn renewals_after_two_step_backs(locks: &dyn LockBackend, clock: &SteppedClock) -> String {
+    let key = unique("backend/renew-two-step-backs");
+    let lock = locks.try_lock(&key, TTL).await.unwrap().unwrap(); // ends at 10 s
+    clock.step(-5_000);
+    locks.renew(&lock).await.unwrap(); // asks for 5 s: the stored 10 s stands
+    clock.step(-1_000);
+    locks.renew(&lock).await.unwrap(); // asks for 5.001 s: still 10 s
+    clock.step(16_001); // 10.001 s after the acquisition
+    acquired(&locks.try_lock(&key, TTL).await)
+}
+
+#[tokio::test]
+async fn renewals_after_two_step_backs_keep_the_stored_end_on_both_backends() {
+    lock_client().await;
+    let clock = SteppedClock::at_now();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let dynamodb_answer =
+        renewals_after_two_step_backs(&DynamoDbBackend::new(client), &clock).await;
+    let clock = SteppedClock::at_now();
+    let memory_answer =
+        renewals_after_two_step_backs(&MemoryBackend::with_clock(clock.clone()), &clock).await;
+    assert_eq!(dynamodb_answer, "acquired");
+    assert_eq!(memory_answer, dynamodb_answer);
+}

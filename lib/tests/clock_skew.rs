@@ -198,3 +198,42 @@ async fn an_extension_behind_the_stored_lease_end_restarts_the_observed_lease() 
         "the longer lease stands for the waiters"
     );
 }
+
+/// The wall clock jumps forward, then an extension asks for a lease shorter than the one its
+/// holder still counts on: its end is later than the stored one, so it is applied, and under the observed-lease rule a waiter times the new version for its `LeaseMs`.
+/// It wrote the shorter lease, and a waiter took the lock while the holder counted on the longer
+/// (found by review).
+#[tokio::test]
+async fn an_extension_after_the_clock_jumped_forward_writes_the_lease_its_holder_counts_on() {
+    lock_client().await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let holder = builder(dynamodb())
+        .clock(clock.clone())
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique("skew-observed-jump");
+    let lock = holder
+        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("free");
+    // 50 s on: a 20 s lease from there ends after the stored end, 40 s before the one counted on.
+    clock.advance(Duration::from_secs(50));
+    match holder.extend(&lock, Duration::from_secs(20)).await.unwrap() {
+        ddb_lock::ExtendOutcome::Extended(_) => {}
+        other => panic!("expected Extended, got {other:?}"),
+    }
+    let item = raw_item(&resource).await.unwrap();
+    let lease_ms: u64 = match item.get("LeaseMs") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(ms)) => ms.parse().unwrap(),
+        other => panic!("no LeaseMs: {other:?}"),
+    };
+    let counted_on = lock
+        .valid_until()
+        .saturating_duration_since(std::time::Instant::now());
+    assert!(
+        Duration::from_millis(lease_ms) >= counted_on,
+        "the new version's lease ({lease_ms} ms) is shorter than the {counted_on:?} its holder counts on"
+    );
+}

@@ -47,7 +47,10 @@ async fn a_copy_of_an_applied_data_change_does_not_undo_a_later_one() {
         .unwrap();
     assert!(matches!(long, ExtendOutcome::Extended(_)), "{long:?}");
     let stored_end = string_attr(&raw_item(&resource).await.unwrap(), "ExpiresAt").to_owned();
-    let short = client
+    // From another client (a handle from elsewhere): the lock's own client asks for an end past
+    // every one it sent, and is never refused by its own longer lease.
+    let elsewhere = lock_client().await;
+    let short = elsewhere
         .extend_and_replace_data(&lock, Duration::from_secs(5), Some(b"new".to_vec()))
         .await
         .unwrap();
@@ -86,7 +89,11 @@ async fn a_data_change_written_again_keeps_the_longer_stored_lease() {
     assert!(matches!(long, ExtendOutcome::Extended(_)), "{long:?}");
     let before = raw_item(&resource).await.unwrap();
     assert_eq!(lease_ms(&before), "60000");
-    let short = client
+    // From another client (a handle from elsewhere), which does not know of the longer lease.
+    let elsewhere = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .build()
+        .unwrap();
+    let short = elsewhere
         .extend_and_replace_data(&lock, Duration::from_secs(3), Some(b"step 2".to_vec()))
         .await
         .unwrap();
@@ -143,4 +150,38 @@ async fn a_late_data_change_does_not_undo_one_sent_after_the_clock_stepped_back(
     assert!(guard.is_held());
     assert_eq!(data(&raw_item(&resource).await.unwrap()), b"second");
     guard.release().await.unwrap();
+}
+
+/// A data replacement asking for a long lease is held in the network (its caller gave up on it),
+/// then a later one asks for a shorter lease, then the first arrives: the later data stays. The
+/// later one ended before the first, was refused by the stored lease and written again at it,
+/// and the late request, to a later end, applied its older data.
+#[tokio::test]
+async fn a_late_data_change_does_not_undo_a_later_one_that_asked_for_a_shorter_lease() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("extension-shorter-later");
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(30));
+    let lock = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "#data = :data");
+    tokio::select! {
+        answer = client.extend_and_replace_data(&lock, Duration::from_secs(120), Some(b"first".to_vec())) => {
+            panic!("answered while held: {answer:?}")
+        }
+        () = late.captured() => {}
+    }
+    let later = client
+        .extend_and_replace_data(&lock, Duration::from_secs(10), Some(b"second".to_vec()))
+        .await
+        .unwrap();
+    assert!(matches!(later, ExtendOutcome::Extended(_)), "{later:?}");
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+    assert_eq!(data(&raw_item(&resource).await.unwrap()), b"second");
+    client.release(&lock).await.unwrap();
 }

@@ -60,8 +60,8 @@ struct State {
 struct Holder {
     token: LockId,
     expires_at: DateTime<Utc>,
-    /// The latest clock reading a renewal was made at.
-    renewed_at: Option<DateTime<Utc>>,
+    /// The latest lease end a renewal asked for (applied or not).
+    latest_asked: Option<DateTime<Utc>>,
 }
 
 impl Default for MemoryBackend {
@@ -155,7 +155,7 @@ impl LockBackend for MemoryBackend {
                 Holder {
                     token,
                     expires_at,
-                    renewed_at: None,
+                    latest_asked: None,
                 },
             );
             // As a fenced DynamoDB acquisition guesses its token: the clock's microseconds, or
@@ -178,18 +178,16 @@ impl LockBackend for MemoryBackend {
             let mut state = self.state(now);
             match state.held.get_mut(lock.key()) {
                 Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
-                    // Never shortened, as DynamoDB's extension never shortens: a clock stepped
-                    // back would otherwise end the lease before the holder was told it ends. And
-                    // as the DynamoDB backend's client does, a renewal made while the clock reads
-                    // earlier than an earlier renewal's ends a millisecond past the stored end.
-                    let stepped_back = holder.renewed_at.is_some_and(|at| now < at);
-                    let past_stored = holder.expires_at + chrono::TimeDelta::milliseconds(1);
-                    holder.expires_at = if stepped_back {
-                        expires_at.max(past_stored)
-                    } else {
-                        holder.expires_at.max(expires_at)
-                    };
-                    holder.renewed_at = Some(holder.renewed_at.map_or(now, |at| at.max(now)));
+                    // As the DynamoDB backend's client asks: an end a millisecond past every
+                    // end an earlier renewal asked for (applied or not), when the lease from now
+                    // does not reach past it (a clock stepped back). And as DynamoDB's extension
+                    // applies it: never shortened (a clock stepped back would otherwise end the
+                    // lease before the holder was told it ends).
+                    let asked = holder.latest_asked.map_or(expires_at, |latest| {
+                        expires_at.max(latest + chrono::TimeDelta::milliseconds(1))
+                    });
+                    holder.expires_at = holder.expires_at.max(asked);
+                    holder.latest_asked = Some(holder.latest_asked.map_or(asked, |l| l.max(asked)));
                     Ok(())
                 }
                 _ => Err(BackendError::not_held(lock.key())),

@@ -73,10 +73,10 @@ impl Inner {
                 .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             self.prune_at = self.held.len() * 2;
         }
-        let (stop_guards, last_sent) = self
+        let (stop_guards, latest_end_sent) = self
             .held
             .remove(&handle.lock_id())
-            .map(|hold| (hold.stop_guards, hold.last_sent))
+            .map(|hold| (hold.stop_guards, hold.latest_end_sent))
             .unwrap_or_default();
         self.held.insert(
             handle.lock_id(),
@@ -85,7 +85,7 @@ impl Inner {
                 acquired_at,
                 until,
                 stop_guards,
-                last_sent,
+                latest_end_sent,
             },
         );
     }
@@ -115,9 +115,8 @@ struct Hold {
     acquired_at: DateTime<Utc>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
-    /// The latest clock reading an extension of it was sent at through this client, and the
-    /// lease end the last one sent.
-    last_sent: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The latest lease end an extension of it sent through this client asked for.
+    latest_end_sent: Option<DateTime<Utc>>,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -302,18 +301,27 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards: Vec::new(),
-                last_sent: None,
+                latest_end_sent: None,
             });
     }
 
-    /// The lease an extension of `lock_id` computed at `now` asks for: `lease`, or if the wall
-    /// clock reads earlier than when an earlier extension of it was sent through this client (it
-    /// stepped back), long enough to end after that extension's lease end, so that a guard's
-    /// lease ends go up in the order its extensions are sent. A clock stepping back made a later
-    /// extension send an earlier end, and a late copy of the earlier one then applied over it
-    /// (its data over the later data): the extension condition compares lease ends only. The
-    /// longer lease is also what the item's `LeaseMs` says and what the caller is told it holds:
-    /// the stored end is that far ahead. A lock this client does not hold (a handle from
+    /// The lease an extension of `lock_id` computed at `now` asks for: `lease`, or longer where
+    /// `lease` would fall short of what this client already sent or counts on:
+    ///
+    /// - long enough to end after every lease end an earlier extension of it sent through this
+    ///   client, so that the lock's lease ends go up in the order its extensions are sent: the
+    ///   extension condition compares lease ends only, and a late copy of an earlier extension
+    ///   that ended as late applied over a later one (its data over the later data). A clock
+    ///   stepped back made a later extension ask for an earlier end; so did one sent once the
+    ///   clock had caught up again (an end no later than the stretched one before it), and an
+    ///   extension asked for a shorter lease than an earlier one;
+    /// - at least as long as the lease this client already counts on (its `until`): under the
+    ///   observed-lease rule a waiter times the newest version for that version's `LeaseMs`, and
+    ///   a shorter one, applied because the wall clock had jumped forward, let a waiter take the
+    ///   lock while its guard, counting on the longer lease, said held.
+    ///
+    /// The longer lease is also what the item's `LeaseMs` says and what the caller is told it
+    /// holds: the stored end is that far ahead. A lock this client does not hold (a handle from
     /// elsewhere) asks for `lease`.
     pub(crate) fn lease_to_send(
         &self,
@@ -325,23 +333,20 @@ impl Holds {
         let Some(hold) = inner.held.get_mut(&lock_id) else {
             return lease;
         };
-        let past_last = hold.last_sent.and_then(|(sent_at, end)| {
-            if now >= sent_at {
-                return None;
-            }
-            let needed = (end - now + chrono::TimeDelta::milliseconds(1))
-                .to_std()
-                .ok()?;
-            // Whole milliseconds, rounded up: the stored lease end's precision.
-            Some(Duration::from_millis(
-                u64::try_from(needed.as_micros().div_ceil(1000)).unwrap_or(u64::MAX),
-            ))
-        });
-        let lease = past_last.map_or(lease, |needed| lease.max(needed));
-        let latest = hold.last_sent.map_or(now, |(sent_at, _)| sent_at.max(now));
-        hold.last_sent = chrono::TimeDelta::from_std(lease)
+        let past_sent = hold
+            .latest_end_sent
+            .and_then(|end| {
+                (end - now + chrono::TimeDelta::milliseconds(1))
+                    .to_std()
+                    .ok()
+            })
+            .map(whole_millis_up);
+        let counted_on = whole_millis_up(hold.until.saturating_duration_since(Instant::now()));
+        let lease = lease.max(past_sent.unwrap_or_default()).max(counted_on);
+        let end = chrono::TimeDelta::from_std(lease)
             .ok()
-            .map(|span| (latest, now + span));
+            .and_then(|span| now.checked_add_signed(span));
+        hold.latest_end_sent = hold.latest_end_sent.max(end);
         lease
     }
 
@@ -395,6 +400,11 @@ impl Holds {
             .map(|hold| hold.handle.clone())
             .collect()
     }
+}
+
+/// `duration` in whole milliseconds, rounded up: the stored lease end's precision.
+fn whole_millis_up(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
