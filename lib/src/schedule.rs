@@ -322,15 +322,21 @@ impl Scheduler {
         let Some(backend) = backend else {
             return Ok(ran_for(job, work, false, false).await);
         };
-        let late = (self.clock.now() - job.tick_start(tick))
-            .to_std()
-            .unwrap_or_default();
+        let since_start = self.clock.now() - job.tick_start(tick);
+        let late = since_start.to_std().unwrap_or_default();
         if late > job.lease() {
             info!(job = %job.id, tick, late_ms = late.as_millis(), "tick missed: too late to run it");
             return Ok(TickOutcome::Missed);
         }
+        // A tick run before its start (a caller ahead of it, a timer woken early by a clock
+        // slewed back) is locked until a lease past its start, as one run at its start is: a
+        // lock of a lease from now ran out within a lease of the start, and a node arriving then
+        // ran the tick again.
+        let early = (-since_start).to_std().unwrap_or_default();
+        let early_ms = u64::try_from(early.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+        let ttl = job.lease().saturating_add(Duration::from_millis(early_ms));
         let sent = Instant::now();
-        let lock = match backend.try_lock(&job.key(tick), job.lease()).await {
+        let lock = match backend.try_lock(&job.key(tick), ttl).await {
             Ok(Some(lock)) => lock,
             Ok(None) => return Ok(TickOutcome::Skipped),
             Err(BackendError::Invalid(invalid)) => return Err(invalid),
@@ -342,12 +348,12 @@ impl Scheduler {
         // Renew every third of the lease while the job runs, beside it (the job is never held up
         // by a renewal); a failed renewal is tried again at the next one. The lock is lost when a
         // renewal finds it not held, or when none succeeded before the lease, counted on this
-        // node's monotonic clock from the last successful request's send, ran out.
-        let lease = job.lease();
-        let mut held_until = sent + lease;
+        // node's monotonic clock from the last successful request's send, ran out. (A renewal
+        // asks for the lock's TTL again: for a tick run early, longer than needed, never less.)
+        let mut held_until = sent + ttl;
         let run = ran_for(job, work, true, false);
         tokio::pin!(run);
-        let mut renewals = tokio::time::interval(lease / 3);
+        let mut renewals = tokio::time::interval(job.lease() / 3);
         renewals.set_missed_tick_behavior(MissedTickBehavior::Delay);
         renewals.tick().await;
         let mut renewal: Option<(Instant, BackendFuture<'_, ()>)> = None;
@@ -371,7 +377,7 @@ impl Scheduler {
                 }, if renewal.is_some() => {
                     let sent = renewal.take().map_or(held_until, |(sent, _)| sent);
                     match renewed {
-                        Ok(()) => held_until = held_until.max(sent + lease),
+                        Ok(()) => held_until = held_until.max(sent + ttl),
                         Err(error @ BackendError::NotHeld { .. }) => {
                             warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
                             lock_lost = true;

@@ -1,6 +1,6 @@
 //! The scheduled-job guard against the local endpoint: two nodes (clients of their own, as two
 //! processes are) running the same ticks run each tick once, a node late to a tick finds it
-//! taken or missed, a job longer than its lease is reported, a lock lost mid-run is reported, and
+//! taken or missed, a tick run before its start stays taken, a job longer than its lease is reported, a lock lost mid-run is reported, and
 //! the hints without a backend.
 
 use ddb_lock::{
@@ -118,6 +118,35 @@ async fn a_node_late_to_a_tick_finds_it_taken_and_one_later_than_a_lease_misses_
         .await
         .unwrap();
     assert!(matches!(missed, TickOutcome::Missed), "{missed:?}");
+}
+
+#[tokio::test]
+async fn a_tick_run_before_its_start_stays_locked_until_a_lease_past_it() {
+    lock_client().await;
+    let (_, early) = node("node-early");
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb())
+        .owner("node-late")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let late =
+        Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client)))).with_clock(clock.clone());
+    let job = ScheduledJob::every(unique("early"), HOUR);
+    let tick = early.current_tick(&job) + 1;
+    let ran = early.run_tick(&job, tick, || async {}).await.unwrap();
+    assert_ran_holding_its_lock(&ran);
+    // The other node comes within a lease of the tick's start, well past a lease after the early
+    // run: the tick has run.
+    let ahead = (job.tick_start(tick) - ddb_lock::Clock::now(&*clock))
+        .to_std()
+        .unwrap();
+    clock.advance(ahead + job.lease() - Duration::from_secs(1));
+    let again = late
+        .run_tick(&job, tick, || async { panic!("ran twice") })
+        .await
+        .unwrap();
+    assert!(matches!(again, TickOutcome::Skipped), "{again:?}");
 }
 
 #[tokio::test]
