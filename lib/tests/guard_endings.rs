@@ -440,3 +440,85 @@ async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_meanwhile()
         ReleaseOutcome::Released
     );
 }
+
+/// An acquisition of this client whose write was applied but whose answer comes only after the
+/// client removed that lock (a force release, a release by owner, reading or matching it): the
+/// guard the late answer makes must not say held. It did: the removal had marked only the locks
+/// the client already knew of, and the guard said held for a deleted lock (another client could
+/// take it) until its heartbeat found it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_removed_before_its_acquisition_was_answered_starts_no_guard_held() {
+    let _ = lock_client().await;
+    for how in ["force_release", "release_owned"] {
+        let proxy = Proxy::start(&endpoint()).await;
+        let client = client_through(&proxy, None);
+        let resource = unique(&format!("guard-removed-before-answered-{how}"));
+        let mut answer = proxy.withhold_next_answer("PutItem");
+        let taking = {
+            let (client, resource) = (client.clone(), resource.clone());
+            tokio::spawn(async move {
+                client
+                    .lock(&resource, &guard_options("alice", 60_000, 20_000))
+                    .await
+            })
+        };
+        answer.applied().await;
+        match how {
+            "force_release" => {
+                let removed = client.force_release(&resource).await.unwrap();
+                assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
+            }
+            _ => assert_eq!(
+                client.release_owned(&resource, "alice").await.unwrap(),
+                ReleaseOutcome::Released
+            ),
+        }
+        answer.deliver();
+        let guard = taking.await.unwrap().unwrap();
+        assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+        assert!(
+            !guard.is_held(),
+            "{how}: the guard says held for a lock removed before its acquisition was answered"
+        );
+        drop(guard);
+        client.flush().await;
+    }
+}
+
+/// A force release reads a lapsed lock of another client; while its read's answer is on its way
+/// this client takes the lock anew. The delete, conditioned on the lock read, spares the new
+/// one, and so must the force release spare its guard: it stopped every guard of the client on
+/// the resource before the delete, and the new lock's guard said lost (its heartbeat stopped)
+/// while the lock stood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_spares_the_guard_of_a_lock_taken_after_its_read() {
+    let other = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("guard-force-release-spares");
+    let _lapsed = hold(&other, &resource, "bob", Duration::from_secs(60)).await;
+    // This client's clock is past bob's lease: it can take the lock, and the force release reads
+    // bob's lock.
+    clock.advance(Duration::from_secs(61));
+    let mut read = proxy.withhold_next_answer("GetItem");
+    let forcing = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.force_release(&resource).await })
+    };
+    read.applied().await;
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    read.deliver();
+    let removed = forcing.await.unwrap().unwrap();
+
+    assert_eq!(removed, None, "bob's lapsed lock was gone already");
+    assert!(guard.is_held(), "the guard of the spared lock says lost");
+    assert!(matches!(
+        client.status(&resource).await.unwrap(),
+        LockStatus::Held { .. }
+    ));
+    guard.release().await.unwrap();
+}

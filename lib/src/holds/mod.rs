@@ -239,6 +239,32 @@ impl Holds {
         }
     }
 
+    /// A release through the client (a force release, a release by owner) is about to remove the
+    /// locks `lock_ids`, as read in the item: each is marked as ended, held through this client
+    /// or not, and its guards turn lost, as released. An acquisition of this client whose write
+    /// made one of them, answered only after the removal, then starts no guard as held (with only
+    /// the locks the client remembered marked, its late answer started a guard held on a lock
+    /// already deleted).
+    pub(crate) fn removing(&self, lock_ids: impl IntoIterator<Item = LockId>) {
+        let stops: Vec<StopGuard> = {
+            let mut inner = self.inner();
+            lock_ids
+                .into_iter()
+                .flat_map(|lock_id| {
+                    inner.ended.insert(lock_id);
+                    inner
+                        .held
+                        .get(&lock_id)
+                        .map(|hold| hold.stop_guards.clone())
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        for stop in stops {
+            stop(LockLost::Released);
+        }
+    }
+
     /// Whether a release of the lock `lock_id` has started through this client (answered or
     /// not: of the last [`ENDED_KEPT`]).
     pub(crate) fn release_started(&self, lock_id: LockId) -> bool {

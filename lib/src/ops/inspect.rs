@@ -24,7 +24,7 @@ use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmi
 use crate::error::Error;
 use crate::fair::line;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
-use crate::lock::Holder;
+use crate::lock::{Holder, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::outcome::LockStatus;
@@ -136,9 +136,11 @@ pub(crate) async fn force_release(
         if !item.contains_key(LOCK_ID) {
             return Err(table.not_a_lock_item(&item));
         }
-        // And the guards of a lock this client took while the item was read: the delete may
-        // remove it.
-        table.holds.releases_start_on(resource, None, None);
+        // And every lock the item shows, which the delete removes: one this client took while
+        // the item was read, or whose acquisition is still to be answered (its late answer
+        // must not start a guard held). Only those: a lock taken after the read is spared by the
+        // delete's condition, and its guard stays held.
+        table.holds.removing(lock_ids_in(table, resource, &item));
         let (answer, retried) = remove_as_read(table, resource, &item).await?;
         match answer {
             Answer::Applied(()) => break Some(item),
@@ -188,6 +190,21 @@ pub(crate) async fn force_release(
         "lock force-released"
     );
     Ok(removed)
+}
+
+/// The acquisitions `item` holds the lock for: its exclusive holder's and its shared holders'
+/// (unreadable ones are left out: the item is reported malformed elsewhere).
+fn lock_ids_in(table: &LockTable, resource: &str, item: &Item) -> Vec<LockId> {
+    let exclusive = table
+        .record(resource, Some(item))
+        .ok()
+        .flatten()
+        .map(|record| record.lock_id);
+    let shared = holders::decode_all(resource, item)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, record)| record.lock_id);
+    exclusive.into_iter().chain(shared).collect()
 }
 
 /// Removes `resource`'s lock item if it is still `item` (its acquisition, lease and holder
@@ -299,7 +316,6 @@ pub(crate) fn removed_holder(record: Option<Record>, now: DateTime<Utc>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lock::LockId;
     use crate::record::samples::{self, now};
     use crate::schema::tests::assert_every_placeholder_named;
     use chrono::TimeDelta;

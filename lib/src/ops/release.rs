@@ -26,7 +26,7 @@ use crate::outcome::ReleaseOutcome;
 use crate::record::Record;
 use crate::shared;
 use crate::timestamp;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
 
@@ -238,14 +238,24 @@ async fn send_request(
     change: DataChange<'_>,
 ) -> Result<(Answer<(), Option<Item>>, bool), Error> {
     let transmissions = Transmissions::default();
+    // A release by owner learns which lock it removed (`ALL_OLD`): one this client's acquisition
+    // made, answered only after the removal, must start no guard as held.
+    let by_owner = release.lock_id.is_none();
+    let removed = |old: Option<&Item>| {
+        if let Some(record) = old.and_then(|old| table.record(release.resource, Some(old)).ok()?) {
+            table.holds.removing([record.lock_id]);
+        }
+    };
     let answer = if table.delete_on_release {
         let request = table
             .delete_item(release.resource, condition)
             .set_expression_attribute_values(Some(values.clone()))
+            .set_return_values(by_owner.then_some(ReturnValue::AllOld))
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        answer("DeleteItem", request.await, delete_refused)?.map(drop)
+        answer("DeleteItem", request.await, delete_refused)?
+            .map(|output| removed(output.attributes.as_ref()))
     } else {
         let record = kept::release_record(table, Some(release.owner))?;
         let (update, update_values) = kept::release_update(change, &record);
@@ -255,10 +265,12 @@ async fn send_request(
         let request = table
             .update_item(release.resource, &update, condition)
             .set_expression_attribute_values(Some(values))
+            .set_return_values(by_owner.then_some(ReturnValue::AllOld))
             .customize()
             .interceptor(transmissions.clone())
             .send();
-        match answer("UpdateItem", request.await, update_refused)?.map(drop) {
+        let answer = answer("UpdateItem", request.await, update_refused)?;
+        match answer.map(|output| removed(output.attributes.as_ref())) {
             // An SDK retry refused by the item its own first attempt wrote: released by it.
             Answer::Refused(Some(item))
                 if written.is_some() && item.get(VERSION) == written.as_ref() =>
