@@ -376,12 +376,16 @@ impl Holds {
         lease
     }
 
-    /// The mode this client took the lock `lock_id` in, if it holds it.
-    pub(crate) fn mode_of(&self, lock_id: LockId) -> Option<Mode> {
+    /// Whether this client holds the lock of `handle` in another mode than the handle's (an
+    /// intention's id labelled shared, a shared hold's id in a handle left exclusive): a request
+    /// made with such a handle changes nothing of the hold, and must neither forget it nor stop
+    /// its guards (a release or an extension answered `NotFound` or `ModeMismatch` for it did,
+    /// and `release_all` then left the real hold, its guard saying held, to its lease).
+    pub(crate) fn held_in_another_mode(&self, handle: &LockHandle) -> bool {
         self.inner()
             .held
-            .get(&lock_id)
-            .map(|hold| hold.handle.mode())
+            .get(&handle.lock_id())
+            .is_some_and(|hold| hold.handle.mode() != handle.mode())
     }
 
     /// The client no longer holds the lock `lock_id`.

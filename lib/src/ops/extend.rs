@@ -123,6 +123,16 @@ pub(crate) async fn extend(
     };
     match write(table, &extension).await? {
         Ok(record) => Ok(extended(table, &extension, record, sent)),
+        // A handle of another mode than this client's hold finds nothing of its own: the hold
+        // is left as it is (it was stopped and forgotten, its guard saying lost while it stood).
+        Err(outcome) if table.holds.held_in_another_mode(handle) => {
+            warn!(
+                resource = handle.resource(),
+                ?outcome,
+                "lock not extended: the handle's mode is not the one it was taken in"
+            );
+            Ok(outcome)
+        }
         Err(outcome) => {
             if let Err(lost) = outcome.lock_or_lost() {
                 table.holds.stop(handle.lock_id(), &lost);

@@ -114,9 +114,11 @@ pub(crate) async fn send(
     // than the hold this client took, which the item refuses (a set mode's, with
     // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`): marked first, the real
     // hold's guards turned lost and its heartbeat stopped, for a release that changed nothing.
-    let mismatched = lock_id
-        .and_then(|lock_id| table.holds.mode_of(lock_id))
-        .is_some_and(|held| held != mode);
+    let mismatched = lock_id.is_some_and(|lock_id| {
+        table
+            .holds
+            .held_in_another_mode(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
+    });
     match lock_id {
         _ if mismatched => {}
         Some(lock_id) => table
@@ -128,7 +130,7 @@ pub(crate) async fn send(
     }
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
-        return shared::hold::release(table, &handle).await;
+        return shared::hold::release(table, &handle, mismatched).await;
     }
     let condition = match (lock_id, acquired_by) {
         // A lock with a line is handed over rather than deleted (below). A payload change is
@@ -192,12 +194,19 @@ pub(crate) async fn send(
     } else if matches!(answer, Answer::Applied(_)) {
         table.lines_seen.free(resource);
     }
-    // Released or not ours (any more): either way not held by this client.
-    table.queues.freed(resource, lock_id);
+    // Released or not ours (any more): either way not held by this client. Unless the handle
+    // was of another mode than the client's hold, which this request did not touch.
     match lock_id {
-        Some(lock_id) => table.holds.freed(lock_id),
+        Some(_) if mismatched => {}
+        Some(lock_id) => {
+            table.queues.freed(resource, Some(lock_id));
+            table.holds.freed(lock_id);
+        }
         // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
-        None => table.holds.freed_ended_on(resource),
+        None => {
+            table.queues.freed(resource, None);
+            table.holds.freed_ended_on(resource);
+        }
     }
     match answer {
         Answer::Applied(_) => {

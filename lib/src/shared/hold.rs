@@ -106,10 +106,12 @@ fn own_entry(
 }
 
 /// Releases the shared hold `handle`: one UpdateItem, and one DeleteItem of an item left empty
-/// on a client that deletes on release.
+/// on a client that deletes on release. `mismatched`: this client holds the lock in another mode
+/// than the handle's, and keeps remembering it (the request changes nothing of it).
 pub(crate) async fn release(
     table: &LockTable,
     handle: &LockHandle,
+    mismatched: bool,
 ) -> Result<ReleaseOutcome, Error> {
     let resource = handle.resource();
     let values = Item::from([
@@ -126,8 +128,10 @@ pub(crate) async fn release(
         .return_values(ReturnValue::AllNew)
         .send();
     let answer = answer("UpdateItem", sent.await, update_refused)?;
-    table.queues.freed(resource, None);
-    table.holds.freed(handle.lock_id());
+    if !mismatched {
+        table.queues.freed(resource, None);
+        table.holds.freed(handle.lock_id());
+    }
     match answer {
         Answer::Applied(out) => {
             info!(resource, owner = handle.owner(), lock_id = %handle.lock_id().short(), "shared lock released");

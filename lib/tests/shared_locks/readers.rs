@@ -519,3 +519,64 @@ async fn a_handle_of_another_mode_leaves_the_holds_guard_held() {
     assert!(guard.is_held(), "the guard of the real hold was stopped");
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// A release or an extension by a handle of another mode (a set mode's, or an exclusive one left
+/// so by a caller rebuilding a shared hold's handle) changes nothing of the hold, and the client
+/// keeps it: `release_all` still ends it, and its guard says lost only then. The client forgot the
+/// hold (a release), or stopped its guard for a hold that stood (an extension), and `release_all`
+/// left it, its guard saying held, to its lease.
+#[tokio::test]
+async fn a_handle_of_another_mode_leaves_the_hold_to_its_client() {
+    let client = lock_client().await;
+    for (taken, given) in [
+        (Mode::Shared, Mode::Exclusive),
+        (Mode::IntentShared, Mode::Shared),
+        (Mode::Shared, Mode::IntentExclusive),
+    ] {
+        let resource = unique("shared/mode-mismatch-kept");
+        let guard = client
+            .lock(&resource, &AcquireOptions::new().owner("r").mode(taken))
+            .await
+            .unwrap();
+        let lock_id = guard.lock().expect("held").lock_id();
+        let wrong = ddb_lock::LockHandle::new(&resource, "r", lock_id).with_mode(given);
+        let released = client.release(&wrong).await;
+        assert!(
+            matches!(
+                released,
+                Ok(ReleaseOutcome::NotFound)
+                    | Err(Error::InvalidInput(InvalidInput::ModeMismatch { .. }))
+            ),
+            "{taken:?} released as {given:?}: {released:?}"
+        );
+        let extended = client.extend(&wrong, Duration::from_secs(30)).await;
+        assert!(
+            matches!(
+                extended,
+                Ok(ddb_lock::ExtendOutcome::NotFound)
+                    | Err(Error::InvalidInput(InvalidInput::ModeMismatch { .. }))
+            ),
+            "{taken:?} extended as {given:?}: {extended:?}"
+        );
+        assert!(
+            guard.is_held(),
+            "{taken:?} as {given:?}: the guard was stopped"
+        );
+        let ended = client.release_all().await;
+        assert!(
+            ended
+                .iter()
+                .any(|(handle, outcome)| handle.lock_id() == lock_id
+                    && matches!(outcome, Ok(ReleaseOutcome::Released))),
+            "{taken:?} as {given:?}: release_all did not end the hold: {ended:?}"
+        );
+        assert!(
+            !guard.is_held(),
+            "{taken:?} as {given:?}: the guard says held"
+        );
+        assert_eq!(
+            client.status(&resource).await.unwrap(),
+            ddb_lock::LockStatus::Free
+        );
+    }
+}
