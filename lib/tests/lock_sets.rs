@@ -486,3 +486,29 @@ async fn writes_refused_by_a_transaction_in_progress_are_sent_again() {
     );
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
+
+/// A set's release dropped at its first await (a timeout, a `select!`) releases every member all
+/// the same: the members whose requests were not yet sent stayed held for their lease.
+#[tokio::test]
+async fn a_set_release_dropped_at_once_releases_every_member() {
+    let client = lock_client().await;
+    let members: Vec<String> = (0..4)
+        .map(|i| unique(&format!("set/dropped-{i}")))
+        .collect();
+    let wanted: Vec<(&str, Mode)> = members
+        .iter()
+        .map(|m| (m.as_str(), Mode::Exclusive))
+        .collect();
+    let set = client.acquire_set(&wanted, &opts("s")).await.unwrap();
+    // Polled once, then dropped.
+    let cancelled = tokio::time::timeout(Duration::ZERO, client.release_set(&set)).await;
+    assert!(cancelled.is_err(), "a set's release finished in one poll");
+    client.flush().await;
+    for member in &members {
+        assert_eq!(
+            client.status(member).await.unwrap(),
+            LockStatus::Free,
+            "{member} stayed held"
+        );
+    }
+}

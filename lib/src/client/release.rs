@@ -55,13 +55,10 @@ impl LockClient {
         let releases: Vec<_> = held
             .into_iter()
             .map(|lock| {
-                let (answer, answered) = tokio::sync::oneshot::channel();
-                let client = self.clone();
-                let spawned_lock = lock.clone();
-                let spawned = self.release_in_background(async move {
-                    let _ = answer.send(client.release_remembering(&spawned_lock).await);
-                });
-                (lock, spawned.then_some(answered))
+                let (client, spawned_lock) = (self.clone(), lock.clone());
+                let answered =
+                    self.detached(async move { client.release_remembering(&spawned_lock).await });
+                (lock, answered)
             })
             .collect();
         let mut outcomes = Vec::with_capacity(releases.len());
@@ -79,6 +76,20 @@ impl LockClient {
         }
         self.flush().await;
         outcomes
+    }
+
+    /// Runs `release` in a task of its own (which `flush` waits for), so that dropping the
+    /// future that awaits its answer cancels nothing: the answer's receiver, or `None` with no
+    /// runtime to spawn on (the caller then releases in place).
+    pub(crate) fn detached(
+        &self,
+        release: impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + Send + 'static,
+    ) -> Option<tokio::sync::oneshot::Receiver<Result<ReleaseOutcome, Error>>> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let spawned = self.release_in_background(async move {
+            let _ = answer.send(release.await);
+        });
+        spawned.then_some(answered)
     }
 
     /// Releases `lock`, remembering it again if the release failed.

@@ -267,7 +267,11 @@ impl LockClient {
     }
 
     /// Releases every member of `set`, each with its own request, sent together: a member lost
-    /// meanwhile does not keep the others held. One outcome per member, in the set's order.
+    /// meanwhile does not keep the others held. One outcome per member, in the set's order. Each
+    /// release runs in a task of the client's (as [`release_all`](Self::release_all)'s do), so
+    /// that dropping this future (a timeout, a `select!`) releases every member all the same:
+    /// the members not yet sent stayed held (a path's ancestors' intentions, say) for their
+    /// lease.
     ///
     /// # Examples
     ///
@@ -282,7 +286,21 @@ impl LockClient {
         &self,
         set: &LockSet,
     ) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
-        let releases = set.locks.iter().map(|lock| self.release(lock));
+        let releases = set.locks.iter().map(|lock| {
+            let (client, spawned) = (self.clone(), lock.clone());
+            let answered = self.detached(async move { client.release(&spawned).await });
+            async move {
+                match answered {
+                    Some(answered) => answered.await.unwrap_or_else(|_| {
+                        Err(Error::ReleaseAbandoned {
+                            resource: lock.resource().to_owned(),
+                        })
+                    }),
+                    // No runtime to spawn on (another executor polls this): released here.
+                    None => self.release(lock).await,
+                }
+            }
+        });
         let outcomes = join_all(releases).await;
         set.locks
             .iter()
