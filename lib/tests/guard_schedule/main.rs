@@ -25,7 +25,9 @@
 //!   releases finished, the lock is free.
 //!
 //! The same schedules run on a client that deletes lock items on release and on one that keeps
-//! them. `GUARD_SCHEDULE_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
+//! them; a third test draws its steps with other weights ([`Profile::Extensions`]): few guards,
+//! long-lived, and mostly data replacements and extensions held back, copied and delivered late,
+//! with the clock stepping back. `GUARD_SCHEDULE_SEEDS=a..b` (or one seed `a`) picks the seeds; a failure names its seed.
 //!
 //! The invariants are in [`checks`].
 
@@ -79,6 +81,7 @@ enum Items {
 
 struct World {
     items: Items,
+    profile: Profile,
     resource: String,
     clock: Arc<AdjustableClock>,
     proxies: Vec<Proxy>,
@@ -109,12 +112,71 @@ enum Data {
     Unknown,
 }
 
+/// How often each kind of step comes.
+#[derive(Debug, Clone, Copy)]
+enum Profile {
+    /// Every kind of step, acquisitions and endings as often as the rest.
+    Mixed,
+    /// Few guards, long-lived: mostly data replacements, extensions held back or copied, their
+    /// late delivery, and the clock stepping back. A late or repeated extension needs several
+    /// such steps on one guard before it ends, which the mixed profile rarely makes.
+    Extensions,
+}
+
+impl Profile {
+    /// How often an acquisition is shared (shared guards take no data replacements).
+    fn shared_odds(self) -> f64 {
+        match self {
+            Profile::Mixed => 0.3,
+            Profile::Extensions => 0.1,
+        }
+    }
+
+    /// A step's roll: the mixed profile's range of each kind of step (see [`World::step`]),
+    /// chosen with this profile's weights.
+    fn roll(self, rng: &mut StdRng, open: usize) -> u32 {
+        /// The start of a kind's range in the mixed profile, and its weight here (of 100).
+        const EXTENSIONS: [(u32, u32); 14] = [
+            (0, 10),  // acquire
+            (22, 3),  // release
+            (32, 2),  // drop
+            (40, 3),  // cancel a release
+            (46, 24), // replace data
+            (54, 2),  // end through the client
+            (62, 5),  // drop an answer
+            (68, 3),  // delay answers
+            (73, 12), // hold an extension back
+            (78, 10), // copy an extension or a release
+            (84, 16), // deliver a held request
+            (90, 1),  // jump past every lease
+            (93, 6),  // step back
+            (95, 3),  // wait
+        ];
+        match self {
+            Profile::Mixed => rng.random_range(0..100),
+            // With no guard open, a step on one would do nothing: take one.
+            Profile::Extensions if open == 0 => 0,
+            Profile::Extensions => {
+                let roll = rng.random_range(0..100);
+                let mut left: u32 = roll;
+                for (start, weight) in EXTENSIONS {
+                    if left < weight {
+                        return start;
+                    }
+                    left -= weight;
+                }
+                unreachable!("the weights add up to 100")
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn random_schedules_of_guards_keep_the_invariants() {
     lock_client().await;
     for seed in ddb_lock_test_kit::seeds::from_env("GUARD_SCHEDULE_SEEDS", SEEDS) {
         let started = std::time::Instant::now();
-        run(seed, Items::Deleted).await;
+        run(seed, Items::Deleted, Profile::Mixed).await;
         eprintln!("seed {seed}: {:?}", started.elapsed());
     }
 }
@@ -126,12 +188,31 @@ async fn random_schedules_of_guards_keep_the_invariants_with_items_kept() {
     // Half the seeds: only the release's request differs.
     for seed in seeds.clone().step_by(2) {
         let started = std::time::Instant::now();
-        run(seed, Items::Kept).await;
+        run(seed, Items::Kept, Profile::Mixed).await;
         eprintln!("seed {seed} (items kept): {:?}", started.elapsed());
     }
 }
 
-async fn run(seed: u64, items: Items) {
+#[tokio::test]
+async fn random_schedules_of_late_and_repeated_extensions_keep_the_invariants() {
+    lock_client().await;
+    let seeds = ddb_lock_test_kit::seeds::from_env("GUARD_SCHEDULE_SEEDS", SEEDS);
+    for seed in seeds {
+        let started = std::time::Instant::now();
+        let items = if seed % 2 == 0 {
+            Items::Deleted
+        } else {
+            Items::Kept
+        };
+        run(seed, items, Profile::Extensions).await;
+        eprintln!(
+            "seed {seed} ({items:?}, extensions): {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+async fn run(seed: u64, items: Items, profile: Profile) {
     let mut rng = StdRng::seed_from_u64(seed);
     let clock = AdjustableClock::new();
     let mut proxies = Vec::new();
@@ -149,6 +230,7 @@ async fn run(seed: u64, items: Items) {
     }
     let mut world = World {
         items,
+        profile,
         resource: unique(&format!("guard-schedule-{seed}")),
         clock,
         proxies,
@@ -165,10 +247,13 @@ async fn run(seed: u64, items: Items) {
     let mut history = String::new();
     let mut context = |step: usize, action: &str| {
         history.push_str(&format!("\n  step {step}: {action}"));
-        format!("seed {seed} ({items:?}), step {step} ({action}); the steps:{history}\n")
+        format!(
+            "seed {seed} ({items:?}, {profile:?}), step {step} ({action}); the steps:{history}\n"
+        )
     };
     for step in 0..STEPS {
-        let action = world.step(&mut rng, step).await;
+        let roll = profile.roll(&mut rng, world.guards.len());
+        let action = world.step(&mut rng, roll, step).await;
         world.check(&context(step, &action)).await;
     }
     world.finish(&context(STEPS, "the end")).await;
@@ -182,9 +267,9 @@ fn opts(client: usize) -> AcquireOptions {
 }
 
 impl World {
-    /// One random action; returns what it did, for failure messages.
-    async fn step(&mut self, rng: &mut StdRng, step: usize) -> String {
-        let roll = rng.random_range(0..100);
+    /// One random action, of the kind `roll` (0..100) picks; returns what it did, for failure
+    /// messages.
+    async fn step(&mut self, rng: &mut StdRng, roll: u32, step: usize) -> String {
         let open = self.guards.len();
         let pick = |rng: &mut StdRng| rng.random_range(0..open.max(1));
         let client = rng.random_range(0..CLIENTS);
@@ -192,7 +277,7 @@ impl World {
             0..22 => {
                 // Shared holders coexist; an idempotent acquire of an exclusive lock its owner
                 // holds hands it back: two guards.
-                let shared = rng.random_bool(0.3);
+                let shared = rng.random_bool(self.profile.shared_odds());
                 let idempotent = !shared && rng.random_bool(0.3);
                 let opts = if shared {
                     opts(client).mode(Mode::Shared)
@@ -254,7 +339,10 @@ impl World {
                 }
             }
             46..54 if open > 0 => {
-                let k = pick(rng);
+                let k = match self.profile {
+                    Profile::Mixed => pick(rng),
+                    Profile::Extensions => self.pick_exclusive(rng),
+                };
                 if self.guards[k]
                     .2
                     .lock()
@@ -393,6 +481,23 @@ impl World {
                 format!("waited for {waited}")
             }
             _ => "nothing".to_owned(),
+        }
+    }
+
+    /// An open guard, exclusive if any is (a shared one takes no data).
+    fn pick_exclusive(&self, rng: &mut StdRng) -> usize {
+        let exclusive: Vec<usize> = (0..self.guards.len())
+            .filter(|&k| {
+                self.guards[k]
+                    .2
+                    .lock()
+                    .is_some_and(|l| l.mode() == Mode::Exclusive)
+            })
+            .collect();
+        if exclusive.is_empty() {
+            rng.random_range(0..self.guards.len())
+        } else {
+            exclusive[rng.random_range(0..exclusive.len())]
         }
     }
 
