@@ -314,8 +314,54 @@ async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     assert_eq!(
         proxy.counts("UpdateItem").requests,
-        4,
-        "2 set_status, 2 claims"
+        5,
+        "2 set_status, 2 claims, the give-back of the one whose answer was lost"
+    );
+    // That one had landed: given back, another worker claims it at once (it stayed claimed by
+    // nobody until its lease ended).
+    let other = queue_of(lock_client().await, &name);
+    let again = claim_until(&other, 1).await;
+    assert_eq!(
+        again.len(),
+        1,
+        "the task whose claim was unanswered stayed claimed"
+    );
+    assert_ne!(again[0].id, claimed[0].id);
+}
+
+/// A claim dropped mid-way (a timeout, a `select!`), one task taken and another's claim applied
+/// but unanswered: both are given back, and another worker claims them at once. Its caller never
+/// saw them, and they stayed claimed by nobody until their leases ended.
+#[tokio::test]
+async fn a_claim_dropped_mid_way_gives_its_tasks_back() {
+    lock_client().await;
+    let name = unique("q-dropped");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let queue = queue_of(client.clone(), &name);
+    two_pending_tasks(&queue, &name).await;
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let mut second = proxy.withhold_next_answer("UpdateItem");
+    let mut claiming = Box::pin(queue.claim(2, LEASE));
+    tokio::select! {
+        answer = &mut claiming => panic!("answered before its first claim was: {answer:?}"),
+        () = first.applied() => {}
+    }
+    first.deliver();
+    tokio::select! {
+        answer = &mut claiming => panic!("answered before its second claim was: {answer:?}"),
+        () = second.applied() => {}
+    }
+    drop(claiming);
+    second.drop_it();
+    client.flush().await;
+
+    let other = queue_of(lock_client().await, &name);
+    let again = claim_until(&other, 2).await;
+    assert_eq!(
+        again.len(),
+        2,
+        "the dropped claim's tasks stayed claimed: {again:?}"
     );
 }
 

@@ -23,6 +23,9 @@ use chrono::{DateTime, Utc};
 use std::fmt;
 use std::time::Duration;
 use tracing::{debug, warn};
+use unsettled::{Claim, UnsettledClaims};
+
+mod unsettled;
 
 /// The task's queue name (the index's partition key).
 pub const TASK_QUEUE: &str = "TaskQueue";
@@ -263,23 +266,44 @@ impl TaskQueue {
             .into_paginator()
             .send();
         let mut claimed = Vec::new();
+        // Until they are answered, the tasks taken are given back if this future is dropped.
+        let mut unsettled = UnsettledClaims::new(self);
         while let Some(page) = pages.next().await {
             let page = match page {
                 Ok(page) => page,
-                Err(e) => return partial(claimed, Error::backend("Query", e)),
+                Err(e) => {
+                    unsettled.settled();
+                    return partial(claimed, Error::backend("Query", e));
+                }
             };
             for key in page.items() {
                 let Some(id) = self.id_of(key) else { continue };
-                match self.claim_one(&id, lease).await {
+                // Each candidate's `now` is read when it is claimed: a claim that went on for
+                // longer than a lease gave its last candidates leases that had ended already,
+                // and another worker claimed them at once.
+                let claim = Claim {
+                    id,
+                    token: uuid::Uuid::new_v4().to_string(),
+                    now: table.now(),
+                };
+                unsettled.sending(&claim);
+                match self.claim_one(&claim, lease).await {
                     Ok(Some(task)) => claimed.push(task),
-                    Ok(None) => {}
-                    Err(e) => return partial(claimed, e),
+                    Ok(None) => unsettled.refused(&claim),
+                    Err(e) => {
+                        // It may have landed: given back before the error is answered.
+                        unsettled.give_back_last().await;
+                        unsettled.settled();
+                        return partial(claimed, e);
+                    }
                 }
                 if claimed.len() == limit {
+                    unsettled.settled();
                     return Ok(claimed);
                 }
             }
         }
+        unsettled.settled();
         Ok(claimed)
     }
 
@@ -292,15 +316,16 @@ impl TaskQueue {
             .map(str::to_owned)
     }
 
-    /// Claims task `id` if it may be claimed now, for `lease` from now: the time is read for each
-    /// candidate, as a claim that went on for longer than a lease gave its last candidates
-    /// leases that had ended already, and another worker claimed them at once.
-    async fn claim_one(&self, id: &str, lease: Duration) -> Result<Option<ClaimedTask>, Error> {
+    /// Sends `claim`: its task, if it may be claimed at the claim's `now`, for `lease` from then.
+    async fn claim_one(
+        &self,
+        claim: &Claim,
+        lease: Duration,
+    ) -> Result<Option<ClaimedTask>, Error> {
         let table = self.table();
-        let now = table.now();
+        let (id, token, now) = (claim.id.as_str(), claim.token.clone(), claim.now);
         let lease_end = crate::time::after(now, lease, "lease")?;
         let resource = self.resource(id)?;
-        let token = uuid::Uuid::new_v4().to_string();
         let sent = table
             .dynamodb
             .update_item()

@@ -1,0 +1,151 @@
+//! Claims a `claim` call made but has not handed to its caller: given back when the call fails
+//! with a claim's outcome unknown, or is dropped.
+//!
+//! A claim whose answer was lost (an error after the SDK's retries, a deadline) may have landed,
+//! and a `claim` future dropped mid-way (a timeout, a `select!`) never hands its caller the tasks
+//! it took: either way those tasks stayed claimed by nobody who knew, and no worker could take
+//! them until their leases ended (found by review). They are given back: `ClaimableAt` set to
+//! now (after the claim's own `:now`, so that a late copy of the claim finds the task not
+//! claimable), the claimant and token removed, on the condition that the token is still the
+//! claim's. The task is then as a crashed worker's whose lease ended: claimable, `in_progress`.
+
+use super::TaskQueue;
+use crate::background::{looking_again, retrying};
+use crate::conditional::{answer, update_refused, Answer};
+use crate::error::Error;
+use crate::item::s;
+use crate::timestamp;
+use chrono::{DateTime, TimeDelta, Utc};
+use tracing::{debug, warn};
+
+/// A give-back: the claim's lease ends now, and it is nobody's.
+const GIVE_BACK_UPDATE: &str = "SET #claimable_at = :now REMOVE #claimed_by, #claim_token";
+const GIVE_BACK_CONDITION: &str = "#claim_token = :token AND #task_status = :in_progress";
+
+/// One claim sent: the task, the claim's token and the time its condition was evaluated at.
+#[derive(Debug, Clone)]
+pub(super) struct Claim {
+    pub(super) id: String,
+    pub(super) token: String,
+    pub(super) now: DateTime<Utc>,
+}
+
+/// The claims of one `claim` call not yet handed to its caller. Dropped with any left (the call
+/// failed or was dropped), they are given back from a task of the client's (`flush` waits).
+pub(super) struct UnsettledClaims {
+    queue: TaskQueue,
+    claims: Vec<Claim>,
+}
+
+impl UnsettledClaims {
+    pub(super) fn new(queue: &TaskQueue) -> Self {
+        UnsettledClaims {
+            queue: queue.clone(),
+            claims: Vec::new(),
+        }
+    }
+
+    /// `claim` is about to be sent.
+    pub(super) fn sending(&mut self, claim: &Claim) {
+        self.claims.push(claim.clone());
+    }
+
+    /// `claim` was refused: nothing to give back.
+    pub(super) fn refused(&mut self, claim: &Claim) {
+        self.claims.retain(|c| c.token != claim.token);
+    }
+
+    /// The claim last sent failed, its outcome unknown: given back now (armed until done:
+    /// dropped meanwhile, it goes to the background with the others).
+    pub(super) async fn give_back_last(&mut self) {
+        if let Some(claim) = self.claims.last().cloned() {
+            give_back(&self.queue, &claim).await;
+            self.claims.pop();
+        }
+    }
+
+    /// Every claim left is the caller's now.
+    pub(super) fn settled(mut self) {
+        self.claims.clear();
+    }
+}
+
+impl Drop for UnsettledClaims {
+    fn drop(&mut self) {
+        if self.claims.is_empty() {
+            return;
+        }
+        let (queue, claims) = (self.queue.clone(), std::mem::take(&mut self.claims));
+        let spawned = self.queue.table().release_in_background(async move {
+            for claim in &claims {
+                give_back(&queue, claim).await;
+            }
+        });
+        if !spawned {
+            warn!("task claims dropped outside a runtime stay claimed until their leases end");
+        }
+    }
+}
+
+/// Gives `claim` back if the task still carries its token. Logged, not returned: the caller
+/// already has its answer.
+async fn give_back(queue: &TaskQueue, claim: &Claim) {
+    let table = queue.table();
+    // Later than the claim's own `:now`, so that a copy of it arriving later is refused.
+    let now = table.now().max(claim.now + TimeDelta::milliseconds(1));
+    // The claim may still be on its way (two connections, either order): a give-back that finds
+    // nothing of its own looks again, as a dropped acquisition's clean-up does.
+    let sent = looking_again(
+        || {
+            retrying(|| async {
+                let resource = queue.resource(&claim.id)?;
+                let request = table
+                    .dynamodb
+                    .update_item()
+                    .table_name(&table.name)
+                    .set_key(Some(table.key(&resource)))
+                    .update_expression(GIVE_BACK_UPDATE)
+                    .condition_expression(GIVE_BACK_CONDITION)
+                    .set_expression_attribute_names(Some(
+                        queue.names(&[GIVE_BACK_UPDATE, GIVE_BACK_CONDITION]),
+                    ))
+                    .expression_attribute_values(":now", s(timestamp::format(now)))
+                    .expression_attribute_values(":token", s(claim.token.as_str()))
+                    .expression_attribute_values(
+                        ":in_progress",
+                        s(super::TaskStatus::InProgress.as_str()),
+                    )
+                    .send();
+                answer("UpdateItem", request.await, update_refused)
+            })
+        },
+        |sent: &Result<Answer<_, _>, Error>| matches!(sent, Ok(Answer::Refused(_))),
+    )
+    .await;
+    match sent {
+        Ok(Answer::Applied(_)) => {
+            debug!(
+                task = claim.id,
+                "gave back a task whose claim's outcome was unknown"
+            )
+        }
+        Ok(Answer::Refused(_)) => {
+            debug!(task = claim.id, "the unsettled task claim had not landed")
+        }
+        Err(err) => {
+            warn!(task = claim.id, %err, "could not give back a task whose claim's outcome was unknown; it stays claimed until its lease ends")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::tests::assert_every_placeholder_named;
+
+    #[test]
+    fn the_give_back_names_its_attributes() {
+        assert_every_placeholder_named(GIVE_BACK_UPDATE);
+        assert_every_placeholder_named(GIVE_BACK_CONDITION);
+    }
+}
