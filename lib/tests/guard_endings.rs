@@ -522,3 +522,43 @@ async fn a_force_release_spares_the_guard_of_a_lock_taken_after_its_read() {
     ));
     guard.release().await.unwrap();
 }
+
+/// An extension through the client finds the lock gone (another client force-released it) while
+/// an idempotent acquisition of the same owner, refused by that lock before, is still to be
+/// answered: the hand-back must not start a guard held on the lock the client found gone. The
+/// extension stopped and forgot the hold without marking it ended, and the hand-back took it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_an_extension_found_gone_is_not_handed_back() {
+    let other = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("guard-extension-found-gone");
+    let saga = guard_options("saga", 60_000, 20_000).idempotent(true);
+    let first = client.lock(&resource, &saga).await.unwrap();
+    let lock = first.lock().expect("held");
+
+    let mut refusal = proxy.withhold_next_answer("PutItem");
+    let again = {
+        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.try_lock(&resource, &saga).await })
+    };
+    refusal.applied().await;
+    assert!(other.force_release(&resource).await.unwrap().is_some());
+    assert!(matches!(
+        client.extend(&lock, Duration::from_secs(60)).await.unwrap(),
+        ExtendOutcome::NotFound
+    ));
+    refusal.deliver();
+    let again = again.await.unwrap().unwrap();
+
+    assert!(!first.is_held());
+    if let Some(guard) = &again {
+        if guard.is_held() {
+            let held = guard.lock().expect("held").lock_id();
+            assert_ne!(held, lock.lock_id(), "handed back the lock found gone");
+        }
+    }
+    drop(again);
+    drop(first);
+    client.flush().await;
+}

@@ -207,16 +207,21 @@ impl Holds {
         }
     }
 
-    /// Turns every guard of the lock `lock_id` lost for `lost`: its client is about to release
-    /// it, or found it lost. The hold stays remembered until [`freed`](Self::freed).
-    pub(crate) fn stop(&self, lock_id: LockId, lost: &LockLost) {
-        // Called outside the set's mutex: a guard's stop takes its own state's lock.
-        let stops = self
-            .inner()
-            .held
-            .get(&lock_id)
-            .map(|hold| hold.stop_guards.clone())
-            .unwrap_or_default();
+    /// The client found the lock `lock_id` lost (an extension answered it gone, taken or
+    /// expired): it is marked as ended, and its guards turn lost for `lost`. Marked, so that no
+    /// idempotent acquisition refused by it before is handed it back after (one was, and its
+    /// guard said held for a lock another client had force-released), and no late answer of an
+    /// extension remembers it again.
+    pub(crate) fn found_lost(&self, lock_id: LockId, lost: &LockLost) {
+        let stops = {
+            let mut inner = self.inner();
+            inner.ended.insert(lock_id);
+            inner
+                .held
+                .get(&lock_id)
+                .map(|hold| hold.stop_guards.clone())
+                .unwrap_or_default()
+        };
         for stop in stops {
             stop(lost.clone());
         }

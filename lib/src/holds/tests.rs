@@ -44,7 +44,7 @@ fn every_guard_of_a_lock_is_stopped_and_only_those() {
     assert!(holds.guarded(a.lock_id(), second));
     assert!(holds.guarded(b.lock_id(), other));
 
-    holds.stop(a.lock_id(), &LockLost::NotFound);
+    holds.found_lost(a.lock_id(), &LockLost::NotFound);
     assert_eq!(*first_calls.lock().unwrap(), [LockLost::NotFound]);
     assert_eq!(*second_calls.lock().unwrap(), [LockLost::NotFound]);
     assert!(other_calls.lock().unwrap().is_empty());

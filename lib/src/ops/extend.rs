@@ -135,7 +135,7 @@ pub(crate) async fn extend(
         }
         Err(outcome) => {
             if let Err(lost) = outcome.lock_or_lost() {
-                table.holds.stop(handle.lock_id(), &lost);
+                table.holds.found_lost(handle.lock_id(), &lost);
             }
             table
                 .queues
