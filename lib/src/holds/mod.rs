@@ -119,6 +119,15 @@ struct Hold {
     latest_end_sent: Option<DateTime<Utc>>,
 }
 
+/// The leases of one extension (see [`Holds::lease_to_send`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeaseToSend {
+    /// The lease asked for: its end is the request's `:expires_at`, and its caller is told it.
+    pub(crate) asked: Duration,
+    /// The lease written as `LeaseMs`, for waiters under the observed-lease rule.
+    pub(crate) written: Duration,
+}
+
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
 /// stops of the guards that hold it.
 #[derive(Clone)]
@@ -336,33 +345,38 @@ impl Holds {
             });
     }
 
-    /// The lease an extension of `lock_id` computed at `now` asks for: `lease`, or longer where
-    /// `lease` would fall short of what this client already sent or counts on:
+    /// The lease an extension of `lock_id` computed at `now` asks for, and the lease it writes
+    /// for the observed-lease rule (`LeaseMs`): `lease`, or longer where `lease` would fall short
+    /// of what this client already sent or counts on.
     ///
-    /// - long enough to end after every lease end an earlier extension of it sent through this
-    ///   client, so that the lock's lease ends go up in the order its extensions are sent: the
-    ///   extension condition compares lease ends only, and a late copy of an earlier extension
-    ///   that ended as late applied over a later one (its data over the later data). A clock
-    ///   stepped back made a later extension ask for an earlier end; so did one sent once the
-    ///   clock had caught up again (an end no later than the stretched one before it), and an
-    ///   extension asked for a shorter lease than an earlier one;
-    /// - at least as long as the lease this client already counts on (its `until`): under the
-    ///   observed-lease rule a waiter times the newest version for that version's `LeaseMs`, and
-    ///   a shorter one, applied because the wall clock had jumped forward, let a waiter take the
-    ///   lock while its guard, counting on the longer lease, said held.
+    /// - The lease asked for ends after every lease end an earlier extension of the lock sent
+    ///   through this client, so that its lease ends go up in the order its extensions are sent:
+    ///   the extension condition compares lease ends only, and a late copy of an earlier
+    ///   extension that ended as late applied over a later one (its data over the later data). A
+    ///   clock stepped back made a later extension ask for an earlier end; so did one sent once
+    ///   the clock had caught up again (an end no later than the stretched one before it), and
+    ///   an extension asked for a shorter lease than an earlier one.
+    /// - The lease written is at least the one this client already counts on (its `until`):
+    ///   under the observed-lease rule a waiter times the newest version for that version's
+    ///   `LeaseMs`, and a shorter one, applied because the wall clock had jumped forward, let a
+    ///   waiter take the lock while its guard, counting on the longer lease, said held. (Only
+    ///   `LeaseMs`: the lease end asked for stays a function of the wall clock and the ends
+    ///   sent, as the wall-clock rule's waiters and the condition see it.)
     ///
-    /// The longer lease is also what the item's `LeaseMs` says and what the caller is told it
-    /// holds: the stored end is that far ahead. A lock this client does not hold (a handle from
-    /// elsewhere) asks for `lease`.
+    /// The caller is told the lease asked for. A lock this client does not hold (a handle from
+    /// elsewhere) asks for and writes `lease`.
     pub(crate) fn lease_to_send(
         &self,
         lock_id: LockId,
         now: DateTime<Utc>,
         lease: Duration,
-    ) -> Duration {
+    ) -> LeaseToSend {
         let mut inner = self.inner();
         let Some(hold) = inner.held.get_mut(&lock_id) else {
-            return lease;
+            return LeaseToSend {
+                asked: lease,
+                written: lease,
+            };
         };
         let past_sent = hold
             .latest_end_sent
@@ -372,13 +386,16 @@ impl Holds {
                     .ok()
             })
             .map(whole_millis_up);
+        let asked = lease.max(past_sent.unwrap_or_default());
         let counted_on = whole_millis_up(hold.until.saturating_duration_since(Instant::now()));
-        let lease = lease.max(past_sent.unwrap_or_default()).max(counted_on);
-        let end = chrono::TimeDelta::from_std(lease)
+        let end = chrono::TimeDelta::from_std(asked)
             .ok()
             .and_then(|span| now.checked_add_signed(span));
         hold.latest_end_sent = hold.latest_end_sent.max(end);
-        lease
+        LeaseToSend {
+            asked,
+            written: asked.max(counted_on),
+        }
     }
 
     /// Whether this client holds the lock of `handle` in another mode than the handle's (an

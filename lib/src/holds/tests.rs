@@ -269,40 +269,48 @@ fn extensions_ask_for_lease_ends_in_the_order_they_are_sent() {
     let t = acquired_at();
     let seconds = chrono::TimeDelta::seconds;
     // Sent in order on a clock that moves forward: the lease given.
-    assert_eq!(holds.lease_to_send(lock.lock_id(), t, lease), lease);
+    assert_eq!(holds.lease_to_send(lock.lock_id(), t, lease).asked, lease);
     // The clock stepped back 2 s: an end a millisecond past the last one sent.
-    let stepped = holds.lease_to_send(lock.lock_id(), t - seconds(2), lease);
+    let stepped = holds
+        .lease_to_send(lock.lock_id(), t - seconds(2), lease)
+        .asked;
     assert_eq!(stepped, Duration::from_millis(12_001));
     // Caught up again (the reading of the first): the stretched end is still the latest sent.
-    let caught_up = holds.lease_to_send(lock.lock_id(), t, lease);
+    let caught_up = holds.lease_to_send(lock.lock_id(), t, lease).asked;
     assert_eq!(caught_up, Duration::from_millis(10_002));
     // A shorter lease asked for later: still past every end sent.
-    let shorter = holds.lease_to_send(lock.lock_id(), t + seconds(1), Duration::from_secs(2));
+    let shorter = holds
+        .lease_to_send(lock.lock_id(), t + seconds(1), Duration::from_secs(2))
+        .asked;
     assert_eq!(shorter, Duration::from_millis(9_003));
     // Past them all: the lease given.
     assert_eq!(
-        holds.lease_to_send(lock.lock_id(), t + seconds(2), lease),
+        holds
+            .lease_to_send(lock.lock_id(), t + seconds(2), lease)
+            .asked,
         lease
     );
 }
 
 #[test]
-fn extensions_ask_for_at_least_the_lease_counted_on() {
+fn extensions_write_at_least_the_lease_counted_on() {
     let holds = Holds::default();
     let lock = handle("a");
     let until = Instant::now() + Duration::from_secs(20);
     holds.acquired(&lock, acquired_at(), until);
     // The wall clock jumped 30 s forward: a 2 s lease from it ends well after the stored end, but
-    // the client counts on 20 s more.
+    // the client counts on 20 s more. It asks for 2 s and writes at least what it counts on.
     let now = acquired_at() + chrono::TimeDelta::seconds(30);
-    let lease = holds.lease_to_send(lock.lock_id(), now, Duration::from_secs(2));
+    let two = Duration::from_secs(2);
+    let lease = holds.lease_to_send(lock.lock_id(), now, two);
     let counted_on = until.saturating_duration_since(Instant::now());
+    assert_eq!(lease.asked, two);
     assert!(
-        lease >= counted_on && lease <= Duration::from_secs(20),
+        lease.written >= counted_on && lease.written <= Duration::from_secs(20),
         "{lease:?} for {counted_on:?}"
     );
     // A lock this client does not hold: the lease given.
     let elsewhere = handle("b");
-    let given = Duration::from_secs(2);
-    assert_eq!(holds.lease_to_send(elsewhere.lock_id(), now, given), given);
+    let given = holds.lease_to_send(elsewhere.lock_id(), now, two);
+    assert_eq!((given.asked, given.written), (two, two));
 }

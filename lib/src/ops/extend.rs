@@ -79,7 +79,10 @@ struct Rewrite {
 /// One extension's request: the lock, its new lease, when it was computed.
 struct Extension<'a> {
     handle: &'a LockHandle,
+    /// The lease asked for: its end is `:expires_at`.
     lease: Duration,
+    /// The lease written as `LeaseMs` (at least what the client counts on).
+    lease_ms: Duration,
     change: DataChange<'a>,
     now: DateTime<Utc>,
 }
@@ -115,9 +118,11 @@ pub(crate) async fn extend(
     }
     let sent = Instant::now();
     let now = table.now();
+    let leases = table.holds.lease_to_send(handle.lock_id(), now, lease);
     let extension = Extension {
         handle,
-        lease: table.holds.lease_to_send(handle.lock_id(), now, lease),
+        lease: leases.asked,
+        lease_ms: leases.written,
         change,
         now,
     };
@@ -170,9 +175,13 @@ async fn write(
             }
             Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {
-                    handle, lease, now, ..
+                    handle,
+                    lease_ms,
+                    now,
+                    ..
                 } = *extension;
-                shared::hold::extend_entry(table, handle, lease, now, expires_at, &version).await?
+                shared::hold::extend_entry(table, handle, lease_ms, now, expires_at, &version)
+                    .await?
             }
         };
         let failed_on = match written {
@@ -204,7 +213,7 @@ async fn write(
                 }
                 expires_at = record.holder.expires_at;
                 rewrite = Some(Rewrite {
-                    lease: extension.lease.max(record.lease),
+                    lease: extension.lease_ms.max(record.lease),
                     stored_version: record.version,
                 });
             }
@@ -305,7 +314,7 @@ fn values(
     rewrite: Option<&Rewrite>,
 ) -> Result<Item, Error> {
     let handle = extension.handle;
-    let lease = rewrite.map_or(extension.lease, |rewrite| rewrite.lease);
+    let lease = rewrite.map_or(extension.lease_ms, |rewrite| rewrite.lease);
     let mut values = HashMap::from([
         (":expires_at", s(timestamp::format(expires_at))),
         (":version", s(version)),

@@ -31,9 +31,11 @@
 //! model also knows the kept item (the last holder's `LockID` and payload) and that a keeping
 //! acquisition keeps the payload it finds unless it sets one.
 //!
-//! The extension rule is the one being introduced: an extension never shortens the stored lease
-//! ([`extended_expiry`]); asking for less leaves it as it is and still answers `Extended`, with the
-//! stored lease end. The model takes it that `extend_and_replace_data` still replaces (or removes)
+//! The extension rule: an extension never shortens the stored lease; asking for less leaves it as
+//! it is and still answers `Extended`, with the stored lease end. A client that holds the lock
+//! (took it, was handed it back, or extended it, and has not ended it) asks for an end a
+//! millisecond past every end it asked for before, when a lease from now would not reach past
+//! them ([`Model::asked_end`]). The model takes it that `extend_and_replace_data` still replaces (or removes)
 //! the payload then, and that `TTL` always follows the stored `ExpiresAt`.
 //!
 //! Run: `cargo test -p ddb-lock --test model_based` with `DYNAMODB_ENDPOINT` set.
@@ -55,7 +57,7 @@ use proptest::strategy::Union;
 use proptest::test_runner::Config;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use std::collections::BTreeMap;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Once};

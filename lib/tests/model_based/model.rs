@@ -6,7 +6,7 @@ use super::*;
 // Operations
 
 /// Which client makes a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Via {
     /// A client shared by the owners that use it.
     ClientA,
@@ -133,6 +133,14 @@ pub(crate) struct Model {
     pub(crate) kept: Option<Kept>,
     /// How many distinct locks (acquisitions) have been returned.
     pub(crate) acquisitions: usize,
+    /// The owner of each lock returned, by its number.
+    pub(crate) owners: Vec<&'static str>,
+    /// What each client remembers of the locks it holds: the latest lease end an extension of
+    /// the lock asked for through it, if any (its extensions ask for ends past it).
+    pub(crate) holds: HashMap<(Via, usize), Option<i64>>,
+    /// The locks each client ended (released, removed, or found lost): it remembers them no
+    /// more, even when a late answer extends them.
+    pub(crate) ended: HashSet<(Via, usize)>,
     pub(crate) expect: Expect,
 }
 
@@ -189,13 +197,6 @@ pub(crate) fn acquire_wins(item: Option<&Stored>, now: i64) -> bool {
     item.is_none_or(|s| s.expires_at < now)
 }
 
-/// The lease end an extension leaves stored: an extension never shortens a stored lease, so that a
-/// late or reordered extension cannot leave its holder believing in a longer lease than stored.
-/// Asking for less than is left keeps the stored end (and still answers `Extended`).
-pub(crate) fn extended_expiry(stored_expires_at: i64, now: i64, lease_ms: i64) -> i64 {
-    stored_expires_at.max(now + lease_ms)
-}
-
 /// A release whose answer was lost is retried, and the retry cannot tell our own first attempt's
 /// deletion from anything else: it may answer `NotFound` instead of what the first attempt found
 /// (but never `NotOwner` for its own lock, which `allowed` then does not contain).
@@ -226,6 +227,53 @@ impl Model {
         self.acquisitions - 1 - back
     }
 
+    /// The lease end an extension of `lock` through `via` asks for at `now`: a lease from now,
+    /// or a millisecond past every end an earlier extension of it asked for through that client,
+    /// if the client holds it (and remembers them).
+    pub(crate) fn asked_end(&mut self, via: Via, lock: usize, now: i64, lease_ms: i64) -> i64 {
+        match self.holds.get_mut(&(via, lock)) {
+            Some(latest) => {
+                let asked = latest.map_or(now + lease_ms, |l| (now + lease_ms).max(l + 1));
+                *latest = Some(latest.map_or(asked, |l| l.max(asked)));
+                asked
+            }
+            None => now + lease_ms,
+        }
+    }
+
+    /// What an extension of `lock` asking for the end `asked` at `now` answers, and does.
+    fn extension(&mut self, lock: usize, now: i64, asked: i64, payload: &Payload) -> Extension {
+        let live = self.item.clone().filter(|s| s.live_at(now));
+        match &mut self.item {
+            Some(s) if s.lock == lock && s.live_at(now) => {
+                s.expires_at = s.expires_at.max(asked);
+                match payload {
+                    Payload::Keep => {}
+                    Payload::Replace(data) => s.data = Some(*data),
+                    Payload::Remove => s.data = None,
+                }
+                Extension::Extended(s.clone())
+            }
+            Some(s) if s.lock == lock => Extension::Expired {
+                expired_at: s.expires_at,
+            },
+            _ => live.map_or(Extension::NotFound, Extension::NotOwner),
+        }
+    }
+
+    /// `via` ends its hold of `lock`, or learns it ended.
+    pub(crate) fn ends(&mut self, via: Via, lock: usize) {
+        self.holds.remove(&(via, lock));
+        self.ended.insert((via, lock));
+    }
+
+    /// `via` holds `lock` (taken, handed back, or extended), unless it ended it.
+    pub(crate) fn holds_now(&mut self, via: Via, lock: usize) {
+        if !self.ended.contains(&(via, lock)) {
+            self.holds.entry((via, lock)).or_insert(None);
+        }
+    }
+
     pub(crate) fn step(mut self, op: &Op) -> Model {
         let now = self.now;
         let lost = op.via() == Some(Via::LostAnswer);
@@ -248,6 +296,8 @@ impl Model {
                         data: if self.keep { a.data.or(found) } else { a.data },
                     };
                     self.acquisitions += 1;
+                    self.owners.push(a.owner);
+                    self.holds_now(a.via, lock.lock);
                     self.kept = None;
                     self.item = Some(lock.clone());
                     Expect::Acquired { lock, new: true }
@@ -255,6 +305,7 @@ impl Model {
                     let holder = live.expect("an item that refuses an acquire is live");
                     // A fenced request is not handed back an unfenced lock: no token to give.
                     if a.idempotent && holder.owner == a.owner && (holder.fenced || !a.fencing) {
+                        self.holds_now(a.via, holder.lock);
                         Expect::Acquired {
                             lock: holder,
                             new: false,
@@ -264,8 +315,9 @@ impl Model {
                     }
                 }
             }
-            Op::Release { back, .. } => {
+            Op::Release { via, back } => {
                 let lock = self.lock_back(*back);
+                self.ends(*via, lock);
                 let allowed = if self.item.as_ref().is_some_and(|s| s.lock == lock) {
                     // Its own item goes, whether or not its lease has ended.
                     self.end_hold();
@@ -279,7 +331,19 @@ impl Model {
                 };
                 Expect::Release(with_lost_answer(allowed, lost))
             }
-            Op::ReleaseOwned { owner, .. } => {
+            Op::ReleaseOwned { via, owner } => {
+                // The client's holds of the owner's locks end; so does the lock it removes.
+                let owned: Vec<usize> = (0..self.acquisitions)
+                    .filter(|&k| self.owners[k] == *owner)
+                    .collect();
+                for k in owned {
+                    if self.holds.contains_key(&(*via, k)) {
+                        self.ends(*via, k);
+                    }
+                }
+                if let Some(removed) = self.item.as_ref().filter(|s| s.owner == *owner) {
+                    self.ended.insert((*via, removed.lock));
+                }
                 let allowed = if self.item.as_ref().is_some_and(|s| s.owner == *owner) {
                     self.end_hold();
                     vec![ReleaseAnswer::Released]
@@ -293,26 +357,34 @@ impl Model {
                 Expect::Release(with_lost_answer(allowed, lost))
             }
             Op::Extend {
+                via,
                 back,
                 lease_ms,
                 payload,
-                ..
-            } => Expect::Extend(match (self.lock_back(*back), &mut self.item) {
-                (lock, Some(s)) if s.lock == lock && s.live_at(now) => {
-                    s.expires_at = extended_expiry(s.expires_at, now, *lease_ms);
-                    match payload {
-                        Payload::Keep => {}
-                        Payload::Replace(data) => s.data = Some(*data),
-                        Payload::Remove => s.data = None,
-                    }
-                    Extension::Extended(s.clone())
+            } => {
+                let lock = self.lock_back(*back);
+                let asked = self.asked_end(*via, lock, now, *lease_ms);
+                let extension = self.extension(lock, now, asked, payload);
+                match extension {
+                    Extension::Extended(_) => self.holds_now(*via, lock),
+                    _ => self.ends(*via, lock),
                 }
-                (lock, Some(s)) if s.lock == lock => Extension::Expired {
-                    expired_at: s.expires_at,
-                },
-                _ => live.map_or(Extension::NotFound, Extension::NotOwner),
-            }),
-            Op::ForceRelease { .. } => {
+                Expect::Extend(extension)
+            }
+            Op::ForceRelease { via } => {
+                // Every hold of the client on the resource ends, and the lock it removes.
+                let held: Vec<usize> = self
+                    .holds
+                    .keys()
+                    .filter(|(v, _)| v == via)
+                    .map(|(_, k)| *k)
+                    .collect();
+                for k in held {
+                    self.ends(*via, k);
+                }
+                if let Some(removed) = &self.item {
+                    self.ended.insert((*via, removed.lock));
+                }
                 self.end_hold();
                 // Deleted by the first attempt, the retry finds nothing: it cannot name the holder.
                 let mut allowed = vec![live.clone()];
