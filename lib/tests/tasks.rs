@@ -295,10 +295,8 @@ async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
     lock_client().await;
     let name = unique("q-partial");
     let proxy = Proxy::start(&endpoint()).await;
-    let queue = queue_of(
-        ddb_lock_test_kit::client_without_retries(&proxy.endpoint()),
-        &name,
-    );
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let queue = queue_of(client.clone(), &name);
     two_pending_tasks(&queue, &name).await;
     // The first candidate's claim is answered (late, once the rule behind it is queued); the
     // second one's answer is lost, and the client does not retry.
@@ -312,6 +310,8 @@ async fn a_claim_failing_after_it_took_a_task_answers_the_task() {
         .unwrap()
         .expect("the tasks taken before the error");
     assert_eq!(claimed.len(), 1, "{claimed:?}");
+    // The give-back runs in the background.
+    client.flush().await;
     assert_eq!(
         proxy.counts("UpdateItem").requests,
         5,

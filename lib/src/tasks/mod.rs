@@ -291,9 +291,8 @@ impl TaskQueue {
                     Ok(Some(task)) => claimed.push(task),
                     Ok(None) => unsettled.refused(&claim),
                     Err(e) => {
-                        // It may have landed: given back before the error is answered.
-                        unsettled.give_back_last().await;
-                        unsettled.settled();
+                        // It may have landed: given back (from the background).
+                        unsettled.give_back_last();
                         return partial(claimed, e);
                     }
                 }

@@ -55,13 +55,14 @@ impl UnsettledClaims {
         self.claims.retain(|c| c.token != claim.token);
     }
 
-    /// The claim last sent failed, its outcome unknown: given back now (armed until done:
-    /// dropped meanwhile, it goes to the background with the others).
-    pub(super) async fn give_back_last(&mut self) {
-        if let Some(claim) = self.claims.last().cloned() {
-            give_back(&self.queue, &claim).await;
-            self.claims.pop();
-        }
+    /// The claim last sent failed, its outcome unknown: given back from the background, and
+    /// every other claim is the caller's. Not awaited: the tasks claimed before it are answered
+    /// at once (their leases run meanwhile, and a give-back that looks again takes a quarter
+    /// second at least, more under throttling).
+    pub(super) fn give_back_last(mut self) {
+        let last = self.claims.pop();
+        self.claims.clear();
+        self.claims.extend(last);
     }
 
     /// Every claim left is the caller's now.
@@ -141,11 +142,21 @@ async fn give_back(queue: &TaskQueue, claim: &Claim) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::tests::assert_every_placeholder_named;
 
     #[test]
-    fn the_give_back_names_its_attributes() {
-        assert_every_placeholder_named(GIVE_BACK_UPDATE);
-        assert_every_placeholder_named(GIVE_BACK_CONDITION);
+    fn the_give_back_names_only_task_attributes() {
+        for expression in [GIVE_BACK_UPDATE, GIVE_BACK_CONDITION] {
+            for placeholder in expression
+                .split(|c: char| !(c == '#' || c == '_' || c.is_ascii_alphanumeric()))
+                .filter(|word| word.starts_with('#'))
+            {
+                assert!(
+                    super::super::NAMES
+                        .iter()
+                        .any(|(name, _)| *name == placeholder),
+                    "{placeholder} in {expression:?}"
+                );
+            }
+        }
     }
 }
