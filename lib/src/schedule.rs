@@ -334,7 +334,12 @@ impl Scheduler {
         // ran the tick again.
         let early = (-since_start).to_std().unwrap_or_default();
         let early_ms = u64::try_from(early.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
-        let ttl = job.lease().saturating_add(Duration::from_millis(early_ms));
+        // (At most the longest lease a lock takes: a tick more than a year ahead is locked that
+        // long only, rather than refused.)
+        let ttl = job
+            .lease()
+            .saturating_add(Duration::from_millis(early_ms))
+            .min(crate::limits::MAX_DURATION);
         let sent = Instant::now();
         let lock = match backend.try_lock(&job.key(tick), ttl).await {
             Ok(Some(lock)) => lock,

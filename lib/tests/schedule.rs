@@ -150,6 +150,16 @@ async fn a_tick_run_before_its_start_stays_locked_until_a_lease_past_it() {
 }
 
 #[tokio::test]
+async fn a_tick_more_than_the_longest_lease_ahead_still_runs() {
+    lock_client().await;
+    let (_, scheduler) = node("far-ahead");
+    let job = ScheduledJob::every(unique("far-ahead"), Duration::from_secs(24 * 3600));
+    let tick = scheduler.current_tick(&job) + 400;
+    let ran = scheduler.run_tick(&job, tick, || async {}).await.unwrap();
+    assert_ran_holding_its_lock(&ran);
+}
+
+#[tokio::test]
 async fn a_job_longer_than_its_lease_is_reported_and_keeps_its_lock_renewed() {
     lock_client().await;
     let (_, scheduler) = node("slow");
