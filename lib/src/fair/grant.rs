@@ -138,9 +138,14 @@ pub(crate) async fn send(
         expires_at,
         fencing_token,
     };
+    // A refusal that shows `to` as holder is a grant that stands: this one's (an earlier
+    // attempt's, whose answer was lost), or, of a lapsed lock, another waiter's. A releasing
+    // holder's grant sent once cannot have made it: another waiter granted the lock after this
+    // holder's lease ran out, and the holder was not holding it (it answered `Released`).
+    let lapsed = matches!(over, Over::Lapsed);
     if to.fenced {
         let floor = record::decode_fence(resource, item)?;
-        return send_fenced(table, resource, write, (to.lock_id, now), floor)
+        return send_fenced(table, resource, write, (to.lock_id, now), floor, lapsed)
             .await
             .map(|fenced| match fenced {
                 Fenced::Granted(token) => granted(Some(token)),
@@ -159,7 +164,9 @@ pub(crate) async fn send(
         Answer::Applied(_) => granted(None),
         // An earlier attempt of this very grant, whose answer was lost, was applied; or another
         // waiter's grant, from a later look, made `to` the holder: the item's times either way.
-        Answer::Refused(Some(item)) if line::held_by(&item, to.lock_id) => {
+        Answer::Refused(Some(item))
+            if line::held_by(&item, to.lock_id) && (lapsed || transmissions.retried()) =>
+        {
             granted_in(table, resource, to.lock_id, &item)?
         }
         Answer::Refused(item) => Grant::Refused {
@@ -287,6 +294,7 @@ async fn send_fenced(
     mut write: GrantWrite,
     (to, now): (LockId, DateTime<Utc>),
     floor: Option<FencingToken>,
+    lapsed: bool,
 ) -> Result<Fenced, Error> {
     let mut token = fenced_acquire::first_guess(table, now, floor);
     let transmissions = Transmissions::default();
@@ -326,7 +334,9 @@ async fn send_fenced(
         match cancellation {
             // An earlier attempt of this grant (the SDK's, whose answer was lost), or another
             // waiter's grant of a lapsed lock, made `to` the holder: its token is in the item.
-            Cancellation::LockRefused(Some(item)) if line::held_by(&item, to) => {
+            Cancellation::LockRefused(Some(item))
+                if line::held_by(&item, to) && (lapsed || transmissions.retried()) =>
+            {
                 let grant = granted_in(table, resource, to, &item)?;
                 return match grant {
                     Grant::Granted {

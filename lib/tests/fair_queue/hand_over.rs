@@ -252,3 +252,46 @@ async fn a_fair_acquirer_takes_a_free_lock_in_one_request_and_try_acquire_never_
     client.release(&lock).await.unwrap();
     assert_eq!(proxy.counts("DeleteItem").requests, 1);
 }
+
+/// A holder granted the lock from a line, with a waiter behind it, overruns its lease; the waiter
+/// takes the lapsed lock. The holder's release, handing over from the item its grant showed,
+/// meets the waiter as holder: it is not the holder's hand-over (it never held the lock then),
+/// and the release answers `NotOwner`, not `Released` (its grant's refusal, showing the grantee
+/// as holder, was read as its own grant applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_holders_release_meets_the_waiter_that_took_over() {
+    let first = lock_client().await;
+    let resource = unique("fair-lapsed-release");
+    let lock = hold(&first, &resource, "first", LEASE).await;
+    let middle = lock_client().await;
+    let granted_middle = join_as_middle(&first, &middle, &resource).await;
+    // The last waiter's clock will run past the middle's lease (its own deadline further on).
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let last = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let taking = {
+        let (last, resource) = (last.clone(), resource.clone());
+        let opts = fair("last").timeout(Duration::from_secs(600));
+        tokio::spawn(async move { last.acquire(&resource, &opts).await })
+    };
+    line_becomes(&first, &resource, &["middle", "last"]).await;
+
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+    clock.advance(LEASE + Duration::from_secs(1));
+    let took_over = taking.await.unwrap().unwrap();
+    assert_eq!(took_over.owner(), "last");
+
+    match middle.release(&held).await.unwrap() {
+        ReleaseOutcome::NotOwner { holder } => assert_eq!(holder.owner, "last"),
+        other => panic!("the lapsed holder's release answered {other:?}"),
+    }
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&raw_item(&resource).await.unwrap(), "LockID"),
+        took_over.lock_id().to_string(),
+        "the release left the new holder's lock as it was"
+    );
+    last.release(&took_over).await.unwrap();
+}
