@@ -8,7 +8,8 @@
 //! extensions and releases that arrive late (held by the proxy, delivered some steps later) or
 //! twice (a copy delivered again some steps later), data replacements whose request is held in
 //! the network and given up on (delivered some steps later, at times after the clock stepped
-//! back), and see time jump past every lease or step back. After every step the invariants are checked against the stored item:
+//! back), and see time jump past every lease or step back (or, in the extensions profile, step
+//! forward by less than a lease). After every step the invariants are checked against the stored item:
 //!
 //! - a guard that says it is held, and whose lease end (as it believes it) has not passed on the
 //!   shared clock, finds its own acquisition in the item (an exclusive one as the holder, a
@@ -112,6 +113,10 @@ enum Data {
     Unknown,
 }
 
+/// The roll of a step the mixed profile never draws: the clock steps forward by less than a
+/// lease.
+const STEP_FORWARD: u32 = 100;
+
 /// How often each kind of step comes.
 #[derive(Debug, Clone, Copy)]
 enum Profile {
@@ -136,21 +141,22 @@ impl Profile {
     /// chosen with this profile's weights.
     fn roll(self, rng: &mut StdRng, open: usize) -> u32 {
         /// The start of a kind's range in the mixed profile, and its weight here (of 100).
-        const EXTENSIONS: [(u32, u32); 14] = [
-            (0, 10),  // acquire
-            (22, 3),  // release
-            (32, 2),  // drop
-            (40, 3),  // cancel a release
-            (46, 24), // replace data
-            (54, 2),  // end through the client
-            (62, 5),  // drop an answer
-            (68, 3),  // delay answers
-            (73, 12), // hold an extension back
-            (78, 10), // copy an extension or a release
-            (84, 16), // deliver a held request
-            (90, 1),  // jump past every lease
-            (93, 6),  // step back
-            (95, 3),  // wait
+        const EXTENSIONS: [(u32, u32); 15] = [
+            (0, 10),           // acquire
+            (22, 3),           // release
+            (32, 2),           // drop
+            (40, 3),           // cancel a release
+            (46, 24),          // replace data
+            (54, 2),           // end through the client
+            (62, 5),           // drop an answer
+            (68, 2),           // delay answers
+            (73, 11),          // hold an extension back
+            (78, 10),          // copy an extension or a release
+            (84, 16),          // deliver a held request
+            (90, 1),           // jump past every lease
+            (93, 5),           // step back
+            (STEP_FORWARD, 3), // step forward
+            (95, 3),           // wait
         ];
         match self {
             Profile::Mixed => rng.random_range(0..100),
@@ -457,6 +463,13 @@ impl World {
                 let back = Duration::from_millis(rng.random_range(1..4) * 1000);
                 self.clock.set_back(back);
                 format!("the clock stepped back {back:?}")
+            }
+            STEP_FORWARD => {
+                // Less than a lease (not drawn by the mixed profile): a clock that stepped back
+                // catches up, or runs ahead; leases sent before still stand.
+                let ahead = Duration::from_millis(rng.random_range(1..4) * 1000);
+                self.clock.advance(ahead);
+                format!("the clock stepped forward {ahead:?}")
             }
             _ if self.guards.iter().any(|(_, _, guard)| guard.is_held()) => {
                 // Let the background tasks (heartbeats, releases of dropped guards) run a while:
