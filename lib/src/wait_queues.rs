@@ -141,6 +141,16 @@ impl WaitQueues {
         }
     }
 
+    /// The lock may have been freed through this client, though not one it knows it holds (a
+    /// release by owner refused, a force release that spared a newer lock, a shared hold's
+    /// release): wakes the first in line, and keeps what the client holds. (Forgetting it made an
+    /// idempotent acquisition of its owner wait behind the line for its own lock.)
+    pub(crate) fn wake(&self, resource: &str) {
+        if let Some(line) = self.lines().get(resource).filter(|line| line.waiting > 0) {
+            line.shared.freed.notify_one();
+        }
+    }
+
     /// The lease end of the live lock this client holds on `resource`, if it knows of one and
     /// its owner is not `except_owner`.
     pub(crate) fn held_here(

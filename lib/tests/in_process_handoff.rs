@@ -276,3 +276,40 @@ async fn an_idempotent_acquisition_of_the_holder_does_not_wait_behind_the_line()
     assert_eq!(other.owner(), "other");
     client.release(&other).await.unwrap();
 }
+
+/// As above, after a release through the client that removed nothing of its own (a release by
+/// another owner, refused): the client still knows it holds the lock, and the idempotent acquisition takes it back at once. The
+/// refused release made the client forget its hold, and the acquisition waited behind the line.
+#[tokio::test]
+async fn an_idempotent_acquisition_of_the_holder_after_a_refused_release_does_not_wait() {
+    let (events, _capturing) = ddb_lock_test_kit::events::CapturedEvents::start();
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = patient_client(&proxy).await;
+    let resource = unique("in-process-idempotent-after-refused");
+    let saga = owner("saga-1").idempotent(true);
+    let held = client.acquire(&resource, &saga).await.unwrap();
+    let waiter = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &owner("other")).await })
+    };
+    while events
+        .with_message("lock held by this client; waiting for its release")
+        .is_empty()
+    {
+        yield_now().await;
+    }
+    assert!(matches!(
+        client.release_owned(&resource, "nobody").await.unwrap(),
+        ddb_lock::ReleaseOutcome::NotOwner { .. }
+    ));
+    // Not a timing threshold: waiting behind the other task takes the timeout, a minute.
+    let again = tokio::time::timeout(Duration::from_secs(30), client.acquire(&resource, &saga))
+        .await
+        .expect("waited behind the line for its own lock")
+        .unwrap();
+    assert_eq!(again, held);
+    client.release(&again).await.unwrap();
+    let other = waiter.await.unwrap().unwrap();
+    assert_eq!(other.owner(), "other");
+    client.release(&other).await.unwrap();
+}

@@ -172,7 +172,15 @@ pub(crate) async fn force_release(
             }
         }
     };
-    table.queues.freed(resource, None);
+    // The line forgets the lock it removed, and only that one (a newer lock of this client,
+    // spared, stays held).
+    match deleted
+        .as_ref()
+        .and_then(|item| table.record(resource, Some(item)).ok().flatten())
+    {
+        Some(record) => table.queues.freed(resource, Some(record.lock_id)),
+        None => table.queues.wake(resource),
+    }
     // Only the holds it stopped: one this client took after the delete was sent is spared by
     // its condition, and stays.
     table.holds.freed_ended_on(resource);

@@ -203,8 +203,9 @@ pub(crate) async fn send(
             table.holds.freed(lock_id);
         }
         // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
+        // (The lock it removed, which `ALL_OLD` names, is freed in the line as it is read.)
         None => {
-            table.queues.freed(resource, None);
+            table.queues.wake(resource);
             table.holds.freed_ended_on(resource);
         }
     }
@@ -253,6 +254,7 @@ async fn send_request(
     let removed = |old: Option<&Item>| {
         if let Some(record) = old.and_then(|old| table.record(release.resource, Some(old)).ok()?) {
             table.holds.removing([record.lock_id]);
+            table.queues.freed(release.resource, Some(record.lock_id));
         }
     };
     let answer = if table.delete_on_release {

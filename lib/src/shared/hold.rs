@@ -129,7 +129,7 @@ pub(crate) async fn release(
         .send();
     let answer = answer("UpdateItem", sent.await, update_refused)?;
     if !mismatched {
-        table.queues.freed(resource, None);
+        table.queues.wake(resource);
         table.holds.freed(handle.lock_id());
     }
     match answer {
