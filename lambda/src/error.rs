@@ -188,6 +188,23 @@ impl HandlerError {
     }
 }
 
+impl HandlerError {
+    /// This error, from a request on a member of the set the event's `field` lists: a member the
+    /// library refused by its resource name is reported on that field (the event has no
+    /// `resource`).
+    pub(crate) fn of_member_in(self, field: &'static str) -> Self {
+        match self {
+            HandlerError::InvalidRequest(invalid) if invalid.field == "resource" => {
+                HandlerError::InvalidRequest(RequestError::new(
+                    field,
+                    format!("a member's resource {}", invalid.problem),
+                ))
+            }
+            other => other,
+        }
+    }
+}
+
 impl From<ddb_lock::Error> for HandlerError {
     fn from(err: ddb_lock::Error) -> Self {
         match err {

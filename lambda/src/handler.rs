@@ -245,7 +245,8 @@ impl Handler {
         let members = set_members(&set);
         let acquired = client
             .acquire_set(&members, &set_options(&set).timeout(wait))
-            .await?;
+            .await
+            .map_err(|err| HandlerError::from(err).of_member_in(set.field))?;
         Ok(Done::new(
             LockSetResponse::new(&set.owner, &acquired),
             "acquired",
@@ -261,7 +262,11 @@ impl Handler {
     ) -> Result<Done, HandlerError> {
         *attempts = 1;
         let members = set_members(&set);
-        match client.try_acquire_set(&members, &set_options(&set)).await? {
+        let attempt = client
+            .try_acquire_set(&members, &set_options(&set))
+            .await
+            .map_err(|err| HandlerError::from(err).of_member_in(set.field))?;
+        match attempt {
             SetAttempt::Acquired(acquired) => Ok(Done::new(
                 LockSetResponse::new(&set.owner, &acquired),
                 "acquired",

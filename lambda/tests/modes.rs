@@ -216,6 +216,19 @@ async fn set_fields_are_checked_and_named() {
             "resources",
         ),
         (json!({"op": "try_acquire", "owner": "o"}), "resource"),
+        // A member of a set that the library refuses: named as the set's field.
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": ["a", ""]}),
+            "resources",
+        ),
+        (
+            json!({"op": "try_acquire", "owner": "o", "resources": ["x".repeat(3000)]}),
+            "resources",
+        ),
+        (
+            json!({"op": "try_acquire", "owner": "o", "path": ["x".repeat(3000)]}),
+            "path",
+        ),
         (
             json!({"op": "release", "owner": "o", "resource": "a"}),
             "lock_id",

@@ -141,9 +141,9 @@ impl Acquisition {
                 permits,
                 fair,
             }),
-            Target::Set(_) if fair => return Err(set::not_with("fair", "resources")),
-            Target::Set(members) => Acquired::Set(NewSet::new(
-                members,
+            Target::Set(_, field) if fair => return Err(set::not_with("fair", field)),
+            Target::Set(members, field) => Acquired::Set(NewSet::new(
+                (members, field),
                 owner,
                 lease_ms,
                 data,

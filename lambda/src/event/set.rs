@@ -63,7 +63,8 @@ impl SetLock {
 /// What an acquire names: one resource, or a set.
 pub(super) enum Target {
     One(String),
-    Set(Vec<(String, Mode)>),
+    /// The members, and the event's field they came from (`resources` or `path`).
+    Set(Vec<(String, Mode)>, &'static str),
 }
 
 /// What a release names: one lock, or a set's.
@@ -83,21 +84,24 @@ pub struct NewSet {
     pub lease: Option<Duration>,
     /// Whether each exclusive member gets a fencing token.
     pub fencing: bool,
+    /// The event's field the members came from (`resources` or `path`): a member the library
+    /// refuses is reported on it.
+    pub field: &'static str,
 }
 
 impl NewSet {
     /// The set, refusing the fields a set does not take.
     pub(super) fn new(
-        members: Vec<(String, Mode)>,
+        (members, field): (Vec<(String, Mode)>, &'static str),
         owner: String,
         lease: Option<Duration>,
         data: Option<String>,
         fencing: bool,
         only_if_exists: bool,
     ) -> Result<Self, RequestError> {
-        for (field, given) in [("data", data.is_some()), ("only_if_exists", only_if_exists)] {
+        for (refused, given) in [("data", data.is_some()), ("only_if_exists", only_if_exists)] {
             if given {
-                return Err(not_with(field, "resources"));
+                return Err(not_with(refused, field));
             }
         }
         Ok(NewSet {
@@ -105,6 +109,7 @@ impl NewSet {
             owner,
             lease,
             fencing,
+            field,
         })
     }
 }
@@ -140,7 +145,7 @@ pub(super) fn members(
                 "of a path is `exclusive` or `shared`",
             ));
         }
-        return Ok(Target::Set(LockPath::new(path).members(mode)));
+        return Ok(Target::Set(LockPath::new(path).members(mode), "path"));
     }
     match (resource, resources) {
         (Some(resource), None) => Ok(Target::One(resource)),
@@ -164,6 +169,7 @@ pub(super) fn members(
                         }
                     })
                     .collect(),
+                "resources",
             ))
         }
         (Some(_), Some(_)) => Err(not_with("resources", "resource")),
