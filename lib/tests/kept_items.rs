@@ -541,3 +541,49 @@ async fn keeping_released_items_for_a_while_needs_a_ttl_and_at_least_a_second() 
         .build()
         .is_ok());
 }
+
+/// A force release by a client that keeps items removes the shared and intention holders too, as
+/// every force release does: it cleared the exclusive holder only, and the readers stayed in an
+/// item whose TTL (where released items are kept for a while) then deleted it under them.
+#[tokio::test]
+async fn a_kept_force_release_removes_readers_and_intentions_too() {
+    lock_client().await;
+    let keeper = builder(dynamodb_at(&endpoint()))
+        .delete_on_release(false)
+        .keep_released_for(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let resource = unique("kept-force-release-readers");
+    let readers = lock_client().await;
+    for (owner, mode) in [
+        ("r1", ddb_lock::Mode::Shared),
+        ("r2", ddb_lock::Mode::Shared),
+        ("i1", ddb_lock::Mode::IntentShared),
+    ] {
+        readers
+            .try_acquire(&resource, &AcquireOptions::new().owner(owner).mode(mode))
+            .await
+            .unwrap()
+            .expect("readers coexist");
+    }
+    let removed = keeper.force_release(&resource).await.unwrap();
+    assert!(
+        removed.is_none(),
+        "no exclusive holder to name: {removed:?}"
+    );
+    let item = raw_item(&resource).await.expect("kept");
+    assert!(
+        !attributes(&item)
+            .iter()
+            .any(|name| ["Shared", "IntentShared"].contains(name) || name.starts_with("Shared:")),
+        "readers left in the kept item: {:?}",
+        attributes(&item)
+    );
+    assert_eq!(keeper.status(&resource).await.unwrap(), LockStatus::Free);
+    let writer = keeper
+        .try_acquire(&resource, &AcquireOptions::new().owner("w"))
+        .await
+        .unwrap()
+        .expect("free for a writer");
+    keeper.release(&writer).await.unwrap();
+}

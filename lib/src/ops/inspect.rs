@@ -215,6 +215,15 @@ fn lock_ids_in(table: &LockTable, resource: &str, item: &Item) -> Vec<LockId> {
     exclusive.into_iter().chain(shared).collect()
 }
 
+/// The attributes of the shared and intention holders' entries `item` carries.
+fn shared_entries(resource: &str, item: &Item) -> Vec<String> {
+    holders::decode_all(resource, item)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, record)| holders::attribute(record.lock_id))
+        .collect()
+}
+
 /// Removes `resource`'s lock item if it is still `item` (its acquisition, lease and holder
 /// sets): a DeleteItem, or on a client that keeps items an UpdateItem clearing the holder.
 /// Refused, the item it found instead (`ALL_OLD`), if any; and whether the SDK sent the request
@@ -242,10 +251,29 @@ async fn remove_as_read(
             _ => None,
         };
         let record = kept::release_record(table, holder)?;
-        let (update, mut update_values) = kept::release_update(DataChange::Keep, &record);
+        let (mut update, mut update_values) = kept::release_update(DataChange::Keep, &record);
         update_values.extend(values);
-        let sent = table
-            .update_item(resource, &update, &condition)
+        // And its shared and intention holders, every one the read found: the update cleared
+        // the exclusive holder only, and left the readers in an item its TTL then deleted under
+        // them (a writer took the lock while they held).
+        let entries = shared_entries(resource, item);
+        for i in 0..entries.len() {
+            update.push_str(&format!(", #held{i}"));
+        }
+        for (set, name) in [
+            ("#shared", SHARED),
+            ("#intent_shared", INTENT_SHARED),
+            ("#intent_exclusive", INTENT_EXCLUSIVE),
+        ] {
+            if item.contains_key(name) {
+                update.push_str(&format!(", {set}"));
+            }
+        }
+        let mut request = table.update_item(resource, &update, &condition);
+        for (i, entry) in entries.into_iter().enumerate() {
+            request = request.expression_attribute_names(format!("#held{i}"), entry);
+        }
+        let sent = request
             .set_expression_attribute_values(Some(update_values))
             .customize()
             .interceptor(transmissions.clone())
