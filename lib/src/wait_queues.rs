@@ -124,13 +124,17 @@ impl WaitQueues {
 
     /// The lock `lock_id` on `resource` (any lock, for `None`) is not held by this client any
     /// more: released, force-released, or found lost. Wakes the first in line, unless this client
-    /// is known to hold another lock on the resource.
+    /// is known to hold another live lock on the resource.
     pub(crate) fn freed(&self, resource: &str, lock_id: Option<LockId>) {
         let mut lines = self.lines();
         let Some(line) = lines.get_mut(resource) else {
             return;
         };
-        if matches!((&line.held, lock_id), (Some(hold), Some(id)) if hold.lock_id != id) {
+        // Another live lock of this client's (one whose lease ran out is stale: it no longer
+        // keeps the waiters from trying).
+        let now = Instant::now();
+        if matches!((&line.held, lock_id), (Some(hold), Some(id)) if hold.lock_id != id && hold.until > now)
+        {
             return;
         }
         line.held = None;
@@ -244,6 +248,22 @@ mod tests {
         );
         queues.freed("s", None);
         assert!(queues.lines().is_empty(), "and dropped at its release");
+    }
+
+    #[tokio::test]
+    async fn a_lock_freed_beside_a_stale_hold_of_this_client_wakes_the_first_in_line() {
+        let queues = WaitQueues::default();
+        let place = queues.join("r");
+        // This client's lock there ran out (nobody released it through the client).
+        queues.acquired("r", id(), "alice", Instant::now());
+        let freed = place.freed();
+        // Another lock there is removed (a force release of another client's lock).
+        queues.freed("r", Some(id()));
+        assert!(
+            futures_util::FutureExt::now_or_never(freed).is_some(),
+            "the stale hold kept the wake-up back"
+        );
+        assert_eq!(queues.held_here("r", Instant::now(), None), None);
     }
 
     #[tokio::test]

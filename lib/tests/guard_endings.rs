@@ -562,3 +562,78 @@ async fn a_lock_an_extension_found_gone_is_not_handed_back() {
     drop(first);
     client.flush().await;
 }
+
+/// As above, by a release by owner on a client that keeps items, whose answer is lost and whose
+/// retry is refused by the item its first attempt wrote: the kept item names the lock it removed,
+/// which is marked all the same (the retry's refusal marked nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_removed_by_a_retried_release_by_owner_starts_no_guard_held() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
+        &proxy.endpoint(),
+    ))
+    .delete_on_release(false)
+    .build()
+    .unwrap();
+    let resource = unique("guard-removed-by-retried-release-owned");
+    // A keeping client acquires with an UpdateItem.
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let taking = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .lock(&resource, &guard_options("alice", 60_000, 20_000))
+                .await
+        })
+    };
+    answer.applied().await;
+    proxy.drop_next_answer("UpdateItem");
+    assert_eq!(
+        client.release_owned(&resource, "alice").await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    answer.deliver();
+    let guard = taking.await.unwrap().unwrap();
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        !guard.is_held(),
+        "the guard says held for a lock removed before its acquisition was answered"
+    );
+    drop(guard);
+    client.flush().await;
+}
+
+/// A plain acquisition (no guard) answered after its own client force-released the lock it made:
+/// the client does not remember the deleted lock as held (`release_all` went on to release it,
+/// and the client's waiters counted on it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_removed_before_its_acquisition_was_answered_is_not_remembered() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("removed-before-answered-plain");
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let taking = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    answer.applied().await;
+    assert!(client.force_release(&resource).await.unwrap().is_some());
+    answer.deliver();
+    let lock = taking
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("its write was applied");
+    assert_eq!(lock.owner(), "alice");
+    let ended = client.release_all().await;
+    assert!(
+        ended.is_empty(),
+        "the client remembered a lock it had removed: {ended:?}"
+    );
+}

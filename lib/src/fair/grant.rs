@@ -297,8 +297,10 @@ async fn send_fenced(
     lapsed: bool,
 ) -> Result<Fenced, Error> {
     let mut token = fenced_acquire::first_guess(table, now, floor);
-    let transmissions = Transmissions::default();
     for _ in 0..MAX_FENCE_TRIES {
+        // Per request: this loop's own resends (a stale guess refused by the fence alone, which
+        // wrote nothing) are not retries of an applied grant.
+        let transmissions = Transmissions::default();
         write
             .values
             .insert(":fencing_token".to_owned(), item::token(token));

@@ -292,12 +292,14 @@ fn read_member(
     if !item.contains_key(LOCK_ID) {
         return Err(table.not_a_lock_item(item));
     }
-    let now = table.now();
     let ours = member.lock().lock_id();
     match member {
-        Member::Exclusive { .. } => read_exclusive(table, resource, ours, item, now),
-        Member::Shared { request, .. } => Ok(
-            match shared_acquire::read_refused(request, ours, item, now)? {
+        Member::Exclusive { .. } => read_exclusive(table, resource, ours, item, table.now()),
+        // By the reading its write was made with, as the reclaim it leads to is: read later, a
+        // holder that lapsed in between was counted out, the reclaim kept it live, and the set
+        // left one holder more than the item takes.
+        Member::Shared { request, now, .. } => Ok(
+            match shared_acquire::read_refused(request, ours, item, *now)? {
                 SharedRefusal::OwnWrite => MemberRefusal::OwnWrite,
                 SharedRefusal::Blocked(holder) => MemberRefusal::Held(holder),
                 SharedRefusal::Reclaim(seen) => MemberRefusal::Reclaim(seen),

@@ -251,10 +251,14 @@ async fn send_request(
     // A release by owner learns which lock it removed (`ALL_OLD`): one this client's acquisition
     // made, answered only after the removal, must start no guard as held.
     let by_owner = release.lock_id.is_none();
+    // (By the item's `LockID`: a kept item, cleared of its holder, still names the lock.)
     let removed = |old: Option<&Item>| {
-        if let Some(record) = old.and_then(|old| table.record(release.resource, Some(old)).ok()?) {
-            table.holds.removing([record.lock_id]);
-            table.queues.freed(release.resource, Some(record.lock_id));
+        let lock_id = old
+            .and_then(|old| old.get(LOCK_ID)?.as_s().ok())
+            .and_then(|id| LockId::parse(id).ok());
+        if let Some(lock_id) = lock_id {
+            table.holds.removing([lock_id]);
+            table.queues.freed(release.resource, Some(lock_id));
         }
     };
     let answer = if table.delete_on_release {
@@ -282,10 +286,14 @@ async fn send_request(
             .send();
         let answer = answer("UpdateItem", request.await, update_refused)?;
         match answer.map(|output| removed(output.attributes.as_ref())) {
-            // An SDK retry refused by the item its own first attempt wrote: released by it.
+            // An SDK retry refused by the item its own first attempt wrote: released by it (and
+            // the kept item still names the lock it removed).
             Answer::Refused(Some(item))
                 if written.is_some() && item.get(VERSION) == written.as_ref() =>
             {
+                if by_owner {
+                    removed(Some(&item));
+                }
                 Answer::Applied(())
             }
             answer => answer,

@@ -197,8 +197,13 @@ async fn an_extension_of_a_shared_hold_never_shortens_it_and_a_late_one_is_refus
         panic!("extend")
     };
     assert!(long.expires_at() > r.expires_at());
-    // An earlier, shorter extension applied late leaves the stored end.
-    let ExtendOutcome::Extended(short) = client.extend(&r, Duration::from_secs(30)).await.unwrap()
+    // A shorter extension leaves the stored end: sent through another client (a handle from
+    // elsewhere), as the lock's own client asks for an end past every one it sent.
+    let elsewhere = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .build()
+        .unwrap();
+    let ExtendOutcome::Extended(short) =
+        elsewhere.extend(&r, Duration::from_secs(30)).await.unwrap()
     else {
         panic!("extend")
     };

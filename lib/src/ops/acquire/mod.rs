@@ -352,6 +352,12 @@ pub(crate) fn acquired(table: &LockTable, lock: Lock) -> Attempt {
 /// This client has taken `lock`: it no longer waits on the resource, and its waiters know who
 /// holds it.
 pub(crate) fn took(table: &LockTable, lock: Lock) -> Lock {
+    // A lock this client removed before this acquisition's answer came (a force release that
+    // read it, a release by owner that returned it) is not remembered as held: `release_all`
+    // and the client's waiters went on counting on a deleted lock.
+    if table.holds.release_started(lock.lock_id()) {
+        return lock;
+    }
     table.holds.acquired(
         lock.handle(),
         lock.acquired_at(),
