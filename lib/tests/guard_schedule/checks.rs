@@ -64,8 +64,8 @@ impl World {
     }
 
     /// Open guards whose lease ran out or was found expired release their locks themselves (an
-    /// extension of theirs may still land): once their clients' background work is done, the
-    /// item does not hold their acquisition live. Checked from the check after the one that
+    /// extension of theirs may still land): once their clients' background work is done (and
+    /// their heartbeats have had their turn), the item does not hold their acquisition live. Checked from the check after the one that
     /// first saw the guard lost (a watch says lost at the lease end, when the heartbeat's timer
     /// may not have fired yet; the requests of the check and the step in between let it).
     async fn check_lost_guards_released(&mut self, context: &str, now: DateTime<Utc>) {
@@ -82,21 +82,31 @@ impl World {
         if lost.is_empty() {
             return;
         }
-        for (_, client) in &lost {
-            self.clients[*client].flush().await;
-        }
-        let Some(item) = raw_item(&self.resource).await else {
-            return;
-        };
-        for (taken, _) in lost {
-            let live_ours = item.get("LockID").and_then(|id| id.as_s().ok())
-                == Some(&self.acquisitions[&taken].to_string())
-                && item.contains_key("Owner")
-                && string_attr(&item, "ExpiresAt") >= stored(now).as_str();
-            assert!(
-                !live_ours,
-                "{context}: the guard of step {taken} ran out of lease, yet its lock is held live: {item:?}"
-            );
+        // The heartbeat's timer fires at the lease end as the watch's does, and the check may
+        // come first: its release is awaited as an event (the next answer of any request), within
+        // the patience that turns a release that never comes into a failure.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        for (taken, client) in lost {
+            loop {
+                let answered = self.answered();
+                self.clients[client].flush().await;
+                let Some(item) = raw_item(&self.resource).await else {
+                    break;
+                };
+                let live_ours = item.get("LockID").and_then(|id| id.as_s().ok())
+                    == Some(&self.acquisitions[&taken].to_string())
+                    && item.contains_key("Owner")
+                    && string_attr(&item, "ExpiresAt") >= stored(now).as_str();
+                if !live_ours {
+                    break;
+                }
+                let waited =
+                    tokio::time::timeout_at(deadline, self.any_answer_after(answered)).await;
+                assert!(
+                    waited.is_ok(),
+                    "{context}: the guard of step {taken} ran out of lease, yet its lock is held live: {item:?}"
+                );
+            }
         }
     }
 }
