@@ -166,19 +166,8 @@ async fn an_observed_lease_waiter_takes_a_free_lock_at_once() {
 /// holder told it held for a lease more.
 #[tokio::test]
 async fn an_extension_behind_the_stored_lease_end_restarts_the_observed_lease() {
-    lock_client().await;
-    let clock = ddb_lock_test_kit::AdjustableClock::new();
-    let holder = builder(dynamodb())
-        .clock(clock.clone())
-        .takeover(TakeoverRule::ObservedLease)
-        .build()
-        .unwrap();
-    let resource = unique("skew-observed-step-back");
-    let lock = holder
-        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
-        .await
-        .unwrap()
-        .expect("free");
+    let (clock, holder, resource, lock) =
+        observed_holder_on_an_adjustable_clock("skew-observed-step-back").await;
     let version = |item: &std::collections::HashMap<_, _>| string_attr(item, "Version").to_owned();
     let before = version(&raw_item(&resource).await.unwrap());
     clock.set_back(Duration::from_secs(30));
@@ -205,19 +194,8 @@ async fn an_extension_behind_the_stored_lease_end_restarts_the_observed_lease() 
 /// (found by review).
 #[tokio::test]
 async fn an_extension_after_the_clock_jumped_forward_writes_the_lease_its_holder_counts_on() {
-    lock_client().await;
-    let clock = ddb_lock_test_kit::AdjustableClock::new();
-    let holder = builder(dynamodb())
-        .clock(clock.clone())
-        .takeover(TakeoverRule::ObservedLease)
-        .build()
-        .unwrap();
-    let resource = unique("skew-observed-jump");
-    let lock = holder
-        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
-        .await
-        .unwrap()
-        .expect("free");
+    let (clock, holder, resource, lock) =
+        observed_holder_on_an_adjustable_clock("skew-observed-jump").await;
     // 50 s on: a 20 s lease from there ends after the stored end, 40 s before the one counted on.
     clock.advance(Duration::from_secs(50));
     match holder.extend(&lock, Duration::from_secs(20)).await.unwrap() {
@@ -236,4 +214,30 @@ async fn an_extension_after_the_clock_jumped_forward_writes_the_lease_its_holder
         Duration::from_millis(lease_ms) >= counted_on,
         "the new version's lease ({lease_ms} ms) is shorter than the {counted_on:?} its holder counts on"
     );
+}
+
+/// A client under the observed-lease rule on a clock the test moves, holding a fresh lock (60 s)
+/// on a resource named after `name`.
+async fn observed_holder_on_an_adjustable_clock(
+    name: &str,
+) -> (
+    std::sync::Arc<ddb_lock_test_kit::AdjustableClock>,
+    LockClient,
+    String,
+    ddb_lock::Lock,
+) {
+    lock_client().await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let holder = builder(dynamodb())
+        .clock(clock.clone())
+        .takeover(TakeoverRule::ObservedLease)
+        .build()
+        .unwrap();
+    let resource = unique(name);
+    let lock = holder
+        .try_acquire(&resource, &as_owner("alice").lease(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("free");
+    (clock, holder, resource, lock)
 }

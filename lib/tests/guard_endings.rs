@@ -7,7 +7,7 @@
 use ddb_lock::{
     AcquireOptions, Error, ExtendOutcome, LockClient, LockLost, LockStatus, ReleaseOutcome,
 };
-use ddb_lock_test_kit::proxy::{Faults, Proxy};
+use ddb_lock_test_kit::proxy::{Faults, Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{
     client_through, endpoint, guard_options, hold, lock_client, lost_now, raw_item, unique,
     AdjustableClock,
@@ -453,16 +453,7 @@ async fn a_lock_removed_before_its_acquisition_was_answered_starts_no_guard_held
         let proxy = Proxy::start(&endpoint()).await;
         let client = client_through(&proxy, None);
         let resource = unique(&format!("guard-removed-before-answered-{how}"));
-        let mut answer = proxy.withhold_next_answer("PutItem");
-        let taking = {
-            let (client, resource) = (client.clone(), resource.clone());
-            tokio::spawn(async move {
-                client
-                    .lock(&resource, &guard_options("alice", 60_000, 20_000))
-                    .await
-            })
-        };
-        answer.applied().await;
+        let (taking, answer) = guard_answered_later(&proxy, &client, &resource, "PutItem").await;
         match how {
             "force_release" => {
                 let removed = client.force_release(&resource).await.unwrap();
@@ -473,16 +464,52 @@ async fn a_lock_removed_before_its_acquisition_was_answered_starts_no_guard_held
                 ReleaseOutcome::Released
             ),
         }
-        answer.deliver();
-        let guard = taking.await.unwrap().unwrap();
-        assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
-        assert!(
-            !guard.is_held(),
-            "{how}: the guard says held for a lock removed before its acquisition was answered"
-        );
-        drop(guard);
-        client.flush().await;
+        starts_lost(&client, &resource, taking, answer, how).await;
     }
+}
+
+/// `client` takes a guard on `resource` as alice, in a task: once the endpoint has applied its
+/// write (`operation`), the write's answer is withheld until the caller delivers it.
+async fn guard_answered_later(
+    proxy: &Proxy,
+    client: &LockClient,
+    resource: &str,
+    operation: &str,
+) -> (
+    tokio::task::JoinHandle<Result<ddb_lock::LockGuard, Error>>,
+    WithheldAnswer,
+) {
+    let mut answer = proxy.withhold_next_answer(operation);
+    let taking = {
+        let (client, resource) = (client.clone(), resource.to_owned());
+        tokio::spawn(async move {
+            client
+                .lock(&resource, &guard_options("alice", 60_000, 20_000))
+                .await
+        })
+    };
+    answer.applied().await;
+    (taking, answer)
+}
+
+/// Delivers `answer` to the acquisition `taking`, whose lock was removed meanwhile (`how`): the
+/// guard it makes says lost, and the lock is free.
+async fn starts_lost(
+    client: &LockClient,
+    resource: &str,
+    taking: tokio::task::JoinHandle<Result<ddb_lock::LockGuard, Error>>,
+    answer: WithheldAnswer,
+    how: &str,
+) {
+    answer.deliver();
+    let guard = taking.await.unwrap().unwrap();
+    assert_eq!(client.status(resource).await.unwrap(), LockStatus::Free);
+    assert!(
+        !guard.is_held(),
+        "{how}: the guard says held for a lock removed before its acquisition was answered"
+    );
+    drop(guard);
+    client.flush().await;
 }
 
 /// A force release reads a lapsed lock of another client; while its read's answer is on its way
@@ -578,30 +605,20 @@ async fn a_lock_removed_by_a_retried_release_by_owner_starts_no_guard_held() {
     .unwrap();
     let resource = unique("guard-removed-by-retried-release-owned");
     // A keeping client acquires with an UpdateItem.
-    let mut answer = proxy.withhold_next_answer("UpdateItem");
-    let taking = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move {
-            client
-                .lock(&resource, &guard_options("alice", 60_000, 20_000))
-                .await
-        })
-    };
-    answer.applied().await;
+    let (taking, answer) = guard_answered_later(&proxy, &client, &resource, "UpdateItem").await;
     proxy.drop_next_answer("UpdateItem");
     assert_eq!(
         client.release_owned(&resource, "alice").await.unwrap(),
         ReleaseOutcome::Released
     );
-    answer.deliver();
-    let guard = taking.await.unwrap().unwrap();
-    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
-    assert!(
-        !guard.is_held(),
-        "the guard says held for a lock removed before its acquisition was answered"
-    );
-    drop(guard);
-    client.flush().await;
+    starts_lost(
+        &client,
+        &resource,
+        taking,
+        answer,
+        "a retried release_owned",
+    )
+    .await;
 }
 
 /// A plain acquisition (no guard) answered after its own client force-released the lock it made:

@@ -248,22 +248,33 @@ async fn a_waiting_task_notices_a_release_made_by_another_client() {
 /// for its whole timeout (or until the lease ended, and the lock went to the other task).
 #[tokio::test]
 async fn an_idempotent_acquisition_of_the_holder_does_not_wait_behind_the_line() {
+    takes_its_own_lock_back_at_once("in-process-idempotent-first", false).await;
+}
+
+/// As above, after a release through the client that removed nothing of its own (a release by
+/// another owner, refused): the client still knows it holds the lock, and the idempotent
+/// acquisition takes it back at once. The refused release made the client forget its hold, and
+/// the acquisition waited behind the line.
+#[tokio::test]
+async fn an_idempotent_acquisition_of_the_holder_after_a_refused_release_does_not_wait() {
+    takes_its_own_lock_back_at_once("in-process-idempotent-after-refused", true).await;
+}
+
+/// An idempotent acquisition of the holder, with another task of the client waiting behind the
+/// lock (and, if `refused_release_first`, after a refused release by another owner), takes the
+/// lock back at once; then the other task gets it.
+async fn takes_its_own_lock_back_at_once(name: &str, refused_release_first: bool) {
     let (events, _capturing) = ddb_lock_test_kit::events::CapturedEvents::start();
     let proxy = Proxy::start(&endpoint()).await;
     let client = patient_client(&proxy).await;
-    let resource = unique("in-process-idempotent-first");
+    let resource = unique(name);
     let saga = owner("saga-1").idempotent(true);
-    let held = client.acquire(&resource, &saga).await.unwrap();
-    let waiter = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &owner("other")).await })
-    };
-    // The other task waits for the release here (it knows the lock is held here: no request).
-    while events
-        .with_message("lock held by this client; waiting for its release")
-        .is_empty()
-    {
-        yield_now().await;
+    let (held, waiter) = held_with_a_waiter_behind(&events, &client, &resource, &saga).await;
+    if refused_release_first {
+        assert!(matches!(
+            client.release_owned(&resource, "nobody").await.unwrap(),
+            ReleaseOutcome::NotOwner { .. }
+        ));
     }
     // Not a timing threshold: waiting behind the other task takes the timeout, a minute.
     let again = tokio::time::timeout(Duration::from_secs(30), client.acquire(&resource, &saga))
@@ -277,19 +288,17 @@ async fn an_idempotent_acquisition_of_the_holder_does_not_wait_behind_the_line()
     client.release(&other).await.unwrap();
 }
 
-/// As above, after a release through the client that removed nothing of its own (a release by
-/// another owner, refused): the client still knows it holds the lock, and the idempotent acquisition takes it back at once. The
-/// refused release made the client forget its hold, and the acquisition waited behind the line.
-#[tokio::test]
-async fn an_idempotent_acquisition_of_the_holder_after_a_refused_release_does_not_wait() {
-    let (events, _capturing) = ddb_lock_test_kit::events::CapturedEvents::start();
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = patient_client(&proxy).await;
-    let resource = unique("in-process-idempotent-after-refused");
-    let saga = owner("saga-1").idempotent(true);
-    let held = client.acquire(&resource, &saga).await.unwrap();
+/// `client` takes `resource` as `saga`, and another of its tasks waits for it behind (it knows
+/// the lock is held here, and sends no request): the lock, and the waiting task.
+async fn held_with_a_waiter_behind(
+    events: &ddb_lock_test_kit::events::CapturedEvents,
+    client: &LockClient,
+    resource: &str,
+    saga: &AcquireOptions,
+) -> (Lock, JoinHandle<Result<Lock, ddb_lock::Error>>) {
+    let held = client.acquire(resource, saga).await.unwrap();
     let waiter = {
-        let (client, resource) = (client.clone(), resource.clone());
+        let (client, resource) = (client.clone(), resource.to_owned());
         tokio::spawn(async move { client.acquire(&resource, &owner("other")).await })
     };
     while events
@@ -298,18 +307,5 @@ async fn an_idempotent_acquisition_of_the_holder_after_a_refused_release_does_no
     {
         yield_now().await;
     }
-    assert!(matches!(
-        client.release_owned(&resource, "nobody").await.unwrap(),
-        ddb_lock::ReleaseOutcome::NotOwner { .. }
-    ));
-    // Not a timing threshold: waiting behind the other task takes the timeout, a minute.
-    let again = tokio::time::timeout(Duration::from_secs(30), client.acquire(&resource, &saga))
-        .await
-        .expect("waited behind the line for its own lock")
-        .unwrap();
-    assert_eq!(again, held);
-    client.release(&again).await.unwrap();
-    let other = waiter.await.unwrap().unwrap();
-    assert_eq!(other.owner(), "other");
-    client.release(&other).await.unwrap();
+    (held, waiter)
 }

@@ -222,35 +222,13 @@ impl Holds {
     /// guard said held for a lock another client had force-released), and no late answer of an
     /// extension remembers it again.
     pub(crate) fn found_lost(&self, lock_id: LockId, lost: &LockLost) {
-        let stops = {
-            let mut inner = self.inner();
-            inner.ended.insert(lock_id);
-            inner
-                .held
-                .get(&lock_id)
-                .map(|hold| hold.stop_guards.clone())
-                .unwrap_or_default()
-        };
-        for stop in stops {
-            stop(lost.clone());
-        }
+        self.end([lock_id], lost);
     }
 
     /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
     /// client took it), and its guards turn lost, as released, before the request is sent.
     pub(crate) fn release_starts(&self, handle: &LockHandle) {
-        let stops = {
-            let mut inner = self.inner();
-            inner.ended.insert(handle.lock_id());
-            inner
-                .held
-                .get(&handle.lock_id())
-                .map(|hold| hold.stop_guards.clone())
-                .unwrap_or_default()
-        };
-        for stop in stops {
-            stop(LockLost::Released);
-        }
+        self.end([handle.lock_id()], &LockLost::Released);
     }
 
     /// A release through the client (a force release, a release by owner) is about to remove the
@@ -260,6 +238,12 @@ impl Holds {
     /// the locks the client remembered marked, its late answer started a guard held on a lock
     /// already deleted).
     pub(crate) fn removing(&self, lock_ids: impl IntoIterator<Item = LockId>) {
+        self.end(lock_ids, &LockLost::Released);
+    }
+
+    /// Marks `lock_ids` as ended and turns their guards lost for `lost` (outside the set's mutex:
+    /// a guard's stop takes its own state's lock).
+    fn end(&self, lock_ids: impl IntoIterator<Item = LockId>, lost: &LockLost) {
         let stops: Vec<StopGuard> = {
             let mut inner = self.inner();
             lock_ids
@@ -275,7 +259,7 @@ impl Holds {
                 .collect()
         };
         for stop in stops {
-            stop(LockLost::Released);
+            stop(lost.clone());
         }
     }
 
