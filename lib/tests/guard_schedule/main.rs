@@ -33,6 +33,10 @@
 //! The invariants are in [`checks`].
 
 mod checks;
+mod endings;
+mod profile;
+
+use profile::{Profile, STEP_FORWARD};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -111,70 +115,6 @@ enum Data {
     Known(Option<Vec<u8>>),
     /// A replacement whose outcome is unknown (cancelled, failed) came after the last answered.
     Unknown,
-}
-
-/// The roll of a step the mixed profile never draws: the clock steps forward by less than a
-/// lease.
-const STEP_FORWARD: u32 = 100;
-
-/// How often each kind of step comes.
-#[derive(Debug, Clone, Copy)]
-enum Profile {
-    /// Every kind of step, acquisitions and endings as often as the rest.
-    Mixed,
-    /// Few guards, long-lived: mostly data replacements, extensions held back or copied, their
-    /// late delivery, and the clock stepping back. A late or repeated extension needs several
-    /// such steps on one guard before it ends, which the mixed profile rarely makes.
-    Extensions,
-}
-
-impl Profile {
-    /// How often an acquisition is shared (shared guards take no data replacements).
-    fn shared_odds(self) -> f64 {
-        match self {
-            Profile::Mixed => 0.3,
-            Profile::Extensions => 0.1,
-        }
-    }
-
-    /// A step's roll: the mixed profile's range of each kind of step (see [`World::step`]),
-    /// chosen with this profile's weights.
-    fn roll(self, rng: &mut StdRng, open: usize) -> u32 {
-        /// The start of a kind's range in the mixed profile, and its weight here (of 100).
-        const EXTENSIONS: [(u32, u32); 15] = [
-            (0, 10),           // acquire
-            (22, 3),           // release
-            (32, 2),           // drop
-            (40, 3),           // cancel a release
-            (46, 24),          // replace data
-            (54, 2),           // end through the client
-            (62, 5),           // drop an answer
-            (68, 2),           // delay answers
-            (73, 11),          // hold an extension back
-            (78, 10),          // copy an extension or a release
-            (84, 16),          // deliver a held request
-            (90, 1),           // jump past every lease
-            (93, 5),           // step back
-            (STEP_FORWARD, 3), // step forward
-            (95, 3),           // wait
-        ];
-        match self {
-            Profile::Mixed => rng.random_range(0..100),
-            // With no guard open, a step on one would do nothing: take one.
-            Profile::Extensions if open == 0 => 0,
-            Profile::Extensions => {
-                let roll = rng.random_range(0..100);
-                let mut left: u32 = roll;
-                for (start, weight) in EXTENSIONS {
-                    if left < weight {
-                        return start;
-                    }
-                    left -= weight;
-                }
-                unreachable!("the weights add up to 100")
-            }
-        }
-    }
 }
 
 #[tokio::test]
@@ -561,63 +501,6 @@ impl World {
         holders.sort_unstable();
         holders.dedup();
         holders
-    }
-
-    /// Ends a guard's lock through its client rather than the guard: `release` of its lock,
-    /// `release_owned` of its owner, `force_release` of the resource (through the holder's client,
-    /// as another client's guards could only learn of it from their next extension), or
-    /// `release_all`. Every guard of the client that the call ends must say lost at once.
-    async fn end_through_the_client(&mut self, rng: &mut StdRng) -> String {
-        let (taken, chosen, ref guard) = self.guards[rng.random_range(0..self.guards.len())];
-        let Some(lock) = guard.lock() else {
-            return format!("the guard of step {taken} is lost already");
-        };
-        let holders = self.holders();
-        let way = match rng.random_range(0..4) {
-            // Shared holds of several clients: a force release through one would end the others'
-            // too, whose guards learn of it only from their next extension (as documented).
-            2 if holders.len() > 1 => 0,
-            way => way,
-        };
-        let owner = match way {
-            2 => holders.first().copied().unwrap_or(chosen),
-            _ => chosen,
-        };
-        let client = &self.clients[owner];
-        // The guards of that client the call ends, chosen before it (their locks, after it, are
-        // gone): the acquisition's for a release by id, the exclusive ones for a release by owner
-        // (the client's guards are all of its one owner), every one of the client's otherwise.
-        let ended: Vec<bool> = self
-            .guards
-            .iter()
-            .map(|(_, client_of, g)| {
-                *client_of == owner
-                    && match way {
-                        0 => g.lock().is_some_and(|l| l.lock_id() == lock.lock_id()),
-                        1 => g.lock().is_some_and(|l| l.mode() == Mode::Exclusive),
-                        _ => true,
-                    }
-            })
-            .collect();
-        let how = match way {
-            0 => format!("release: {:?}", client.release(&lock).await),
-            1 => format!(
-                "release_owned: {:?}",
-                client.release_owned(&self.resource, lock.owner()).await
-            ),
-            2 => format!(
-                "force_release: {:?}",
-                client.force_release(&self.resource).await
-            ),
-            _ => format!("release_all: {} locks", client.release_all().await.len()),
-        };
-        // Every guard the call ended is closed: it must say lost from now on.
-        for ((_, _, guard), ended) in self.guards.iter().zip(ended) {
-            if ended {
-                self.closed.push(guard.watch());
-            }
-        }
-        format!("client {owner} ended the lock of the guard of step {taken} by {how}")
     }
 
     /// Answers relayed, and dropped, by every proxy so far, per proxy and operation.
