@@ -189,16 +189,21 @@ impl HandlerError {
 }
 
 impl HandlerError {
-    /// This error, from a request on a member of the set the event's `field` lists: a member the
-    /// library refused by its resource name is reported on that field (the event has no
-    /// `resource`).
+    /// This error, from a request on the set the event's `field` lists: a member the library
+    /// refused by its resource name, or the set by its size, is reported on that field (a path
+    /// event has neither `resource` nor `resources`).
     pub(crate) fn of_member_in(self, field: &'static str) -> Self {
         match self {
-            HandlerError::InvalidRequest(invalid) if invalid.field == "resource" => {
-                HandlerError::InvalidRequest(RequestError::new(
-                    field,
-                    format!("a member's resource {}", invalid.problem),
-                ))
+            // (The library names a set's own limits on `resources`: a path's too.)
+            HandlerError::InvalidRequest(invalid)
+                if invalid.field == "resource" || invalid.field == "resources" =>
+            {
+                let problem = if invalid.field == "resource" {
+                    format!("a member's resource {}", invalid.problem)
+                } else {
+                    invalid.problem
+                };
+                HandlerError::InvalidRequest(RequestError::new(field, problem))
             }
             other => other,
         }

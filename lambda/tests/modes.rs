@@ -229,6 +229,11 @@ async fn set_fields_are_checked_and_named() {
             json!({"op": "try_acquire", "owner": "o", "path": ["x".repeat(3000)]}),
             "path",
         ),
+        // A path of 100 segments is a set of 101 members, over the limit of 100.
+        (
+            json!({"op": "try_acquire", "owner": "o", "path": vec!["s"; 100]}),
+            "path",
+        ),
         (
             json!({"op": "release", "owner": "o", "resource": "a"}),
             "lock_id",
