@@ -334,12 +334,16 @@ impl Scheduler {
         // ran the tick again.
         let early = (-since_start).to_std().unwrap_or_default();
         let early_ms = u64::try_from(early.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
-        // (At most the longest lease a lock takes: a tick more than a year ahead is locked that
-        // long only, rather than refused.)
-        let ttl = job
-            .lease()
-            .saturating_add(Duration::from_millis(early_ms))
-            .min(crate::limits::MAX_DURATION);
+        let ttl = job.lease().saturating_add(Duration::from_millis(early_ms));
+        // A tick further ahead than the longest lease a lock takes is refused, by name: locked
+        // for less, it could run again at its start.
+        if ttl > crate::limits::MAX_DURATION {
+            return Err(InvalidInput::DurationTooLong {
+                field: "tick",
+                value: ttl,
+                max: crate::limits::MAX_DURATION,
+            });
+        }
         let sent = Instant::now();
         let lock = match backend.try_lock(&job.key(tick), ttl).await {
             Ok(Some(lock)) => lock,
