@@ -19,7 +19,7 @@ use super::timing::LineTiming;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fencing::FencingToken;
-use crate::item::{self, s, Item};
+use crate::item::{self, s, Item, ACQUIRED_AT};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::ops::fenced_acquire::{self, Cancellation, MAX_FENCE_TRIES};
@@ -139,9 +139,10 @@ pub(crate) async fn send(
         fencing_token,
     };
     // A refusal that shows `to` as holder is a grant that stands: this one's (an earlier
-    // attempt's, whose answer was lost), or, of a lapsed lock, another waiter's. A releasing
-    // holder's grant sent once cannot have made it: another waiter granted the lock after this
-    // holder's lease ran out, and the holder was not holding it (it answered `Released`).
+    // attempt's, whose answer was lost: its `AcquiredAt` is this grant's `:now`), or, of a lapsed
+    // lock, another waiter's. A releasing holder's grant is only its own: another waiter granted
+    // the lock after this holder's lease ran out, and the holder was not holding it (it answered
+    // `Released`).
     let lapsed = matches!(over, Over::Lapsed);
     if to.fenced {
         let floor = record::decode_fence(resource, item)?;
@@ -165,7 +166,7 @@ pub(crate) async fn send(
         // An earlier attempt of this very grant, whose answer was lost, was applied; or another
         // waiter's grant, from a later look, made `to` the holder: the item's times either way.
         Answer::Refused(Some(item))
-            if line::held_by(&item, to.lock_id) && (lapsed || transmissions.retried()) =>
+            if line::held_by(&item, to.lock_id) && (lapsed || granted_at(&item, now)) =>
         {
             granted_in(table, resource, to.lock_id, &item)?
         }
@@ -174,6 +175,13 @@ pub(crate) async fn send(
             retried: transmissions.retried(),
         },
     })
+}
+
+/// Whether `item`'s holder was made by a grant computed at `now`: a grant writes its `:now` as
+/// `AcquiredAt`, which extensions leave as it is. (Whether the request was sent more than once
+/// does not tell: an attempt throttled and never applied is resent too.)
+fn granted_at(item: &Item, now: DateTime<Utc>) -> bool {
+    matches!(item.get(ACQUIRED_AT), Some(AttributeValue::S(at)) if *at == timestamp::format(now))
 }
 
 /// The grant `item` shows to `to`, who holds it there: its own times and token, not those of the
@@ -337,7 +345,7 @@ async fn send_fenced(
             // An earlier attempt of this grant (the SDK's, whose answer was lost), or another
             // waiter's grant of a lapsed lock, made `to` the holder: its token is in the item.
             Cancellation::LockRefused(Some(item))
-                if line::held_by(&item, to) && (lapsed || transmissions.retried()) =>
+                if line::held_by(&item, to) && (lapsed || granted_at(&item, now)) =>
             {
                 let grant = granted_in(table, resource, to, &item)?;
                 return match grant {
