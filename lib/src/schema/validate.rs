@@ -5,16 +5,27 @@
 use super::TableSchema;
 use crate::error::InvalidInput;
 use crate::item::{
-    ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, INTENT_EXCLUSIVE, INTENT_SHARED, LEASE_MS,
-    LOCK_ID, NAMESPACE, OWNER, SHARED, VERSION, WINDOW, WRITER_WAITING,
+    ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, HOLD_MS, INTENT_EXCLUSIVE, INTENT_SHARED,
+    LEASE_MS, LOCK_ID, NAMESPACE, OWNER, QUEUE, QUEUED_PREFIX, RELEASED_AT, RELEASED_BY, SHARED,
+    SHARED_HOLDER_PREFIX, TURN_DEV_MS, TURN_MS, VERSION, WINDOW, WRITER_WAITING,
 };
 use crate::limits::{
     MAX_ATTRIBUTE_NAME_BYTES, MAX_INDEX_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES,
     MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES,
 };
 
-/// The lock item's own attributes, whose names a key or TTL attribute must not take.
-const LOCK_ATTRIBUTES: [&str; 20] = [
+/// The lock item's own attributes, whose names a key or TTL attribute must not take (a line's, a
+/// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
+/// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
+/// release).
+const LOCK_ATTRIBUTES: [&str; 27] = [
+    QUEUE,
+    RELEASED_BY,
+    RELEASED_AT,
+    HOLD_MS,
+    TURN_MS,
+    TURN_DEV_MS,
+    crate::fencing::TOMBSTONE_ATTRIBUTE,
     LOCK_ID,
     OWNER,
     ACQUIRED_AT,
@@ -138,7 +149,11 @@ fn within_limit(field: &'static str, value: &str, limit: usize) -> Result<(), In
 
 /// Checks that `value` does not name an attribute in `taken` already.
 fn not_taken(field: &'static str, value: &str, taken: &[&str]) -> Result<(), InvalidInput> {
-    if taken.contains(&value) {
+    // The entries of shared holders and of waiters in line are named by a prefix and an id.
+    let an_entry = [SHARED_HOLDER_PREFIX, QUEUED_PREFIX]
+        .iter()
+        .any(|prefix| value.starts_with(prefix));
+    if taken.contains(&value) || an_entry {
         return Err(InvalidInput::NameTaken {
             field,
             name: value.to_owned(),
@@ -318,6 +333,44 @@ mod tests {
             (Some(rest), _) => Some((rest, "")),
             (None, Some(rest)) => Some(("", rest)),
             (None, None) => None,
+        }
+    }
+
+    #[test]
+    fn no_key_or_ttl_attribute_takes_a_name_the_lock_item_uses() {
+        for name in [
+            "Queue",
+            "ReleasedBy",
+            "ReleasedAt",
+            "HoldMs",
+            "TurnMs",
+            "TurnDevMs",
+            "FencedTombstone",
+            "Shared:x",
+            "Queued:x",
+        ] {
+            let refused = TableSchema::new().ttl_attribute(name).validate();
+            assert!(
+                matches!(
+                    refused,
+                    Err(InvalidInput::NameTaken {
+                        field: "ttl_attribute",
+                        ..
+                    })
+                ),
+                "{name}: {refused:?}"
+            );
+            let refused = TableSchema::new().partition_key(name).validate();
+            assert!(
+                matches!(
+                    refused,
+                    Err(InvalidInput::NameTaken {
+                        field: "partition_key",
+                        ..
+                    })
+                ),
+                "{name}: {refused:?}"
+            );
         }
     }
 }
