@@ -411,18 +411,24 @@ impl Holds {
         });
     }
 
-    /// Every lock remembered, taken out at once: a guard starting on one of them from now on
-    /// starts lost ([`guarded`](Self::guarded) says false), and `release_all` puts back
-    /// ([`acquired`](Self::acquired)) those whose release failed.
+    /// Every lock remembered, taken out at once and marked as ended: a guard starting on one of
+    /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
+    /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
+    /// those whose release failed.
     pub(crate) fn take_all(&self) -> Vec<Held> {
-        self.inner()
-            .held
-            .drain()
-            .map(|(_, hold)| Held {
-                handle: hold.handle,
-                acquired_at: hold.acquired_at,
-                until: hold.until,
-                stop_guards: hold.stop_guards,
+        let mut inner = self.inner();
+        let Inner { held, ended, .. } = &mut *inner;
+        held.drain()
+            .map(|(lock_id, hold)| {
+                // Marked with the take, not when each release's task first runs: an idempotent
+                // acquisition in between was handed back a lock about to be released.
+                ended.insert(lock_id);
+                Held {
+                    handle: hold.handle,
+                    acquired_at: hold.acquired_at,
+                    until: hold.until,
+                    stop_guards: hold.stop_guards,
+                }
             })
             .collect()
     }

@@ -314,3 +314,18 @@ fn extensions_write_at_least_the_lease_counted_on() {
     let given = holds.lease_to_send(elsewhere.lock_id(), now, two);
     assert_eq!((given.asked, given.written), (two, two));
 }
+
+#[test]
+fn locks_taken_for_release_all_are_not_handed_back() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let taken = holds.take_all();
+    assert_eq!(taken.len(), 1);
+    // Before each lock's release task has run: the take marked them.
+    assert!(!holds.taken_back(
+        &lock,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(30)
+    ));
+}

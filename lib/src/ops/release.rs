@@ -203,9 +203,12 @@ pub(crate) async fn send(
             table.holds.freed(lock_id);
         }
         // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
-        // (The lock it removed, which `ALL_OLD` names, is freed in the line as it is read.)
+        // (The lock it removed, which `ALL_OLD` names, is freed in the line as it is read, which
+        // wakes the first in line.)
         None => {
-            table.queues.wake(resource);
+            if !matches!(answer, Answer::Applied(_)) {
+                table.queues.wake(resource);
+            }
             table.holds.freed_ended_on(resource);
         }
     }
