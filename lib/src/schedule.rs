@@ -333,8 +333,9 @@ impl Scheduler {
         // lock of a lease from now ran out within a lease of the start, and a node arriving then
         // ran the tick again.
         let early = (-since_start).to_std().unwrap_or_default();
-        let early_ms = u64::try_from(early.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
-        let ttl = job.lease().saturating_add(Duration::from_millis(early_ms));
+        let ttl = job
+            .lease()
+            .saturating_add(crate::time::whole_millis_up(early));
         // A tick further ahead than the longest lease a lock takes is refused, by name: locked
         // for less, it could run again at its start.
         if ttl > crate::limits::MAX_DURATION {

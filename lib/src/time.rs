@@ -1,5 +1,5 @@
 //! Arithmetic on lease times: a lease end from a start and a duration, the time left until a
-//! moment, and durations as whole milliseconds for logs.
+//! moment, durations rounded up to whole milliseconds, and as whole milliseconds for logs.
 //!
 //! Every moment the library stores is already truncated to the millisecond (see
 //! [`LockTable::now`](crate::lock_table::LockTable::now)), so these helpers never round; they only
@@ -32,6 +32,12 @@ pub(crate) fn after(
 /// The time from `from` to `to`, zero if `to` is not later.
 pub(crate) fn span(from: DateTime<Utc>, to: DateTime<Utc>) -> Duration {
     (to - from).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// `d` in whole milliseconds, rounded up: the precision of a stored lease end (a lease asked
+/// for that long covers all of `d`).
+pub(crate) fn whole_millis_up(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
 }
 
 /// A duration in whole milliseconds, for log fields.

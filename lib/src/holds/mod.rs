@@ -26,6 +26,7 @@
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
+use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -442,11 +443,6 @@ impl Holds {
             .map(|hold| hold.handle.clone())
             .collect()
     }
-}
-
-/// `duration` in whole milliseconds, rounded up: the stored lease end's precision.
-fn whole_millis_up(duration: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
