@@ -122,10 +122,11 @@ impl WaitQueues {
         }
     }
 
-    /// The lock `lock_id` on `resource` (any lock, for `None`) is not held by this client any
-    /// more: released, force-released, or found lost. Wakes the first in line, unless this client
-    /// is known to hold another live lock on the resource.
-    pub(crate) fn freed(&self, resource: &str, lock_id: Option<LockId>) {
+    /// The lock `lock_id` on `resource` is not held by this client any more: released,
+    /// force-released, or found lost. Wakes the first in line, unless this client is known to
+    /// hold another live lock on the resource. (A release that removed no lock it can name wakes
+    /// the line with [`wake`](Self::wake) instead, keeping what the client holds.)
+    pub(crate) fn freed(&self, resource: &str, lock_id: LockId) {
         let mut lines = self.lines();
         let Some(line) = lines.get_mut(resource) else {
             return;
@@ -133,7 +134,10 @@ impl WaitQueues {
         // Another live lock of this client's (one whose lease ran out is stale: it no longer
         // keeps the waiters from trying).
         let now = Instant::now();
-        if matches!((&line.held, lock_id), (Some(hold), Some(id)) if hold.lock_id != id && hold.until > now)
+        if line
+            .held
+            .as_ref()
+            .is_some_and(|hold| hold.lock_id != lock_id && hold.until > now)
         {
             return;
         }
@@ -234,9 +238,9 @@ mod tests {
             None,
             "its lease has ended"
         );
-        queues.freed("r", Some(id()));
+        queues.freed("r", id());
         assert!(queues.held_here("r", now, None).is_some(), "not that lock");
-        queues.freed("r", Some(lock));
+        queues.freed("r", lock);
         assert_eq!(queues.held_here("r", now, None), None);
         drop(place);
         assert!(queues.lines().is_empty());
@@ -246,7 +250,7 @@ mod tests {
             queues.held_here("s", now, None).is_some(),
             "kept with nobody waiting"
         );
-        queues.freed("s", None);
+        queues.freed("s", lock);
         assert!(queues.lines().is_empty(), "and dropped at its release");
     }
 
@@ -258,7 +262,7 @@ mod tests {
         queues.acquired("r", id(), "alice", Instant::now());
         let freed = place.freed();
         // Another lock there is removed (a force release of another client's lock).
-        queues.freed("r", Some(id()));
+        queues.freed("r", id());
         assert!(
             futures_util::FutureExt::now_or_never(freed).is_some(),
             "the stale hold kept the wake-up back"
@@ -304,7 +308,7 @@ mod tests {
         assert!(b.turns.first.try_lock().is_err(), "b waits behind a");
 
         let freed = a.freed();
-        queues.freed("r", None);
+        queues.wake("r");
         freed.await; // completes: the wake-up reached the first in line
 
         drop(first);

@@ -142,9 +142,7 @@ pub(crate) async fn extend(
             if let Err(lost) = outcome.lock_or_lost() {
                 table.holds.found_lost(handle.lock_id(), &lost);
             }
-            table
-                .queues
-                .freed(handle.resource(), Some(handle.lock_id()));
+            table.queues.freed(handle.resource(), handle.lock_id());
             table.holds.freed(handle.lock_id());
             warn!(
                 resource = handle.resource(),

@@ -178,7 +178,7 @@ pub(crate) async fn force_release(
         .as_ref()
         .and_then(|item| table.record(resource, Some(item)).ok().flatten())
     {
-        Some(record) => table.queues.freed(resource, Some(record.lock_id)),
+        Some(record) => table.queues.freed(resource, record.lock_id),
         None => table.queues.wake(resource),
     }
     // Only the holds it stopped: one this client took after the delete was sent is spared by

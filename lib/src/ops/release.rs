@@ -199,7 +199,7 @@ pub(crate) async fn send(
     match lock_id {
         Some(_) if mismatched => {}
         Some(lock_id) => {
-            table.queues.freed(resource, Some(lock_id));
+            table.queues.freed(resource, lock_id);
             table.holds.freed(lock_id);
         }
         // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
@@ -261,7 +261,7 @@ async fn send_request(
             .and_then(|id| LockId::parse(id).ok());
         if let Some(lock_id) = lock_id {
             table.holds.removing([lock_id]);
-            table.queues.freed(release.resource, Some(lock_id));
+            table.queues.freed(release.resource, lock_id);
         }
     };
     let answer = if table.delete_on_release {
