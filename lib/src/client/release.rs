@@ -63,15 +63,8 @@ impl LockClient {
             .collect();
         let mut outcomes = Vec::with_capacity(releases.len());
         for (lock, answered) in releases {
-            let outcome = match answered {
-                Some(answered) => answered.await.unwrap_or_else(|_| {
-                    Err(Error::ReleaseAbandoned {
-                        resource: lock.handle.resource().to_owned(),
-                    })
-                }),
-                // No runtime to spawn on (another executor polls this): released here.
-                None => self.release_remembering(&lock).await,
-            };
+            let in_place = self.release_remembering(&lock);
+            let outcome = detached_outcome(answered, lock.handle.resource(), in_place).await;
             outcomes.push((lock.handle, outcome));
         }
         self.flush().await;
@@ -80,7 +73,7 @@ impl LockClient {
 
     /// Runs `release` in a task of its own (which `flush` waits for), so that dropping the
     /// future that awaits its answer cancels nothing: the answer's receiver, or `None` with no
-    /// runtime to spawn on (the caller then releases in place).
+    /// runtime to spawn on (the caller then releases in place: [`detached_outcome`]).
     pub(crate) fn detached(
         &self,
         release: impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + Send + 'static,
@@ -227,5 +220,23 @@ impl LockClient {
         limits::owner(owner)?;
         let release = Release::owned(resource, owner, Some(acquired_by));
         release::send(&self.settings.table, &release, DataChange::Keep).await
+    }
+}
+
+/// The outcome of a release [`detached`](LockClient::detached) from its caller, given its
+/// receiver: the task's answer (`ReleaseAbandoned` for `resource` if the task ended without one),
+/// or, with no runtime to spawn on (another executor polls the caller), `in_place`'s.
+pub(crate) async fn detached_outcome(
+    answered: Option<tokio::sync::oneshot::Receiver<Result<ReleaseOutcome, Error>>>,
+    resource: &str,
+    in_place: impl std::future::Future<Output = Result<ReleaseOutcome, Error>>,
+) -> Result<ReleaseOutcome, Error> {
+    match answered {
+        Some(answered) => answered.await.unwrap_or_else(|_| {
+            Err(Error::ReleaseAbandoned {
+                resource: resource.to_owned(),
+            })
+        }),
+        None => in_place.await,
     }
 }

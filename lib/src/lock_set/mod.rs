@@ -12,7 +12,7 @@
 
 mod transaction;
 
-use crate::client::LockClient;
+use crate::client::{detached_outcome, LockClient};
 use crate::error::{Error, InvalidInput};
 use crate::guard::{LockGuard, LockWatch};
 use crate::limits::MAX_SET_MEMBERS;
@@ -289,17 +289,7 @@ impl LockClient {
         let releases = set.locks.iter().map(|lock| {
             let (client, spawned) = (self.clone(), lock.clone());
             let answered = self.detached(async move { client.release(&spawned).await });
-            async move {
-                match answered {
-                    Some(answered) => answered.await.unwrap_or_else(|_| {
-                        Err(Error::ReleaseAbandoned {
-                            resource: lock.resource().to_owned(),
-                        })
-                    }),
-                    // No runtime to spawn on (another executor polls this): released here.
-                    None => self.release(lock).await,
-                }
-            }
+            detached_outcome(answered, lock.resource(), self.release(lock))
         });
         let outcomes = join_all(releases).await;
         set.locks
