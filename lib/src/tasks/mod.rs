@@ -18,6 +18,7 @@ use crate::item::{s, Item};
 use crate::lock_table::LockTable;
 use crate::namespace::Namespace;
 use crate::timestamp;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 use std::fmt;
@@ -315,31 +316,43 @@ impl TaskQueue {
             .map(str::to_owned)
     }
 
+    /// A conditional UpdateItem of task `id`'s item, with the names its expressions use, asking
+    /// for the refused item (`ALL_OLD`). The caller adds the values.
+    fn update_item(
+        &self,
+        id: &str,
+        update: &str,
+        condition: &str,
+    ) -> Result<UpdateItemFluentBuilder, InvalidInput> {
+        let table = self.table();
+        let resource = self.resource(id)?;
+        Ok(table
+            .dynamodb
+            .update_item()
+            .table_name(&table.name)
+            .set_key(Some(table.key(&resource)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(self.names(&[update, condition])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld))
+    }
+
     /// Sends `claim`: its task, if it may be claimed at the claim's `now`, for `lease` from then.
     async fn claim_one(
         &self,
         claim: &Claim,
         lease: Duration,
     ) -> Result<Option<ClaimedTask>, Error> {
-        let table = self.table();
         let (id, token, now) = (claim.id.as_str(), claim.token.clone(), claim.now);
         let lease_end = crate::time::after(now, lease, "lease")?;
-        let resource = self.resource(id)?;
-        let sent = table
-            .dynamodb
-            .update_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(&resource)))
-            .update_expression(CLAIM_UPDATE)
-            .condition_expression(CLAIM_CONDITION)
-            .set_expression_attribute_names(Some(self.names(&[CLAIM_UPDATE, CLAIM_CONDITION])))
+        let sent = self
+            .update_item(id, CLAIM_UPDATE, CLAIM_CONDITION)?
             .expression_attribute_values(":queue", s(self.queue.as_str()))
             .expression_attribute_values(":now", s(timestamp::format(now)))
             .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
             .expression_attribute_values(":owner", s(self.client.default_owner()))
             .expression_attribute_values(":token", s(token.as_str()))
             .expression_attribute_values(":lease_end", s(timestamp::format(lease_end)))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
         let answer = answer("UpdateItem", sent.await, update_refused)?;
         Ok(match answer {
@@ -420,20 +433,11 @@ impl TaskQueue {
         status: Option<TaskStatus>,
         lease_end: Option<DateTime<Utc>>,
     ) -> Result<bool, Error> {
-        let table = self.table();
-        let resource = self.resource(&task.id)?;
-        let now = s(timestamp::format(table.now()));
-        let mut request = table
-            .dynamodb
-            .update_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(&resource)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(self.names(&[update, condition])))
+        let now = s(timestamp::format(self.table().now()));
+        let mut request = self
+            .update_item(&task.id, update, condition)?
             .expression_attribute_values(":token", s(task.token.as_str()))
-            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()));
         if update.contains(":now") || condition.contains(":now") {
             request = request.expression_attribute_values(":now", now);
         }

@@ -91,25 +91,18 @@ impl Drop for UnsettledClaims {
 /// Gives `claim` back if the task still carries its token. Logged, not returned: the caller
 /// already has its answer.
 async fn give_back(queue: &TaskQueue, claim: &Claim) {
-    let table = queue.table();
     // Later than the claim's own `:now`, so that a copy of it arriving later is refused.
-    let now = table.now().max(claim.now + TimeDelta::milliseconds(1));
+    let now = queue
+        .table()
+        .now()
+        .max(claim.now + TimeDelta::milliseconds(1));
     // The claim may still be on its way (two connections, either order): a give-back that finds
     // nothing of its own looks again, as a dropped acquisition's clean-up does.
     let sent = looking_again(
         || {
             retrying(|| async {
-                let resource = queue.resource(&claim.id)?;
-                let request = table
-                    .dynamodb
-                    .update_item()
-                    .table_name(&table.name)
-                    .set_key(Some(table.key(&resource)))
-                    .update_expression(GIVE_BACK_UPDATE)
-                    .condition_expression(GIVE_BACK_CONDITION)
-                    .set_expression_attribute_names(Some(
-                        queue.names(&[GIVE_BACK_UPDATE, GIVE_BACK_CONDITION]),
-                    ))
+                let request = queue
+                    .update_item(&claim.id, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)?
                     .expression_attribute_values(":now", s(timestamp::format(now)))
                     .expression_attribute_values(":token", s(claim.token.as_str()))
                     .expression_attribute_values(
