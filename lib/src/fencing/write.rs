@@ -251,39 +251,23 @@ impl FencedWrite {
     /// );
     /// ```
     pub fn update(&self, update: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
-        let fenced = fenced_update_expression(update.get_update_expression().as_deref());
         // An expression that already names the marker (a caller's own revival: DynamoDB refuses
         // two actions on one path) is left to it.
-        let names_marker = update
-            .get_update_expression()
-            .as_deref()
-            .is_some_and(|own| {
-                own.contains(TOMBSTONE_ATTRIBUTE)
-                    || update
-                        .get_expression_attribute_names()
-                        .as_ref()
-                        .is_some_and(|names| {
-                            names.iter().any(|(name, attribute)| {
-                                attribute == TOMBSTONE_ATTRIBUTE && own.contains(name.as_str())
-                            })
-                        })
-            });
-        let expression = if names_marker {
-            fenced
-        } else {
-            reviving_update_expression(&fenced)
-        };
+        let revives = !names_the_marker(&update);
+        let mut expression = fenced_update_expression(update.get_update_expression().as_deref());
+        if revives {
+            expression = reviving_update_expression(&expression);
+        }
         let condition = fenced_condition(update.get_condition_expression().as_deref());
-        let update = update
+        let mut update = update
             .update_expression(expression)
             .condition_expression(condition)
-            .expression_attribute_names(NAME, self.attribute.clone());
-        let update = if names_marker {
-            update
-        } else {
-            update.expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE)
-        };
-        update.expression_attribute_values(VALUE, self.value())
+            .expression_attribute_names(NAME, self.attribute.clone())
+            .expression_attribute_values(VALUE, self.value());
+        if revives {
+            update = update.expression_attribute_names(TOMBSTONE_NAME, TOMBSTONE_ATTRIBUTE);
+        }
+        update
     }
 
     /// A fenced delete: a PutItem that replaces the item with a *tombstone* (the attributes the
@@ -420,6 +404,23 @@ impl FencedWrite {
     fn value(&self) -> AttributeValue {
         AttributeValue::N(self.token.value().to_string())
     }
+}
+
+/// Whether `update`'s own expression names the tombstone marker, by its name or through a
+/// placeholder of its own.
+fn names_the_marker(update: &UpdateItemFluentBuilder) -> bool {
+    let Some(own) = update.get_update_expression().as_deref() else {
+        return false;
+    };
+    own.contains(TOMBSTONE_ATTRIBUTE)
+        || update
+            .get_expression_attribute_names()
+            .as_ref()
+            .is_some_and(|names| {
+                names.iter().any(|(name, attribute)| {
+                    attribute == TOMBSTONE_ATTRIBUTE && own.contains(name.as_str())
+                })
+            })
 }
 
 #[cfg(test)]
