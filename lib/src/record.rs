@@ -87,6 +87,14 @@ pub(crate) fn is_released(item: &Item) -> bool {
     !item.contains_key(OWNER)
 }
 
+/// The `LockID` of any lock item, held or kept, if it has a readable one.
+pub(crate) fn lock_id(item: &Item) -> Option<LockId> {
+    match item.get(LOCK_ID) {
+        Some(AttributeValue::S(id)) => LockId::parse(id).ok(),
+        _ => None,
+    }
+}
+
 /// The payload of any lock item, held or kept, if it has one that is binary.
 pub(crate) fn data(item: &Item) -> Option<Vec<u8>> {
     match item.get(DATA) {

@@ -1,6 +1,7 @@
 //! Writes whose first attempt succeeded but whose answer was lost: the SDK retries, and the retry
 //! must not turn our own success into contention (acquire), a lost lock (extend) or an ownership
-//! mismatch (release).
+//! mismatch (release); and a kept item's acquisition that arrives again after its release must
+//! not take the lock again.
 
 use ddb_lock::{AcquireOptions, Error, ExtendOutcome, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
@@ -173,4 +174,105 @@ async fn a_force_release_whose_answer_was_lost_names_the_holder_it_removed() {
             ddb_lock::LockStatus::Free
         );
     }
+}
+
+/// A keeping client (`delete_on_release(false)`).
+fn keeping_through(proxy: &Proxy) -> ddb_lock::LockClient {
+    ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
+        &proxy.endpoint(),
+    ))
+    .delete_on_release(false)
+    .build()
+    .unwrap()
+}
+
+fn data(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> &[u8] {
+    match item.get("Data") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::B(blob)) => blob.as_ref(),
+        other => panic!("no Data blob: {other:?}"),
+    }
+}
+
+/// A copy of a kept item's acquisition that arrives after the lock was released finds the item
+/// free: it took the lock again, for a holder that had gone, and put its payload back over the
+/// one the release wrote.
+#[tokio::test]
+async fn a_late_copy_of_a_kept_acquisition_does_not_take_the_released_lock_again() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = keeping_through(&proxy);
+    let resource = unique("kept-acquisition-copy");
+
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#owner = :owner");
+    let lock = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new().owner("alice").data("first"),
+        )
+        .await
+        .unwrap()
+        .expect("free");
+    let released = client
+        .release_and_replace_data(&lock, Some(b"after".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(released, ReleaseOutcome::Released);
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+
+    let item = raw_item(&resource).await.expect("kept");
+    assert!(
+        !item.contains_key("Owner"),
+        "taken again by the copy: {item:?}"
+    );
+    assert_eq!(data(&item), b"after", "the copy put its payload back");
+    assert_eq!(
+        client.status(&resource).await.unwrap(),
+        ddb_lock::LockStatus::Free
+    );
+}
+
+/// A kept item's acquisition whose first attempt applied and whose answer was lost, force
+/// released before the SDK's resend: the resend is refused by its own write, released since, and
+/// the acquisition takes the free lock with its next attempt (it holds what the item says).
+#[tokio::test]
+async fn a_kept_acquisition_resent_after_its_lock_was_force_released_takes_it_again() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = keeping_through(&proxy);
+    let resource = unique("kept-acquisition-resent");
+
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let acquire = tokio::spawn({
+        let client = client.clone();
+        let resource = resource.clone();
+        async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        }
+    });
+    answer.applied().await;
+    let admin = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let removed = admin.force_release(&resource).await.unwrap();
+    assert_eq!(removed.map(|holder| holder.owner).as_deref(), Some("alice"));
+    answer.drop_it();
+    let lock = acquire
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the lock was free for the next attempt");
+
+    let item = raw_item(&resource).await.expect("kept");
+    assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());
+    assert_eq!(string_attr(&item, "Owner"), "alice");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
 }

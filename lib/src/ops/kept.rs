@@ -32,6 +32,20 @@ use chrono::{DateTime, Utc};
 /// A kept item is created only where there is no item at all.
 pub(crate) const CREATE_CONDITION: &str = "attribute_not_exists(#pk)";
 
+/// An acquisition that keeps the item takes it only where its own attempt has not written already
+/// (its `LockID` is new to every attempt): a copy of an applied acquisition's request that comes
+/// after the lock was released (a late copy, the SDK's resend, the write of a dropped acquisition
+/// after its clean-up cleared it) finds the kept item free and would take it again, for a holder
+/// that has gone, with the payload it carried over the one released since.
+pub(crate) const NOT_WRITTEN_BY_THIS_ATTEMPT: &str =
+    "attribute_not_exists(#lock_id) OR #lock_id <> :lock_id";
+
+/// `condition`, the acquire condition, for an acquisition that keeps the item: with
+/// [`NOT_WRITTEN_BY_THIS_ATTEMPT`].
+pub(crate) fn acquire_condition(condition: &str) -> String {
+    format!("({condition}) AND ({NOT_WRITTEN_BY_THIS_ATTEMPT})")
+}
+
 /// An acquisition that keeps the item sets the holder…
 pub(crate) const ACQUIRE_SET_HOLDER: &str = "SET #lock_id = :lock_id, #owner = :owner, #acquired_at = :acquired_at, #expires_at = :expires_at, #version = :new_version, #lease_ms = :lease_ms";
 /// …and the TTL, if the schema has a TTL attribute…

@@ -164,7 +164,8 @@ pub(crate) enum Attempt {
         retry_at: Instant,
         readers: bool,
     },
-    /// Shared holders whose leases had all ended were cleared from the item: try again at once.
+    /// The item was freed meanwhile (shared holders whose leases had all ended were cleared from
+    /// it, or the refusal showed it released): try again at once.
     Cleared,
     /// A concurrent write to the same items cancelled a fenced acquisition's transaction, or
     /// changed the item between a refusal and the reclaim that followed it.
@@ -324,9 +325,10 @@ async fn update(
     new: NewItem,
 ) -> Result<Attempt, Error> {
     let (update, values) = new.kept_update(table, &new.lock, request);
+    let condition = kept::acquire_condition(new.condition);
     let in_flight = InFlightAcquisition::new(table, new.lock.handle());
     let sent = table
-        .update_item(request.resource, &update, new.condition)
+        .update_item(request.resource, &update, &condition)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
@@ -337,6 +339,13 @@ async fn update(
         Answer::Applied(out) => {
             let data = out.attributes().and_then(record::data);
             Ok(acquired(table, new.lock.with_data(data)))
+        }
+        // Refused by its own earlier write, released since (an SDK resend whose first attempt
+        // applied, then a force release, say): the lock is free, and this attempt holds nothing.
+        Answer::Refused(Some(item))
+            if record::is_released(&item) && record::lock_id(&item) == Some(new.lock.lock_id()) =>
+        {
+            Ok(Attempt::Cleared)
         }
         Answer::Refused(item) => {
             refused(table, request, new.lock, item.as_ref(), "UpdateItem").await
