@@ -10,8 +10,8 @@ use crate::response::{
 };
 use chrono::{DateTime, Utc};
 use ddb_lock::{
-    AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode, Namespace,
-    ReleaseOutcome, SetAttempt,
+    wait_budget, AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode,
+    Namespace, ReleaseOutcome, SetAttempt,
 };
 use futures_util::future::join_all;
 use lambda_runtime::LambdaEvent;
@@ -19,7 +19,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
-use tracing::{debug, info};
+use tracing::info;
 
 /// Writes one metrics line.
 type MetricsWriter = Arc<dyn Fn(String) + Send + Sync>;
@@ -551,34 +551,4 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// How long an operation may wait so that it ends `margin` before the invocation's deadline
-/// (epoch milliseconds). `None` when the deadline carries no information: local emulators send a
-/// fixed deadline in the past, which is clamped away rather than failing every wait.
-///
-/// # Examples
-///
-/// ```
-/// use ddb_lock_lambda::wait_budget;
-/// use std::time::Duration;
-///
-/// let margin = Duration::from_millis(500);
-/// assert_eq!(wait_budget(10_000, 8_000, margin), Some(Duration::from_millis(1_500)));
-/// assert_eq!(wait_budget(10_000, 9_800, margin), Some(Duration::ZERO));
-/// assert_eq!(wait_budget(5_000, 8_000, margin), None);
-/// ```
-pub fn wait_budget(deadline_ms: u64, now_ms: i64, margin: Duration) -> Option<Duration> {
-    let remaining = i64::try_from(deadline_ms)
-        .unwrap_or(i64::MAX)
-        .saturating_sub(now_ms);
-    if remaining <= 0 {
-        debug!(
-            deadline_ms,
-            "invocation deadline is in the past; ignoring it"
-        );
-        return None;
-    }
-    let remaining = Duration::from_millis(remaining.unsigned_abs());
-    Some(remaining.saturating_sub(margin))
 }

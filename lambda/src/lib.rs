@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod response;
 
 pub use config::Config;
+pub use ddb_lock::wait_budget;
 pub use error::HandlerError;
-pub use handler::{wait_budget, Handler};
+pub use handler::Handler;
 pub use json_guard::{JsonGuard, JsonGuardService};

@@ -25,8 +25,15 @@ pub mod code {
     /// Not in the seed: no lock key could be read from the event, or a system function's
     /// argument is missing or malformed; the message names the field.
     pub const LOCK_INVALID_ARGUMENT: &str = "LOCK_INVALID_ARGUMENT";
-    /// Not in the seed: DynamoDB (or the network, or the table) failed the lock request.
+    /// Not in the seed: DynamoDB (or the network) failed the lock request. Retryable.
     pub const LOCK_BACKEND_UNAVAILABLE: &str = "LOCK_BACKEND_UNAVAILABLE";
+    /// Not in the seed: the item at the lock's key is not a lock item (an application's item in a
+    /// shared table) or is one no lock client wrote (an attribute unreadable). Not retryable: every
+    /// invocation of that key fails the same way until the item is mended.
+    pub const LOCK_ITEM_INVALID: &str = "LOCK_ITEM_INVALID";
+    /// Not in the seed: the table does not match the lock client's schema (key attributes, TTL).
+    /// Not retryable: the deployment must be mended.
+    pub const LOCK_TABLE_INVALID: &str = "LOCK_TABLE_INVALID";
 }
 
 /// Why an invocation did not run under its lock, or why a system function failed. Each variant
@@ -104,6 +111,12 @@ pub enum LockError {
     /// See [`code::LOCK_BACKEND_UNAVAILABLE`].
     #[error("lock backend failed: {0}")]
     Backend(#[source] ddb_lock::Error),
+    /// See [`code::LOCK_ITEM_INVALID`].
+    #[error("unusable lock item: {0}")]
+    ItemInvalid(#[source] ddb_lock::Error),
+    /// See [`code::LOCK_TABLE_INVALID`].
+    #[error("lock table does not match: {0}")]
+    TableInvalid(#[source] ddb_lock::Error),
 }
 
 impl LockError {
@@ -119,6 +132,8 @@ impl LockError {
                 code::LOCK_INVALID_ARGUMENT
             }
             LockError::Backend(_) => code::LOCK_BACKEND_UNAVAILABLE,
+            LockError::ItemInvalid(_) => code::LOCK_ITEM_INVALID,
+            LockError::TableInvalid(_) => code::LOCK_TABLE_INVALID,
         }
     }
 
@@ -153,7 +168,9 @@ impl LockError {
             LockError::InvalidKey(_) | LockError::InvalidArgument { .. } => {
                 json!({"field": self.field()})
             }
-            LockError::Backend(_) => json!({}),
+            LockError::Backend(_) | LockError::ItemInvalid(_) | LockError::TableInvalid(_) => {
+                json!({})
+            }
         }
     }
 
@@ -173,8 +190,9 @@ impl LockError {
 }
 
 impl From<ddb_lock::Error> for LockError {
-    /// Bad input the library caught (a full key over its size limit) names the layer's field; any
-    /// other library error is the backend's.
+    /// Bad input the library caught (a full key over its size limit) names the layer's field; an
+    /// item at the key that is not a usable lock item, or a table that does not match, is told
+    /// apart from the backend's failures, which a caller may retry.
     fn from(err: ddb_lock::Error) -> Self {
         match err {
             ddb_lock::Error::InvalidInput(invalid) => LockError::InvalidArgument {
@@ -186,6 +204,9 @@ impl From<ddb_lock::Error> for LockError {
                 },
                 problem: invalid.to_string(),
             },
+            item @ (ddb_lock::Error::MalformedItem { .. }
+            | ddb_lock::Error::NotALockItem { .. }) => LockError::ItemInvalid(item),
+            table @ ddb_lock::Error::Table { .. } => LockError::TableInvalid(table),
             other => LockError::Backend(other),
         }
     }

@@ -15,6 +15,10 @@ use tower::Layer;
 /// The lease when none is set: the seed's example's 30 seconds.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
+/// How long before a Lambda invocation's deadline a `block` ends when none is set: the time left
+/// for the handler and the answer (the Lambda function's default too).
+pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+
 /// The shortest lease: with auto-release a guard extends it every third of it, at least the
 /// library's [`MIN_LEASE`].
 pub const MIN_TTL: Duration = MIN_LEASE.saturating_mul(3);
@@ -58,6 +62,9 @@ pub struct LockLayer<R> {
 /// Where a request type keeps the invoked function's name.
 pub(crate) type FunctionOf<R> = for<'a> fn(&'a R) -> &'a str;
 
+/// Where a request type keeps its deadline, in epoch milliseconds.
+pub(crate) type DeadlineOf<R> = fn(&R) -> u64;
+
 /// What every invocation of a layer's service uses.
 pub(crate) struct Settings<R> {
     pub(crate) client: LockClient,
@@ -69,6 +76,8 @@ pub(crate) struct Settings<R> {
     pub(crate) auto_release: bool,
     pub(crate) function_name: Option<String>,
     pub(crate) function_of: Option<FunctionOf<R>>,
+    pub(crate) deadline_of: Option<DeadlineOf<R>>,
+    pub(crate) deadline_margin: Duration,
 }
 
 impl<R> Clone for LockLayer<R> {
@@ -96,15 +105,26 @@ impl<R> fmt::Debug for LockLayer<R> {
 impl<T> LockLayer<LambdaEvent<T>> {
     /// Starts configuring a layer around a Lambda handler (a tower `Service` over
     /// [`LambdaEvent`]), whose locks live in `client`'s table. The function name of
-    /// [`Scope::Function`] keys comes from the invocation context.
+    /// [`Scope::Function`] keys comes from the invocation context, and a
+    /// [`block`](LockLayerBuilder::block) ends a
+    /// [`deadline_margin`](LockLayerBuilder::deadline_margin) before the invocation's deadline.
     pub fn builder(client: LockClient) -> LockLayerBuilder<LambdaEvent<T>> {
-        LockLayerBuilder::new(client, Some(lambda_function_name::<T>))
+        LockLayerBuilder::new(
+            client,
+            Some(lambda_function_name::<T>),
+            Some(lambda_deadline::<T>),
+        )
     }
 }
 
 /// The function a Lambda event invokes, from its context (`AWS_LAMBDA_FUNCTION_NAME`).
 fn lambda_function_name<T>(event: &LambdaEvent<T>) -> &str {
     &event.context.env_config.function_name
+}
+
+/// A Lambda invocation's deadline, from its context (epoch milliseconds).
+fn lambda_deadline<T>(event: &LambdaEvent<T>) -> u64 {
+    event.context.deadline
 }
 
 impl<R> LockLayer<R> {
@@ -129,7 +149,7 @@ impl<R> LockLayer<R> {
     /// # }
     /// ```
     pub fn for_requests(client: LockClient) -> LockLayerBuilder<R> {
-        LockLayerBuilder::new(client, None)
+        LockLayerBuilder::new(client, None, None)
     }
 }
 
@@ -172,6 +192,8 @@ pub struct LockLayerBuilder<R> {
     auto_release: bool,
     function_name: Option<String>,
     function_of: Option<FunctionOf<R>>,
+    deadline_of: Option<DeadlineOf<R>>,
+    deadline_margin: Duration,
 }
 
 impl<R> fmt::Debug for LockLayerBuilder<R> {
@@ -196,7 +218,11 @@ impl LockLayerBuilder<LambdaEvent<Value>> {
 }
 
 impl<R> LockLayerBuilder<R> {
-    fn new(client: LockClient, function_of: Option<FunctionOf<R>>) -> Self {
+    fn new(
+        client: LockClient,
+        function_of: Option<FunctionOf<R>>,
+        deadline_of: Option<DeadlineOf<R>>,
+    ) -> Self {
         LockLayerBuilder {
             client,
             key: None,
@@ -207,6 +233,8 @@ impl<R> LockLayerBuilder<R> {
             auto_release: true,
             function_name: None,
             function_of,
+            deadline_of,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
         }
     }
 
@@ -234,9 +262,20 @@ impl<R> LockLayerBuilder<R> {
 
     /// Waits up to `block` for a held lock (then [`LOCK_TIMEOUT`](crate::code::LOCK_TIMEOUT));
     /// without it a held lock fails the invocation at once
-    /// ([`LOCK_ACQUISITION_FAILED`](crate::code::LOCK_ACQUISITION_FAILED)).
+    /// ([`LOCK_ACQUISITION_FAILED`](crate::code::LOCK_ACQUISITION_FAILED)). A Lambda handler's
+    /// wait also ends a [`deadline_margin`](Self::deadline_margin) before the invocation's
+    /// deadline: cut off by Lambda mid-wait, it would answer no error a `Retry` names, and an
+    /// acquisition in flight then could land with nothing left to release it.
     pub fn block(mut self, block: Duration) -> Self {
         self.block = Some(block);
+        self
+    }
+
+    /// How long before a Lambda invocation's deadline a [`block`](Self::block) ends, left for the
+    /// handler and the answer. Default [`DEFAULT_DEADLINE_MARGIN`]; requests without a deadline
+    /// ([`LockLayer::for_requests`]) wait their whole `block`.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
         self
     }
 
@@ -272,7 +311,11 @@ impl<R> LockLayerBuilder<R> {
                 min: MIN_TTL,
             });
         }
-        for (field, value) in [("ttl", Some(self.ttl)), ("block", self.block)] {
+        for (field, value) in [
+            ("ttl", Some(self.ttl)),
+            ("block", self.block),
+            ("deadline_margin", Some(self.deadline_margin)),
+        ] {
             if let Some(value) = value.filter(|v| *v > MAX_DURATION) {
                 return Err(InvalidInput::DurationTooLong {
                     field,
@@ -300,6 +343,8 @@ impl<R> LockLayerBuilder<R> {
                 auto_release: self.auto_release,
                 function_name: self.function_name,
                 function_of: self.function_of,
+                deadline_of: self.deadline_of,
+                deadline_margin: self.deadline_margin,
             }),
         })
     }

@@ -52,7 +52,7 @@ pub mod system;
 pub use data::{current_lock, current_watch, LockData};
 pub use error::{code, LockError, LockedError};
 pub use key::{KeyError, Scope, KEY_PREFIX};
-pub use layer::{LockLayer, LockLayerBuilder, DEFAULT_TTL, MIN_TTL};
+pub use layer::{LockLayer, LockLayerBuilder, DEFAULT_DEADLINE_MARGIN, DEFAULT_TTL, MIN_TTL};
 pub use response::{Locked, EXTENSION_URN};
 pub use service::LockService;
 pub use system::SystemFunctions;

@@ -26,6 +26,7 @@ use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tower::Service;
 use tracing::{debug, warn};
 
@@ -151,7 +152,14 @@ where
         .owner
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let (hold, lock) = acquire(settings, &key, &full_key, &owner).await?;
+    let budget = settings.deadline_of.and_then(|deadline_of| {
+        ddb_lock::wait_budget(
+            deadline_of(&request),
+            chrono::Utc::now().timestamp_millis(),
+            settings.deadline_margin,
+        )
+    });
+    let (hold, lock) = acquire(settings, &key, &full_key, &owner, budget).await?;
     let data = LockData {
         key,
         acquired: true,
@@ -180,16 +188,18 @@ where
     }
 }
 
-/// Takes the lock on `full_key`: once, or waiting up to `block`; as a guard with auto-release.
+/// Takes the lock on `full_key`: once, or waiting up to `block`, within `budget` (the time left
+/// before the invocation's deadline, less the margin); as a guard with auto-release.
 async fn acquire<R>(
     settings: &Settings<R>,
     key: &str,
     full_key: &str,
     owner: &str,
+    budget: Option<Duration>,
 ) -> Result<(Hold, Lock), LockError> {
     let mut opts = AcquireOptions::new().owner(owner).lease(settings.ttl);
     if let Some(block) = settings.block {
-        opts = opts.timeout(block);
+        opts = opts.timeout(budget.map_or(block, |budget| block.min(budget)));
     }
     let client = &settings.client;
     let failed = || LockError::AcquisitionFailed {

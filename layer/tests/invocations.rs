@@ -493,3 +493,61 @@ async fn an_acquisition_lost_to_the_backend_is_released_before_the_answer() {
     assert_eq!(calls.count(), 0);
     assert_free(&lock_client().await, &full_key).await;
 }
+
+/// A Lambda invocation whose deadline is closer than its `block`: Lambda would cut it off mid-wait
+/// (an answer no `Retry` on `LOCK_TIMEOUT` names, and an acquisition in flight left with nothing
+/// to release it). The wait ends a margin before the deadline: here the deadline is within the
+/// margin already, so the one attempt is the last, and the answer is `LOCK_TIMEOUT`.
+#[tokio::test]
+async fn block_ends_before_the_invocations_deadline() {
+    let client = lock_client().await;
+    let key = unique("order");
+    let full_key = format!("lock:{FUNCTION}:{key}");
+    hold(&client, &full_key, "someone-else", Duration::from_secs(60)).await;
+    let calls = Calls::default();
+    let layer = layer(&client)
+        .block(Duration::from_secs(600))
+        .deadline_margin(Duration::from_secs(30))
+        .build()
+        .expect("layer");
+    let mut event = event(json!({"order": {"id": key}}), FUNCTION);
+    let in_ten_seconds = chrono::Utc::now().timestamp_millis() + 10_000;
+    event.context.deadline = u64::try_from(in_ten_seconds).unwrap();
+
+    let answer = tokio::time::timeout(
+        Duration::from_secs(300),
+        layer.layer(counting(&calls)).oneshot(event),
+    )
+    .await
+    .expect("the wait went on past the invocation's deadline");
+
+    assert_eq!(lock_error(answer).code(), code::LOCK_TIMEOUT);
+    assert_eq!(calls.count(), 0);
+}
+
+/// An application's item at the lock's key is no lock item: every invocation of that key fails
+/// the same way until it is mended, which a caller must not take for the backend's failure and
+/// retry.
+#[tokio::test]
+async fn an_item_at_the_key_that_is_not_a_lock_is_lock_item_invalid() {
+    let client = lock_client().await;
+    let key = unique("order");
+    let full_key = format!("lock:{FUNCTION}:{key}");
+    let string = |value: &str| aws_sdk_dynamodb::types::AttributeValue::S(value.to_owned());
+    ddb_lock_test_kit::dynamodb()
+        .put_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .item("PK", string(&format!("LOCK#{full_key}")))
+        .item("SK", string("LOCK"))
+        .item("Invoice", string("not a lock"))
+        .send()
+        .await
+        .unwrap();
+    let calls = Calls::default();
+    let layer = layer(&client).build().expect("layer");
+
+    let err = lock_error(invoke(&layer, counting(&calls), &key).await);
+
+    assert_eq!(err.code(), code::LOCK_ITEM_INVALID, "{err}");
+    assert_eq!(calls.count(), 0);
+}

@@ -55,6 +55,7 @@ mod background;
 mod clock;
 mod conditional;
 mod conflict_retry;
+mod deadline;
 mod error;
 mod fair;
 mod fencing;
@@ -88,6 +89,7 @@ pub use backend::{
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use clock::{Clock, SystemClock};
+pub use deadline::wait_budget;
 pub use error::{Error, InvalidInput, TableDifference, TableProblem};
 pub use fair::QueuedWaiter;
 pub use fencing::{
