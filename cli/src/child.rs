@@ -1,8 +1,19 @@
 //! The command `run` starts: spawning it with the lock's variables, the signals ddb-lock forwards
 //! to it, and stopping it when the lock is lost.
+//!
+//! Unless ddb-lock runs in the foreground of a terminal, the command leads a process group of its
+//! own, and every signal goes to that whole group: a shell script's children (a `terraform
+//! apply` it runs) are stopped with it, not orphaned to go on working after the lock is released.
+//! When the command exits, what is left of its group (processes it started in the background, or
+//! children still shutting down after a signal) is ended the same way, SIGTERM then SIGKILL after
+//! the grace, before ddb-lock releases the lock. In a terminal's foreground the command shares
+//! ddb-lock's group, so that it can read the terminal and gets a Ctrl-C from it directly (as with
+//! `timeout --foreground`); then signals reach the command alone.
 
 use crate::failure::{Failure, CANNOT_EXECUTE, COMMAND_NOT_FOUND, UNAVAILABLE};
-use nix::sys::signal::{kill, Signal};
+use nix::errno::Errno;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io;
@@ -44,10 +55,25 @@ impl Signals {
     }
 }
 
+/// How often ddb-lock looks whether the rest of the command's group has ended.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// How long ddb-lock waits for the command's group after SIGKILL (a process in uninterruptible
+/// sleep may take a while to die) before it releases the lock anyway.
+const AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// The command, running: its process, and the process group it leads, if it has one of its own.
+#[derive(Debug)]
+pub struct RunningCommand {
+    child: Child,
+    group: Option<Pid>,
+}
+
 /// Starts `command` (program and arguments) with `vars` added to ddb-lock's environment, its
-/// standard streams ddb-lock's. On Linux the command gets SIGTERM if ddb-lock dies (killed, say):
+/// standard streams ddb-lock's, leading a process group of its own unless ddb-lock runs in the
+/// foreground of a terminal. On Linux the command gets SIGTERM if ddb-lock dies (killed, say):
 /// nothing would extend the lock any more.
-pub fn spawn(command: &[OsString], vars: &[(&str, String)]) -> Result<Child, Failure> {
+pub fn spawn(command: &[OsString], vars: &[(&str, String)]) -> Result<RunningCommand, Failure> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Failure::new(crate::failure::USAGE, "no command to run"))?;
@@ -55,9 +81,13 @@ pub fn spawn(command: &[OsString], vars: &[(&str, String)]) -> Result<Child, Fai
     child
         .args(args)
         .envs(vars.iter().map(|(name, value)| (name, value)));
+    let grouped = !in_the_terminals_foreground();
+    if grouped {
+        child.process_group(0);
+    }
     #[cfg(target_os = "linux")]
     terminate_when_orphaned(&mut child);
-    child.spawn().map_err(|err| {
+    let child = child.spawn().map_err(|err| {
         let program = program.to_string_lossy();
         match err.kind() {
             io::ErrorKind::NotFound => {
@@ -65,7 +95,13 @@ pub fn spawn(command: &[OsString], vars: &[(&str, String)]) -> Result<Child, Fai
             }
             _ => Failure::new(CANNOT_EXECUTE, format!("{program}: cannot run it: {err}")),
         }
-    })
+    })?;
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .filter(|_| grouped)
+        .map(Pid::from_raw);
+    Ok(RunningCommand { child, group })
 }
 
 /// Asks the kernel to send the command SIGTERM when ddb-lock's thread that started it ends
@@ -90,15 +126,77 @@ fn terminate_when_orphaned(command: &mut Command) {
     }
 }
 
-/// Passes `signal`, caught by ddb-lock, on to the command: all but an interrupt that the
-/// terminal sent, which the command, in ddb-lock's process group, got too. Passed on, a Ctrl-C
-/// reached the command twice, and some take a second interrupt as "stop at once, whatever the
-/// state" (Terraform does).
-pub fn forward(child: &Child, signal: Signal) {
-    if signal == Signal::SIGINT && in_the_terminals_foreground() {
-        return;
+impl RunningCommand {
+    /// Waits for the command to exit. Cancel-safe.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.child.wait().await
     }
-    send(child, signal);
+
+    /// Passes `signal`, caught by ddb-lock, on to the command: all but an interrupt that the
+    /// terminal sent, which the command, in ddb-lock's process group, got too. Passed on, a
+    /// Ctrl-C reached the command twice, and some take a second interrupt as "stop at once,
+    /// whatever the state" (Terraform does).
+    pub fn forward(&self, signal: Signal) {
+        if signal == Signal::SIGINT && self.group.is_none() && in_the_terminals_foreground() {
+            return;
+        }
+        self.send(signal);
+    }
+
+    /// Sends `signal` to the command's group (or the command alone, in ddb-lock's group), if it
+    /// still runs.
+    fn send(&self, signal: Signal) {
+        // ESRCH: it has ended (and not been waited for yet); nothing to do.
+        let _ = match self.group {
+            Some(group) => killpg(group, signal),
+            None => match self.child.id().and_then(|pid| i32::try_from(pid).ok()) {
+                Some(pid) => kill(Pid::from_raw(pid), signal),
+                None => Ok(()),
+            },
+        };
+    }
+
+    /// Stops the command: SIGTERM, then SIGKILL if it has not exited after `grace`. Returns how
+    /// it ended; the rest of its group is left to [`end_the_rest`](Self::end_the_rest).
+    pub async fn stop(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        self.send(Signal::SIGTERM);
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                self.send(Signal::SIGKILL);
+                self.child.start_kill()?;
+                self.child.wait().await
+            }
+        }
+    }
+
+    /// Once the command has exited: ends what is left of its process group, SIGTERM, then
+    /// SIGKILL if some of it still runs after `grace`, and waits for it to be gone (a while at
+    /// most after SIGKILL). Nothing to do for a command in ddb-lock's own group, or whose group
+    /// has ended with it.
+    pub async fn end_the_rest(&self, grace: Duration) {
+        let Some(group) = self.group else {
+            return;
+        };
+        if !group_runs(group) {
+            return;
+        }
+        eprintln!("ddb-lock: the command exited; ending the processes it left running");
+        let _ = killpg(group, Signal::SIGTERM);
+        if tokio::time::timeout(grace, group_ended(group))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        let _ = killpg(group, Signal::SIGKILL);
+        if tokio::time::timeout(AFTER_KILL, group_ended(group))
+            .await
+            .is_err()
+        {
+            eprintln!("ddb-lock: processes of the command's group outlived SIGKILL");
+        }
+    }
 }
 
 /// Whether ddb-lock's process group is the foreground group of its controlling terminal, to which
@@ -110,23 +208,21 @@ fn in_the_terminals_foreground() -> bool {
         .is_some_and(|foreground| foreground == nix::unistd::getpgrp())
 }
 
-/// Sends `signal` to `child`, if it still runs.
-pub fn send(child: &Child, signal: Signal) {
-    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-        // ESRCH: it has exited and not been waited for yet; nothing to do.
-        let _ = kill(Pid::from_raw(pid), signal);
+/// Whether any process of `group` is left. Zombies that are ddb-lock's to reap (where it is the
+/// reaper of orphans: a container's first process) are reaped first.
+fn group_runs(group: Pid) -> bool {
+    while let Ok(status) = waitpid(Pid::from_raw(-group.as_raw()), Some(WaitPidFlag::WNOHANG)) {
+        if status == nix::sys::wait::WaitStatus::StillAlive {
+            break;
+        }
     }
+    killpg(group, None) != Err(Errno::ESRCH)
 }
 
-/// Stops `child`: SIGTERM, then SIGKILL if it has not exited after `grace`. Returns how it ended.
-pub async fn stop(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
-    send(child, Signal::SIGTERM);
-    match tokio::time::timeout(grace, child.wait()).await {
-        Ok(status) => status,
-        Err(_) => {
-            child.start_kill()?;
-            child.wait().await
-        }
+/// Completes once no process of `group` is left.
+async fn group_ended(group: Pid) {
+    while group_runs(group) {
+        tokio::time::sleep(GROUP_POLL).await;
     }
 }
 

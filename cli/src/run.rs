@@ -1,11 +1,12 @@
 //! `ddb-lock run KEY -- CMD ARGS…`: the command runs only while this process holds the lock.
 //!
 //! The lock is a [`LockGuard`]: extended every third of its lease while the command runs. When
-//! the command exits, the lock is released and ddb-lock exits with the command's code. When the
-//! lock is lost (an extension finds it taken or gone, or none succeeds for a whole lease), the
-//! command gets SIGTERM, then SIGKILL after `--grace`, and ddb-lock exits with
-//! `--lost-exit-code`. SIGINT, SIGTERM and SIGHUP are passed on to the command; caught while
-//! waiting for the lock, they end the wait.
+//! the command exits, what it left running in its process group is ended (see [`child`]), the
+//! lock is released and ddb-lock exits with the command's code. When the lock is lost (an
+//! extension finds it taken or gone, or none succeeds for a whole lease), the command's group gets
+//! SIGTERM, then SIGKILL after `--grace`, and ddb-lock exits with `--lost-exit-code`. SIGINT,
+//! SIGTERM and SIGHUP are passed on to the command's group; caught while waiting for the lock,
+//! they end the wait.
 
 use crate::args::RunArgs;
 use crate::child::{self, Signals};
@@ -82,13 +83,14 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         tokio::select! {
             biased;
             status = command.wait() => break status.map(Some),
-            signal = signals.next() => child::forward(&command, signal),
+            signal = signals.next() => command.forward(signal),
             lost = watch.lost() => {
                 eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
-                break child::stop(&mut command, args.grace).await.map(|_| None);
+                break command.stop(args.grace).await.map(|_| None);
             }
         }
     };
+    command.end_the_rest(args.grace).await;
     // Whether the lock was still ours when the command exited (its lease counted on this
     // process's monotonic clock), read before the release, and whether the release found it so.
     let held = guard.is_held();

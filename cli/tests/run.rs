@@ -364,3 +364,44 @@ async fn a_wait_at_a_terminal_shows_who_holds_the_lock() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(rest.last().map(|line| line.trim_end()), Some("got-it"));
 }
+
+/// Whether process `pid` runs (a zombie, ended but not yet reaped by whoever inherited it, does
+/// not).
+fn runs(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|state| state.starts_with('Z'))
+    })
+}
+
+/// A command's own children end with it: ddb-lock's SIGTERM reached the shell alone, which died
+/// of it while the work it had started went on after the lock was released (the shell's child,
+/// orphaned); and a command that exits leaving work in the background (`cmd &`) has that work
+/// ended before the release, not running on unprotected.
+#[tokio::test]
+async fn the_commands_children_end_with_it_before_the_release() {
+    let client = lock_client().await;
+    for (script, signalled) in [
+        ("sleep 60 >/dev/null & echo $!; wait", true),
+        ("sleep 60 >/dev/null & echo $!", false),
+    ] {
+        let key = unique("cli-group");
+        let mut running = Running::start(ddb_lock(&[
+            "run", &key, "--grace", "60s", "--", "sh", "-c", script,
+        ]));
+        let child: i32 = running.line().await.parse().unwrap();
+        if signalled {
+            running.signal(Signal::SIGTERM);
+        }
+        let (status, _) = running.exit().await;
+        let running_after = runs(child);
+        if running_after {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL);
+        }
+        assert!(
+            !running_after,
+            "{script}: the command's child outlived ddb-lock ({status:?})"
+        );
+        assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+    }
+}
