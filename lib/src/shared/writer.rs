@@ -13,7 +13,7 @@
 //!   that gives up withdraws its own marker, and one that vanishes leaves it to end at its
 //!   deadline.
 
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, update_refused, Answer};
 use crate::error::Error;
 use crate::item::{s, Item};
 use crate::lock::{Holder, LockId};
@@ -147,7 +147,8 @@ async fn clear_some(
 }
 
 /// Marks `resource` as awaited by the exclusive acquirer `owner` until `until`, the marker
-/// dated `at`: whether it was set (refused: no shared holder, or a marker lasting as long).
+/// dated `at`: whether it is set (refused: no shared holder, or a marker lasting as long; but a
+/// refusal by this very marker is an SDK resend of an announce that was applied, and it is set).
 pub(crate) async fn announce(
     table: &LockTable,
     resource: &str,
@@ -159,14 +160,16 @@ pub(crate) async fn announce(
     let sent = table
         .update_item(resource, ANNOUNCE_UPDATE, ANNOUNCE_CONDITION)
         .set_expression_attribute_values(Some(Item::from([
-            (":writer".to_owned(), marker),
+            (":writer".to_owned(), marker.clone()),
             (":until".to_owned(), s(timestamp::format(until))),
         ])))
         .send();
-    let answer = answer("UpdateItem", sent.await, |err| {
-        matches!(err, UpdateItemError::ConditionalCheckFailedException(_)).then_some(())
-    })?;
-    let announced = matches!(answer, Answer::Applied(_));
+    let announced = match answer("UpdateItem", sent.await, update_refused)? {
+        Answer::Applied(_) => true,
+        Answer::Refused(item) => {
+            item.is_some_and(|item| item.get(crate::item::WRITER_WAITING) == Some(&marker))
+        }
+    };
     debug!(
         resource,
         owner, announced, "exclusive acquirer waiting for shared holders"

@@ -267,3 +267,43 @@ async fn a_writer_dropped_before_its_announce_was_answered_withdraws_its_marker(
     marker_becomes(&direct, &resource, None).await;
     direct.release(&r1).await.unwrap();
 }
+
+/// A waiting writer's announce applied, its answer lost, and the SDK's resend refused by the
+/// marker it had placed: the writer took the marker for not placed and, dropped later, left it
+/// standing until its deadline, keeping readers out for a writer that had gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_announce_was_resent_withdraws_its_marker_when_dropped() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writers = client_through(&proxy, None);
+    let resource = unique("writer-announce-resent");
+    let r1 = direct
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    proxy.drop_next_answer("UpdateItem");
+    let mut first_try = proxy.delay_next_request("PutItem");
+    let mut next_try = proxy.delay_next_request("PutItem");
+    let waiting = {
+        let (writers, resource) = (writers.clone(), resource.clone());
+        tokio::spawn(async move { writers.acquire(&resource, &writer("w")).await })
+    };
+    first_try.captured().await;
+    assert!(first_try.deliver().await, "refused by the reader");
+    // The writer tries again only once its announce (and the resend) has been answered.
+    next_try.captured().await;
+    assert_eq!(
+        proxy.counts("UpdateItem").dropped,
+        1,
+        "the announce's answer was lost"
+    );
+    marker_becomes(&direct, &resource, Some("w")).await;
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    writers.flush().await;
+
+    marker_becomes(&direct, &resource, None).await;
+    direct.release(&r1).await.unwrap();
+}
