@@ -1,6 +1,6 @@
 //! A guard's background task: extend the lock every heartbeat until it is released or lost.
 
-use super::state::{held, lose, settle, State};
+use super::state::{held, lose, settle, wait_for_turn, State};
 use crate::client::LockClient;
 use crate::outcome::LockLost;
 use std::sync::Arc;
@@ -33,10 +33,9 @@ pub(super) async fn extend_until_lost(
             .unwrap_or_else(|| valid_until.checked_sub(margin).unwrap_or_else(Instant::now));
         tokio::time::sleep_until(due).await;
         // A replace_data in flight holds the turn at most until the lease runs out too.
-        let Ok(_turn) = tokio::time::timeout_at(valid_until, extending.lock()).await else {
-            break;
-        };
+        let turn = wait_for_turn(&state, &extending).await;
         let Some(lock) = held(&state) else { return };
+        let Some(_turn) = turn else { break };
         if lock.valid_until_instant() > valid_until {
             // Extended meanwhile (replace_data): due again later.
             retry_at = None;

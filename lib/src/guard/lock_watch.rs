@@ -40,11 +40,13 @@ impl LockWatch {
         }
     }
 
-    /// The lock as acquired or last extended.
+    /// The lock as acquired or last extended, while held: `None` once
+    /// [`is_held`](Self::is_held) is false, a lease that ran out included, even before the
+    /// guard's background task noticed.
     pub fn lock(&self) -> Option<Lock> {
         match &*self.state.borrow() {
-            State::Held(lock) => Some(lock.clone()),
-            State::Lost { .. } => None,
+            State::Held(lock) if Instant::now() < lock.valid_until_instant() => Some(lock.clone()),
+            _ => None,
         }
     }
 
@@ -58,7 +60,14 @@ impl LockWatch {
                 State::Lost { lost, .. } => return lost.clone(),
                 State::Held(lock) => lock.valid_until_instant(),
             };
+            if Instant::now() >= valid_until {
+                return LockLost::LeaseRanOut { last_error: None };
+            }
+            // The lease end that passed is judged again from the state: polled late (a busy
+            // runtime), both branches are ready, and an extension recorded before that end must
+            // win over the end it replaced, as it does for `is_held`.
             tokio::select! {
+                biased;
                 changed = state.changed() => {
                     if changed.is_err() {
                         // The guard is gone; its lease is the only thing left to go by.
@@ -66,9 +75,7 @@ impl LockWatch {
                         return LockLost::LeaseRanOut { last_error: None };
                     }
                 }
-                () = tokio::time::sleep_until(valid_until) => {
-                    return LockLost::LeaseRanOut { last_error: None };
-                }
+                () = tokio::time::sleep_until(valid_until) => {}
             }
         }
     }

@@ -26,7 +26,7 @@ use crate::limits;
 use crate::lock::Lock;
 use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
 use heartbeat::extend_until_lost;
-use state::{held, lose, settle, why_lost, State};
+use state::{held, lose, settle, wait_for_turn, why_lost, State};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
@@ -134,12 +134,12 @@ impl LockGuard {
         self.watch.clone()
     }
 
-    /// The lock as acquired or last extended, if not lost.
+    /// The lock as acquired or last extended, while held (see [`is_held`](Self::is_held)).
     pub fn lock(&self) -> Option<Lock> {
         self.watch.lock()
     }
 
-    /// The acquisition's fencing token, if it was fenced.
+    /// The acquisition's fencing token, if it was fenced, while the lock is held.
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.lock().and_then(|lock| lock.fencing_token())
     }
@@ -166,20 +166,17 @@ impl LockGuard {
             resource: lock.resource().to_owned(),
             reason: Box::new(why_lost(&self.state)),
         };
-        let valid_until = match &*self.state.borrow() {
-            State::Held(lock) => lock.valid_until_instant(),
-            State::Lost { lock, .. } => return Err(lost(lock)),
-        };
-        // The heartbeat holds the turn at most until the lease it extends runs out.
-        let turn = tokio::time::timeout_at(valid_until, self.extending.lock()).await;
+        // The heartbeat holds the turn at most until the lease it extends runs out (at once if
+        // the guard is lost).
+        let turn = wait_for_turn(&self.state, &self.extending).await;
         let lock = self.last_lock();
-        let Ok(_turn) = turn else {
-            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
-            return Err(lost(&lock));
-        };
         if held(&self.state).is_none() {
             return Err(lost(&lock));
         }
+        let Some(_turn) = turn else {
+            lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+            return Err(lost(&lock));
+        };
         let answer = tokio::time::timeout_at(
             lock.valid_until_instant(),
             self.client.extend_and_replace_data(&lock, self.lease, data),

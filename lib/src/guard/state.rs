@@ -3,7 +3,7 @@
 
 use crate::lock::Lock;
 use crate::outcome::{ExtendOutcome, LockLost};
-use tokio::sync::watch;
+use tokio::sync::{watch, Mutex, MutexGuard};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -99,5 +99,25 @@ pub(super) fn held(state: &watch::Sender<State>) -> Option<Lock> {
     match &*state.borrow() {
         State::Held(lock) => Some(lock.clone()),
         State::Lost { .. } => None,
+    }
+}
+
+/// Waits for the turn to extend the guard's lock (`extending`, held by whichever extension is in
+/// flight), at most until its lease runs out: a lease that the extension holding the turn
+/// lengthened meanwhile is waited for to its new end (waiting to the end read before, the
+/// heartbeat behind a data replacement gave up a lease that had been extended, and released a
+/// lock still held). `None` if the lease ran out first, or the guard is lost.
+pub(super) async fn wait_for_turn<'a>(
+    state: &watch::Sender<State>,
+    extending: &'a Mutex<()>,
+) -> Option<MutexGuard<'a, ()>> {
+    loop {
+        let until = held(state)?.valid_until_instant();
+        if let Ok(turn) = tokio::time::timeout_at(until, extending.lock()).await {
+            return Some(turn);
+        }
+        if held(state)?.valid_until_instant() <= until {
+            return None;
+        }
     }
 }

@@ -14,9 +14,10 @@ use ddb_lock_test_kit::{
 };
 use std::time::Duration;
 
-/// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
 mod late_answers;
+mod turns;
 
+/// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Every way a client ends one of its own holds, other than through the guard itself: each must

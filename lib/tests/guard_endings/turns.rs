@@ -1,0 +1,120 @@
+//! A guard's lease end as its two extenders (the heartbeat and `replace_data`) and its readers
+//! (`lost`, `lock`) see it: the heartbeat waiting its turn behind a data replacement waits to the
+//! lease that replacement's predecessor lengthened; a `lost` future polled late does not report a
+//! lease end that an extension replaced; `lock` says nothing once the lease has run out.
+
+use super::*;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Whether `future` is ready when polled once now.
+fn ready_now<F: Future + Unpin>(future: &mut F) -> bool {
+    let mut context = Context::from_waker(std::task::Waker::noop());
+    matches!(Pin::new(future).poll(&mut context), Poll::Ready(_))
+}
+
+/// The heartbeat planned its extension against the lease end it read before it slept; a data
+/// replacement lengthened the lease meanwhile, and a second one held the turn (its answer slow):
+/// the heartbeat waited for the turn only until the earlier end, then said the lease had run out
+/// and released the lock, which the guard held until the later end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_behind_a_data_replacement_waits_for_the_lease_that_was_lengthened() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("heartbeat-behind-replacement");
+    // The heartbeat is due a second in, two seconds before the first lease end.
+    let guard = client
+        .lock(&resource, &guard_options("alice", 3_000, 1_000))
+        .await
+        .unwrap();
+    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    // Some of the lease passes before the replacements, so that theirs ends well after the first.
+    tokio::time::sleep_until(first_end - Duration::from_millis(2_700)).await;
+    guard.replace_data(Some(b"a".to_vec())).await.unwrap();
+    let lengthened_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    assert!(lengthened_end >= first_end + Duration::from_millis(300));
+
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let mut replacing = Box::pin(guard.replace_data(Some(b"b".to_vec())));
+    tokio::select! {
+        biased;
+        replaced = &mut replacing => panic!("answered while withheld: {replaced:?}"),
+        () = answer.applied() => {}
+    }
+    // Past the first lease end, before the lengthened one: the guard still holds its lock.
+    tokio::time::sleep_until(first_end + Duration::from_millis(150)).await;
+    assert!(
+        guard.is_held(),
+        "the guard gave up a lease it had lengthened"
+    );
+    assert_eq!(lost_now(&guard.watch()).await, None);
+    let item = raw_item(&resource).await.expect("the lock was released");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        guard.lock().unwrap().lock_id().to_string()
+    );
+
+    answer.deliver();
+    let replaced = replacing.await.unwrap();
+
+    assert!(
+        matches!(replaced, ExtendOutcome::Extended(_)),
+        "{replaced:?}"
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// A `lost` future polled once, then not again until after the lease end it was waiting for,
+/// while the heartbeat extended the lease in time: both its branches were ready at that poll, and
+/// one time in two it took the old lease end for the end of the hold (work under `with_lock` was
+/// dropped, its lock released, while the guard held it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_future_polled_late_does_not_report_a_lease_end_an_extension_replaced() {
+    let client = lock_client().await;
+    let resource = unique("lost-polled-late");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 1_500, 300))
+        .await
+        .unwrap();
+    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    let watch = guard.watch();
+    let mut futures: Vec<_> = (0..20).map(|_| Box::pin(watch.lost())).collect();
+    for future in &mut futures {
+        assert!(!ready_now(future), "lost at once");
+    }
+
+    tokio::time::sleep_until(first_end + Duration::from_millis(200)).await;
+    assert!(guard.is_held(), "the heartbeat extended the lease");
+    let reported = futures
+        .iter_mut()
+        .map(ready_now)
+        .filter(|ready| *ready)
+        .count();
+    assert_eq!(
+        reported, 0,
+        "lost futures said the lock was lost while held"
+    );
+    drop(futures);
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// A guard whose lease ran out before its background task could notice (a blocked runtime): it
+/// says not held, and its lock (and fencing token) are no longer handed out as if it were.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lease_run_out_unnoticed_hands_out_no_lock() {
+    let client = lock_client().await;
+    let resource = unique("lease-out-unnoticed");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 1_500, 500).fencing(true))
+        .await
+        .unwrap();
+    let end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    // The runtime's only thread blocked past the lease end: no heartbeat runs.
+    std::thread::sleep(end.saturating_duration_since(tokio::time::Instant::now()));
+    assert!(!guard.is_held());
+    assert_eq!(guard.lock(), None);
+    assert_eq!(guard.fencing_token(), None);
+    assert_eq!(guard.watch().lock(), None);
+}
