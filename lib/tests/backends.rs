@@ -328,3 +328,42 @@ async fn renewals_after_two_step_backs_keep_the_stored_end_on_both_backends() {
     assert_eq!(dynamodb_answer, "acquired");
     assert_eq!(memory_answer, dynamodb_answer);
 }
+
+/// A renewal made once the release has been called, before its answer: `held` is the release's
+/// request, held in the network (DynamoDB) or `None` (memory, which releases at the call).
+async fn renewal_during_a_release(
+    locks: &dyn LockBackend,
+    held: Option<ddb_lock_test_kit::proxy::HeldRequest>,
+) -> String {
+    let key = unique("backend/renewed-while-released");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    let releasing = locks.release(a.clone());
+    let renewed = match held {
+        Some(mut held) => {
+            held.captured().await;
+            let renewed = locks.renew(&a).await;
+            assert!(held.deliver().await, "the release reached the endpoint");
+            renewed
+        }
+        None => locks.renew(&a).await,
+    };
+    let released = releasing.await;
+    format!("renew: {}; release: {}", done(&renewed), done(&released))
+}
+
+/// The DynamoDB backend renewed a lock whose release had been called (applied ahead of the
+/// delete, answered `ok`), where the memory backend said not held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_after_the_release_was_called_is_refused_on_both_backends() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let dynamo = DynamoDbBackend::new(ddb_lock_test_kit::client_through(&proxy, None));
+    let held = proxy.delay_next_request("DeleteItem");
+    let expected = "renew: not held; release: ok";
+    assert_eq!(
+        renewal_during_a_release(&dynamo, Some(held)).await,
+        expected
+    );
+    let memory = MemoryBackend::new();
+    assert_eq!(renewal_during_a_release(&memory, None).await, expected);
+}

@@ -185,3 +185,39 @@ async fn a_late_data_change_does_not_undo_a_later_one_that_asked_for_a_shorter_l
     assert_eq!(data(&raw_item(&resource).await.unwrap()), b"second");
     client.release(&lock).await.unwrap();
 }
+
+/// An extension answered after its own client released the lock: applied before the release's
+/// delete, it was answered `Extended`, a lease the caller counted on for a lock already gone. And
+/// one asked for after the release started is not sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_answered_after_its_clients_release_is_not_found() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("extension-after-release");
+    let lock = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let extending = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    answer.applied().await;
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ddb_lock::ReleaseOutcome::Released
+    );
+    answer.deliver();
+    let late = extending.await.unwrap().unwrap();
+    assert_eq!(late, ExtendOutcome::NotFound, "{late:?}");
+
+    let updates = proxy.counts("UpdateItem").requests;
+    let after = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(after, ExtendOutcome::NotFound);
+    assert_eq!(proxy.counts("UpdateItem").requests, updates, "nothing sent");
+    assert!(raw_item(&resource).await.is_none());
+}

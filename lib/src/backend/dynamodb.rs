@@ -97,6 +97,13 @@ impl LockBackend for DynamoDbBackend {
     /// Sent from a task of its own, started at the call: dropping the returned future (a
     /// `select!`, a timeout) cancels nothing, and [`flush`](LockBackend::flush) waits for it.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
+        // Ended at the call, as the memory backend ends it: a renewal made before the spawned
+        // release has run is refused, not applied ahead of the delete.
+        self.client
+            .settings
+            .table
+            .holds
+            .release_starts(lock.handle());
         let (answer, answered) = oneshot::channel();
         let (client, spawned_lock) = (self.client.clone(), lock.clone());
         let spawned = self.client.release_in_background(async move {

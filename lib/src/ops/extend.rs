@@ -116,6 +116,12 @@ pub(crate) async fn extend(
         }
         .into());
     }
+    // A lock whose release this client has started (or that it found lost) is not extended: an
+    // extension applied before the release's delete was answered `Extended`, a lease the caller
+    // counted on while the release took the lock away.
+    if ended_here(table, handle) {
+        return Ok(ExtendOutcome::NotFound);
+    }
     let sent = Instant::now();
     let now = table.now();
     let leases = table.holds.lease_to_send(handle.lock_id(), now, lease);
@@ -127,6 +133,8 @@ pub(crate) async fn extend(
         now,
     };
     match write(table, &extension).await? {
+        // Its release started while the extension was on its way: the release removes it.
+        Ok(_) if ended_here(table, handle) => Ok(ExtendOutcome::NotFound),
         Ok(record) => Ok(extended(table, &extension, record, sent)),
         // A handle of another mode than this client's hold finds nothing of its own: the hold
         // is left as it is (it was stopped and forgotten, its guard saying lost while it stood).
@@ -153,6 +161,12 @@ pub(crate) async fn extend(
             Ok(outcome)
         }
     }
+}
+
+/// Whether this client has ended `handle`'s lock (started its release, or found it lost), for a
+/// handle of the mode it holds it in (one of another mode changes nothing of the hold).
+fn ended_here(table: &LockTable, handle: &LockHandle) -> bool {
+    table.holds.release_started(handle.lock_id()) && !table.holds.held_in_another_mode(handle)
 }
 
 /// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with
