@@ -276,3 +276,30 @@ async fn a_kept_acquisition_resent_after_its_lock_was_force_released_takes_it_ag
         ReleaseOutcome::Released
     );
 }
+
+/// The last reader's release applied, its answer lost: the SDK's resend finds the entry gone, and
+/// the item, emptied of every holder, stayed for good (it has no lease, so nothing expires it).
+#[tokio::test]
+async fn a_last_readers_release_whose_answer_was_lost_leaves_no_item() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("reader-release-lost-answer");
+    let reader = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("reader")
+                .mode(ddb_lock::Mode::Shared),
+        )
+        .await
+        .unwrap()
+        .expect("free");
+    proxy.drop_next_answer("UpdateItem");
+    let outcome = client.release(&reader).await.unwrap();
+    assert_eq!(proxy.counts("UpdateItem").dropped, 1, "{outcome:?}");
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "the emptied item was left"
+    );
+}

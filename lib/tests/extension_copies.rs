@@ -187,8 +187,7 @@ async fn a_late_data_change_does_not_undo_a_later_one_that_asked_for_a_shorter_l
 }
 
 /// An extension answered after its own client released the lock: applied before the release's
-/// delete, it was answered `Extended`, a lease the caller counted on for a lock already gone. And
-/// one asked for after the release started is not sent.
+/// delete, it was answered `Extended`, a lease the caller counted on for a lock already gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_answered_after_its_clients_release_is_not_found() {
     let _ = lock_client().await;
@@ -215,9 +214,5 @@ async fn an_extension_answered_after_its_clients_release_is_not_found() {
     let late = extending.await.unwrap().unwrap();
     assert_eq!(late, ExtendOutcome::NotFound, "{late:?}");
 
-    let updates = proxy.counts("UpdateItem").requests;
-    let after = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
-    assert_eq!(after, ExtendOutcome::NotFound);
-    assert_eq!(proxy.counts("UpdateItem").requests, updates, "nothing sent");
     assert!(raw_item(&resource).await.is_none());
 }

@@ -551,3 +551,46 @@ async fn a_guard_extends_a_lock_handed_back_with_little_lease_left_at_once() {
     assert!(holder.expires_at > alices.expires_at() + chrono::TimeDelta::seconds(30));
     guard.release().await.unwrap();
 }
+
+/// A guard handed back a lock with more lease than it asks for (an idempotent acquisition of a
+/// lock its owner holds with a longer lease): its data replacement writes the payload, and the
+/// guard's lock must say so. It kept the old payload, since the answer's lease was not the later.
+#[tokio::test]
+async fn a_handed_back_guards_data_replacement_shows_in_its_lock() {
+    let client = lock_client().await;
+    let resource = unique("guard-handed-back-data");
+    let first = client
+        .lock(
+            &resource,
+            &guard_options("alice", 60_000, 20_000)
+                .idempotent(true)
+                .data("old"),
+        )
+        .await
+        .unwrap();
+    let second = client
+        .lock(
+            &resource,
+            &guard_options("alice", 10_000, 3_000).idempotent(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        second.lock().unwrap().lock_id(),
+        first.lock().unwrap().lock_id()
+    );
+
+    let replaced = second.replace_data(Some(b"new".to_vec())).await.unwrap();
+    assert!(
+        matches!(replaced, ExtendOutcome::Extended(_)),
+        "{replaced:?}"
+    );
+    assert_eq!(second.lock().unwrap().data(), Some(&b"new"[..]));
+    assert_eq!(
+        second.lock().unwrap().expires_at(),
+        first.lock().unwrap().expires_at(),
+        "the stored lease end, which the replacement kept"
+    );
+    assert_eq!(second.release().await.unwrap(), ReleaseOutcome::Released);
+    drop(first);
+}

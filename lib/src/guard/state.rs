@@ -48,7 +48,25 @@ pub(super) fn settle(
                     .with_data(extended.data().map(<[u8]>::to_vec));
                     true
                 }
-                _ => false,
+                // A lease no longer than the one held (a lock handed back with more lease than
+                // this guard asks for): the lease stays, and the item as the answer tells it, the
+                // latest this guard knows (its answers settle in the order it sent them), is
+                // taken: the payload a data replacement wrote, the stored end.
+                State::Held(lock) => {
+                    let expires_at = lock.expires_at().max(extended.expires_at());
+                    let told = Lock::new(
+                        extended.handle().clone(),
+                        extended.acquired_at(),
+                        expires_at,
+                        lock.valid_until_instant(),
+                    )
+                    .with_fencing_token(extended.fencing_token())
+                    .with_data(extended.data().map(<[u8]>::to_vec));
+                    let changed = told != *lock;
+                    *lock = told;
+                    changed
+                }
+                State::Lost { .. } => false,
             });
             if !ran_out {
                 return match &*state.borrow() {

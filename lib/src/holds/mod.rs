@@ -74,11 +74,19 @@ impl Inner {
                 .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
             self.prune_at = self.held.len() * 2;
         }
-        let (stop_guards, latest_end_sent) = self
-            .held
-            .remove(&handle.lock_id())
-            .map(|hold| (hold.stop_guards, hold.latest_end_sent))
-            .unwrap_or_default();
+        // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
+        // shorter than the first guard's does not make later extensions write less than that
+        // guard counts on), and what its extensions sent.
+        let (stop_guards, until, latest_end_sent, latest_until_sent) =
+            match self.held.remove(&handle.lock_id()) {
+                Some(hold) => (
+                    hold.stop_guards,
+                    hold.until.max(until),
+                    hold.latest_end_sent,
+                    hold.latest_until_sent,
+                ),
+                None => (Vec::new(), until, None, None),
+            };
         self.held.insert(
             handle.lock_id(),
             Hold {
@@ -87,6 +95,7 @@ impl Inner {
                 until,
                 stop_guards,
                 latest_end_sent,
+                latest_until_sent,
             },
         );
     }
@@ -118,6 +127,9 @@ struct Hold {
     stop_guards: Vec<StopGuard>,
     /// The latest lease end an extension of it sent through this client asked for.
     latest_end_sent: Option<DateTime<Utc>>,
+    /// The latest monotonic lease end an extension of it sent through this client may answer
+    /// (its send plus the lease it asked for), answered or not.
+    latest_until_sent: Option<Instant>,
 }
 
 /// The leases of one extension (see [`Holds::lease_to_send`]).
@@ -327,6 +339,7 @@ impl Holds {
                 until,
                 stop_guards: Vec::new(),
                 latest_end_sent: None,
+                latest_until_sent: None,
             });
     }
 
@@ -341,7 +354,8 @@ impl Holds {
     ///   clock stepped back made a later extension ask for an earlier end; so did one sent once
     ///   the clock had caught up again (an end no later than the stretched one before it), and
     ///   an extension asked for a shorter lease than an earlier one.
-    /// - The lease written is at least the one this client already counts on (its `until`):
+    /// - The lease written is at least the one this client already counts on (its `until`, or
+    ///   the end an extension sent earlier and not yet answered may still be answered with):
     ///   under the observed-lease rule a waiter times the newest version for that version's
     ///   `LeaseMs`, and a shorter one, applied because the wall clock had jumped forward, let a
     ///   waiter take the lock while its guard, counting on the longer lease, said held. (Only
@@ -372,7 +386,12 @@ impl Holds {
             })
             .map(whole_millis_up);
         let asked = lease.max(past_sent.unwrap_or_default());
-        let counted_on = whole_millis_up(hold.until.saturating_duration_since(Instant::now()));
+        // Counted on: the hold's lease as answered, or as an extension still unanswered may
+        // answer it (a late `Extended` counted from its send, after this one was written).
+        let sent = Instant::now();
+        let promised = hold.until.max(hold.latest_until_sent.unwrap_or(hold.until));
+        let counted_on = whole_millis_up(promised.saturating_duration_since(sent));
+        hold.latest_until_sent = hold.latest_until_sent.max(sent.checked_add(asked));
         let end = chrono::TimeDelta::from_std(asked)
             .ok()
             .and_then(|span| now.checked_add_signed(span));

@@ -329,3 +329,41 @@ fn locks_taken_for_release_all_are_not_handed_back() {
         Instant::now() + Duration::from_secs(30)
     ));
 }
+
+#[test]
+fn an_unanswered_extension_counts_in_the_lease_written() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    holds.acquired(
+        &lock,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(2),
+    );
+    let t = acquired_at();
+    // A 30 s extension is sent; its answer is late. The wall clock jumps 29 s forward, and a 1 s
+    // extension is sent: its end is past the first's, so it applies first; the first's late
+    // `Extended` then tells its caller of 30 s, which the second's `LeaseMs` must cover.
+    let first = holds.lease_to_send(lock.lock_id(), t, Duration::from_secs(30));
+    assert_eq!(first.asked, Duration::from_secs(30));
+    let second = holds.lease_to_send(
+        lock.lock_id(),
+        t + chrono::TimeDelta::seconds(29),
+        Duration::from_secs(1),
+    );
+    assert!(second.asked < Duration::from_secs(2), "{second:?}");
+    assert!(second.written >= Duration::from_secs(29), "{second:?}");
+}
+
+#[test]
+fn a_lock_taken_back_keeps_the_longer_lease_counted_on() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    let long = Instant::now() + Duration::from_secs(60);
+    holds.acquired(&lock, acquired_at(), long);
+    assert!(holds.taken_back(
+        &lock,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(1)
+    ));
+    assert_eq!(holds.inner().held[&lock.lock_id()].until, long);
+}

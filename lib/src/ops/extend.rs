@@ -116,12 +116,6 @@ pub(crate) async fn extend(
         }
         .into());
     }
-    // A lock whose release this client has started (or that it found lost) is not extended: an
-    // extension applied before the release's delete was answered `Extended`, a lease the caller
-    // counted on while the release took the lock away.
-    if ended_here(table, handle) {
-        return Ok(ExtendOutcome::NotFound);
-    }
     let sent = Instant::now();
     let now = table.now();
     let leases = table.holds.lease_to_send(handle.lock_id(), now, lease);
@@ -133,7 +127,9 @@ pub(crate) async fn extend(
         now,
     };
     match write(table, &extension).await? {
-        // Its release started while the extension was on its way: the release removes it.
+        // This client started the lock's release (or found it lost) before the answer came:
+        // applied ahead of the release's delete, the extension was answered `Extended`, a lease
+        // its caller counted on while the release took the lock away.
         Ok(_) if ended_here(table, handle) => Ok(ExtendOutcome::NotFound),
         Ok(record) => Ok(extended(table, &extension, record, sent)),
         // A handle of another mode than this client's hold finds nothing of its own: the hold

@@ -35,8 +35,9 @@ const RELEASE_UPDATE: &str = "DELETE #set :ids REMOVE #entry";
 const RELEASE_CONDITION: &str =
     "contains(#set, :lock_id) AND #entry.#lock_id = :lock_id AND #entry.#owner = :owner";
 /// The deletion of an item the release left without any holder: a lock item, with no shared
-/// holder, no exclusive holder and no waiting writer.
-const DELETE_EMPTY_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND attribute_not_exists(#owner) AND attribute_not_exists(#writer_waiting)";
+/// holder, no exclusive holder, no waiting writer and no line (fair waiters, whose places the
+/// deletion lost).
+const DELETE_EMPTY_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive) AND attribute_not_exists(#owner) AND attribute_not_exists(#writer_waiting) AND attribute_not_exists(#queue)";
 
 /// One UpdateItem extending the shared hold `handle` to `expires_at` with `version`:
 /// `Ok(Ok(record))` as written, `Ok(Err(record))` with its entry in the refusing item, if any.
@@ -135,23 +136,14 @@ pub(crate) async fn release(
     match answer {
         Answer::Applied(out) => {
             info!(resource, owner = handle.owner(), lock_id = %handle.lock_id().short(), "shared lock released");
-            let empty = out.attributes().is_some_and(|item| {
-                !item.contains_key(OWNER)
-                    && [SHARED, INTENT_SHARED, INTENT_EXCLUSIVE]
-                        .iter()
-                        .all(|set| !item.contains_key(*set))
-            });
-            // The hold is released whatever becomes of the empty item's deletion (an item left
-            // with no holder takes nothing from anyone): its failure answered the release with an
-            // error, and the release was sent again.
-            if empty && table.delete_on_release {
-                if let Err(err) = delete_empty(table, resource).await {
-                    warn!(resource, %err, "a shared lock was released, and its emptied item could not be deleted; it stays, holding nothing");
-                }
-            }
+            delete_if_empty(table, resource, out.attributes()).await;
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
+            // An item left with no holder at all: emptied by this release's own first attempt,
+            // whose answer was lost (the SDK's resend found the entry gone), or by a release
+            // dropped before its deletion. Nothing else would ever delete it (it has no lease).
+            delete_if_empty(table, resource, item.as_ref()).await;
             // The entry is keyed by this hold's id: a refusal finds it gone, or (a handle with
             // another owner) someone else's.
             let outcome = match own_entry(table, handle, item.as_ref())? {
@@ -171,8 +163,26 @@ pub(crate) async fn release(
     }
 }
 
-/// Deletes `resource`'s item if it has no holder and no waiting writer; a refusal means someone
-/// came meanwhile, and the item stays.
+/// On a client that deletes items, deletes `item`, `resource`'s item as a release wrote or found
+/// it, if it holds nothing. The hold is released whatever becomes of the deletion (an item left
+/// with no holder takes nothing from anyone): its failure answered the release with an error, and
+/// the release was sent again, to find its entry gone.
+async fn delete_if_empty(table: &LockTable, resource: &str, item: Option<&Item>) {
+    let empty = item.is_some_and(|item| {
+        !item.contains_key(OWNER)
+            && [SHARED, INTENT_SHARED, INTENT_EXCLUSIVE]
+                .iter()
+                .all(|set| !item.contains_key(*set))
+    });
+    if empty && table.delete_on_release {
+        if let Err(err) = delete_empty(table, resource).await {
+            warn!(resource, %err, "a shared lock was released, and its emptied item could not be deleted; it stays, holding nothing");
+        }
+    }
+}
+
+/// Deletes `resource`'s item if it has no holder, no waiting writer and no line; a refusal means
+/// someone came meanwhile, and the item stays.
 async fn delete_empty(table: &LockTable, resource: &str) -> Result<(), Error> {
     let sent = table
         .dynamodb
