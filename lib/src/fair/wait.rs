@@ -26,6 +26,7 @@ use crate::ops::extend::DataChange;
 use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
+use crate::shared::writer::{self, SharedRefusal};
 use crate::time::span;
 use crate::wait::backoff::Backoff;
 use crate::wait::writer_marker::WriterMarker;
@@ -190,6 +191,17 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
         }
         previous_sent = Some(sent);
         if holder.as_ref().is_none_or(|h| !h.is_live_at(table.now())) {
+            // Shared or intention holders that took the lapsed lock (their acquisitions do not
+            // look at the line) and whose leases ended too (crashed): cleared, as an exclusive
+            // acquirer they refuse clears them, and the lock is granted from the next look. Left,
+            // they refused every grant, and the line waited until its deadlines (found by review).
+            let now = table.now();
+            if let Some(SharedRefusal::Lapsed(lapsed)) = writer::read_refused(resource, &item, now)?
+            {
+                if writer::clear_lapsed(table, resource, &lapsed, now).await? {
+                    continue;
+                }
+            }
             let grant = grant::send(table, resource, &item, Over::Lapsed).await?;
             if let Grant::Granted {
                 to,

@@ -183,3 +183,69 @@ async fn a_kept_item_left_with_a_dead_line_is_taken_by_a_fair_acquirer() {
     );
     fresh.release(&taken).await.unwrap();
 }
+
+/// The holder's lease lapsed with a waiter in line, a reader took the lapsed lock (shared
+/// acquisitions do not look at the line), and crashed in its turn: its lapsed entry refused every
+/// grant, and the waiter waited until its deadline, the lock free to anyone else. The waiter
+/// clears the lapsed reader, as an acquirer it refuses clears it, and is granted the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_reader_that_took_a_lapsed_lock_is_cleared_by_the_line() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(
+        &resource,
+        "w",
+        fair("w").timeout(Duration::from_secs(30)),
+        granted_tx,
+    );
+    line_becomes(&holder, &resource, &["w"]).await;
+
+    // What a reader's acquisition of the lapsed lock leaves, once the reader's own lease lapsed:
+    // no exclusive holder, one shared entry whose lease is over.
+    let reader = uuid::Uuid::new_v4().to_string();
+    let past = ddb_lock::timestamp::format(chrono::Utc::now() - chrono::TimeDelta::seconds(1));
+    let s = |value: &str| AttributeValue::S(value.to_owned());
+    let entry = AttributeValue::M(
+        [
+            ("LockID".to_owned(), s(&reader)),
+            ("Owner".to_owned(), s("crashed reader")),
+            ("AcquiredAt".to_owned(), s(&past)),
+            ("ExpiresAt".to_owned(), s(&past)),
+            ("Version".to_owned(), s("v")),
+            ("LeaseMs".to_owned(), AttributeValue::N("1000".to_owned())),
+        ]
+        .into(),
+    );
+    dynamodb()
+        .update_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .key("PK", s(&format!("LOCK#{resource}")))
+        .key("SK", s("LOCK"))
+        .update_expression(
+            "REMOVE #owner, #acquired_at, #expires_at, #lease_ms ADD #shared :ids SET #entry = :entry",
+        )
+        .expression_attribute_names("#owner", "Owner")
+        .expression_attribute_names("#acquired_at", "AcquiredAt")
+        .expression_attribute_names("#expires_at", "ExpiresAt")
+        .expression_attribute_names("#lease_ms", "LeaseMs")
+        .expression_attribute_names("#shared", "Shared")
+        .expression_attribute_names("#entry", format!("Shared:{reader}"))
+        .expression_attribute_values(":ids", AttributeValue::Ss(vec![reader.clone()]))
+        .expression_attribute_values(":entry", entry)
+        .send()
+        .await
+        .unwrap();
+
+    let (owner, lock, client) = granted
+        .recv()
+        .await
+        .expect("the waiter was granted the lock");
+    assert_eq!(owner, "w");
+    let item = raw_item(&resource).await.unwrap();
+    assert!(!item.contains_key(&format!("Shared:{reader}")), "{item:?}");
+    client.release(&lock).await.unwrap();
+    task.await.unwrap().unwrap();
+}
