@@ -367,3 +367,39 @@ async fn a_renewal_after_the_release_was_called_is_refused_on_both_backends() {
     let memory = MemoryBackend::new();
     assert_eq!(renewal_during_a_release(&memory, None).await, expected);
 }
+
+/// A renewal refused as expired, then, after the clock stepped back, tried again: the lock's
+/// stored lease end is still ahead of that clock, and both backends renew it (the DynamoDB
+/// client wrote the renewal and answered not held, leaving the lock held by nobody).
+async fn renewal_after_a_step_back_past_an_expiry(
+    locks: &dyn LockBackend,
+    clock: &AdjustableClock,
+) -> String {
+    let key = unique("backend/renewed-after-expiry");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    clock.advance(TTL + Duration::from_secs(1));
+    let expired = done(&locks.renew(&a).await);
+    clock.set_back(TTL - Duration::from_secs(1));
+    let renewed = done(&locks.renew(&a).await);
+    let released = done(&locks.release(a).await);
+    format!("expired: {expired}; after the step back: {renewed}; release: {released}")
+}
+
+#[tokio::test]
+async fn a_renewal_after_an_expiry_and_a_step_back_agrees_on_both_backends() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let dynamo = DynamoDbBackend::new(client);
+    let expected = "expired: not held; after the step back: ok; release: ok";
+    assert_eq!(
+        renewal_after_a_step_back_past_an_expiry(&dynamo, &clock).await,
+        expected
+    );
+    let clock = AdjustableClock::new();
+    let memory = MemoryBackend::with_clock(clock.clone());
+    assert_eq!(
+        renewal_after_a_step_back_past_an_expiry(&memory, &clock).await,
+        expected
+    );
+}

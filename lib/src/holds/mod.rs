@@ -28,7 +28,7 @@ use crate::mode::Mode;
 use crate::outcome::LockLost;
 use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -57,11 +57,22 @@ struct Inner {
     ended: Ended,
 }
 
-/// Acquisitions whose release started through this client, the latest [`ENDED_KEPT`].
+/// Acquisitions whose release started through this client, or that it found lost, the latest
+/// [`ENDED_KEPT`], each with how it ended.
 #[derive(Default)]
 struct Ended {
     order: VecDeque<LockId>,
-    ids: HashSet<LockId>,
+    ids: HashMap<LockId, Ending>,
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Its release started through this client (a release, a drop, `release_all`, a force
+    /// release or release by owner that read it, a dropped acquisition's clean-up).
+    Released,
+    /// An extension found it lost (gone, taken, or expired).
+    Lost,
 }
 
 impl Inner {
@@ -102,10 +113,16 @@ impl Inner {
 }
 
 impl Ended {
-    fn insert(&mut self, lock_id: LockId) {
-        if !self.ids.insert(lock_id) {
+    /// Marks `lock_id` as ended by `ending` (a release outranks a loss: either way it ended, but
+    /// only a release takes the lock away whatever an extension wrote).
+    fn insert(&mut self, lock_id: LockId, ending: Ending) {
+        if let Some(marked) = self.ids.get_mut(&lock_id) {
+            if ending == Ending::Released {
+                *marked = Ending::Released;
+            }
             return;
         }
+        self.ids.insert(lock_id, ending);
         self.order.push_back(lock_id);
         if self.order.len() > ENDED_KEPT {
             if let Some(oldest) = self.order.pop_front() {
@@ -115,7 +132,7 @@ impl Ended {
     }
 
     fn contains(&self, lock_id: LockId) -> bool {
-        self.ids.contains(&lock_id)
+        self.ids.contains_key(&lock_id)
     }
 }
 
@@ -207,7 +224,7 @@ impl Holds {
         if inner.held.contains_key(&handle.lock_id()) {
             return false;
         }
-        inner.ended.insert(handle.lock_id());
+        inner.ended.insert(handle.lock_id(), Ending::Released);
         true
     }
 
@@ -262,7 +279,12 @@ impl Holds {
             lock_ids
                 .into_iter()
                 .flat_map(|lock_id| {
-                    inner.ended.insert(lock_id);
+                    let ending = if *lost == LockLost::Released {
+                        Ending::Released
+                    } else {
+                        Ending::Lost
+                    };
+                    inner.ended.insert(lock_id, ending);
                     inner
                         .held
                         .get(&lock_id)
@@ -277,9 +299,28 @@ impl Holds {
     }
 
     /// Whether a release of the lock `lock_id` has started through this client (answered or
-    /// not: of the last [`ENDED_KEPT`]).
+    /// not: of the last [`ENDED_KEPT`]), or the client found it lost.
     pub(crate) fn release_started(&self, lock_id: LockId) -> bool {
         self.inner().ended.contains(lock_id)
+    }
+
+    /// Whether a release of the lock `lock_id` has started through this client and has not
+    /// failed: whatever an extension of it wrote, the release takes the lock away.
+    pub(crate) fn being_released(&self, lock_id: LockId) -> bool {
+        self.inner().ended.ids.get(&lock_id) == Some(&Ending::Released)
+    }
+
+    /// A release of the lock `lock_id` failed (DynamoDB failed it, or its answer never came):
+    /// unless found lost, it is no longer marked as ended, since it may stand. An extension of it
+    /// is answered as it is (`Extended` said `NotFound` of a lock that stood, with the lease the
+    /// extension had just written), and an idempotent acquisition of its owner is handed it
+    /// back. A release sent again marks it again.
+    pub(crate) fn release_failed(&self, lock_id: LockId) {
+        let mut inner = self.inner();
+        if inner.ended.ids.get(&lock_id) == Some(&Ending::Released) {
+            inner.ended.ids.remove(&lock_id);
+            inner.ended.order.retain(|id| *id != lock_id);
+        }
     }
 
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
@@ -309,7 +350,7 @@ impl Holds {
             ending
                 .into_iter()
                 .flat_map(|(lock_id, stops)| {
-                    inner.ended.insert(lock_id);
+                    inner.ended.insert(lock_id, Ending::Released);
                     stops
                 })
                 .collect()
@@ -442,7 +483,7 @@ impl Holds {
             .map(|(lock_id, hold)| {
                 // Marked with the take, not when each release's task first runs: an idempotent
                 // acquisition in between was handed back a lock about to be released.
-                ended.insert(lock_id);
+                ended.insert(lock_id, Ending::Released);
                 Held {
                     handle: hold.handle,
                     acquired_at: hold.acquired_at,

@@ -127,7 +127,7 @@ pub(crate) async fn extend(
         now,
     };
     match write(table, &extension).await? {
-        // This client started the lock's release (or found it lost) before the answer came:
+        // This client started the lock's release before the answer came:
         // applied ahead of the release's delete, the extension was answered `Extended`, a lease
         // its caller counted on while the release took the lock away.
         Ok(_) if ended_here(table, handle) => Ok(ExtendOutcome::NotFound),
@@ -159,10 +159,10 @@ pub(crate) async fn extend(
     }
 }
 
-/// Whether this client has ended `handle`'s lock (started its release, or found it lost), for a
-/// handle of the mode it holds it in (one of another mode changes nothing of the hold).
+/// Whether this client is releasing `handle`'s lock (its release started and has not failed),
+/// for a handle of the mode it holds it in (one of another mode changes nothing of the hold).
 fn ended_here(table: &LockTable, handle: &LockHandle) -> bool {
-    table.holds.release_started(handle.lock_id()) && !table.holds.held_in_another_mode(handle)
+    table.holds.being_released(handle.lock_id()) && !table.holds.held_in_another_mode(handle)
 }
 
 /// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with

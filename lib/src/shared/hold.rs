@@ -9,7 +9,7 @@
 //! no holder at all, a client that deletes on release deletes it with a second, conditional
 //! DeleteItem, which changes nothing if anyone joined meanwhile.
 
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item, INTENT_EXCLUSIVE, INTENT_SHARED, OWNER, SHARED};
 use crate::lock::LockHandle;
@@ -121,12 +121,15 @@ pub(crate) async fn release(
         (":owner".to_owned(), s(handle.owner())),
     ]);
     let (_, set) = holders::set_of(handle.mode());
+    let transmissions = Transmissions::default();
     let sent = table
         .update_item(resource, RELEASE_UPDATE, RELEASE_CONDITION)
         .expression_attribute_names("#entry", holders::attribute(handle.lock_id()))
         .expression_attribute_names("#set", set)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
+        .customize()
+        .interceptor(transmissions.clone())
         .send();
     let answer = answer("UpdateItem", sent.await, update_refused)?;
     if !mismatched {
@@ -140,10 +143,13 @@ pub(crate) async fn release(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
-            // An item left with no holder at all: emptied by this release's own first attempt,
-            // whose answer was lost (the SDK's resend found the entry gone), or by a release
-            // dropped before its deletion. Nothing else would ever delete it (it has no lease).
-            delete_if_empty(table, resource, item.as_ref()).await;
+            // Resent by the SDK, and the item holds nothing: this release's own first attempt
+            // emptied it, and its answer was lost. Nothing else would ever delete it (it has no
+            // lease). (Not on a refusal of a first send: an item kept by a client that keeps
+            // items, or made by `create_lock_item`, holds nothing either.)
+            if transmissions.retried() {
+                delete_if_empty(table, resource, item.as_ref()).await;
+            }
             // The entry is keyed by this hold's id: a refusal finds it gone, or (a handle with
             // another owner) someone else's.
             let outcome = match own_entry(table, handle, item.as_ref())? {
