@@ -140,9 +140,11 @@ impl LockGuard {
         self.watch.lock()
     }
 
-    /// The acquisition's fencing token, if it was fenced, while the lock is held.
+    /// The acquisition's fencing token, if it was fenced: held or not (lost, run out), since the
+    /// store that checks it is what refuses the writes of a holder whose lease ran out unnoticed
+    /// once a later holder's token was seen.
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.lock().and_then(|lock| lock.fencing_token())
+        self.last_lock().fencing_token()
     }
 
     /// Replaces the payload stored with the lock (`None` removes it), extending the lease in the

@@ -101,7 +101,8 @@ async fn a_lost_future_polled_late_does_not_report_a_lease_end_an_extension_repl
 }
 
 /// A guard whose lease ran out before its background task could notice (a blocked runtime): it
-/// says not held, and its lock (and fencing token) are no longer handed out as if it were.
+/// says not held, and its lock is no longer handed out as if it were (its fencing token is, for
+/// the store that checks it to refuse its writes once a later holder's was seen).
 #[tokio::test(flavor = "current_thread")]
 async fn a_lease_run_out_unnoticed_hands_out_no_lock() {
     let client = lock_client().await;
@@ -110,11 +111,16 @@ async fn a_lease_run_out_unnoticed_hands_out_no_lock() {
         .lock(&resource, &guard_options("alice", 1_500, 500).fencing(true))
         .await
         .unwrap();
+    let token = guard.fencing_token().expect("fenced");
     let end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
     // The runtime's only thread blocked past the lease end: no heartbeat runs.
     std::thread::sleep(end.saturating_duration_since(tokio::time::Instant::now()));
     assert!(!guard.is_held());
     assert_eq!(guard.lock(), None);
-    assert_eq!(guard.fencing_token(), None);
+    assert_eq!(
+        guard.fencing_token(),
+        Some(token),
+        "the token stays, for the store to refuse"
+    );
     assert_eq!(guard.watch().lock(), None);
 }
