@@ -45,7 +45,9 @@ use tracing::{debug, warn};
 /// A claim replaces the item only for a later window, and never a live lock of another kind. An
 /// earlier window's claim ends where the claimant's window begins (its `ExpiresAt`, exclusive):
 /// it is replaced whatever its lease says, or the first millisecond of every window was refused.
-const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR attribute_exists(#window) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
+/// Nor the item its own attempt wrote (`LockID` is new to each claim): a copy of it that comes
+/// after the claim gave its window back (below) claimed the window again, for nobody.
+const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #lock_id <> :lock_id AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR attribute_exists(#window) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 
 /// A claim whose outcome is unknown (every answer lost, or its future dropped) gives its window
 /// back: the item keeps its `LockID` and end, and records the window before, so that this window
@@ -249,6 +251,7 @@ impl LockClient {
             .set_expression_attribute_names(Some(table.names_for(&[CLAIM_CONDITION])))
             .expression_attribute_values(":window", AttributeValue::N(number.to_string()))
             .expression_attribute_values(":now", s(timestamp::format(now)))
+            .expression_attribute_values(":lock_id", s(lock.lock_id().to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
         let unsettled = UnsettledClaim {

@@ -276,3 +276,30 @@ async fn the_first_millisecond_of_a_window_claims_it() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A copy of a claim (the network's, or an SDK resend slow on the wire) delivered after the
+/// dropped claim gave its window back: it claimed the window again for a claimant that had gone,
+/// and nobody ran the job that window.
+#[tokio::test]
+async fn a_late_copy_of_a_claim_given_back_does_not_take_the_window_again() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/late-copy");
+    let hourly = Window::every(HOUR);
+    let copy = proxy.duplicate_next_request_containing("PutItem", "#window");
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let claim = {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    answer.applied().await;
+    claim.abort();
+    assert!(claim.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    let again = client.claim_window(&key, &hourly).await.unwrap();
+    assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
+}
