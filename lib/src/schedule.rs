@@ -347,7 +347,11 @@ impl Scheduler {
         }
         let sent = Instant::now();
         let lock = match backend.try_lock(&job.key(tick), ttl).await {
-            Ok(Some(lock)) => lock,
+            // Never released: kept out of a release of everything for shutdown too.
+            Ok(Some(lock)) => {
+                backend.keep_until_expiry(&lock);
+                lock
+            }
             Ok(None) => return Ok(TickOutcome::Skipped),
             Err(BackendError::Invalid(invalid)) => return Err(invalid),
             Err(failed) => {

@@ -365,3 +365,24 @@ async fn run_every_runs_each_tick_once_when_the_clock_steps_back() {
         "a tick ran twice: {ticks:?}"
     );
 }
+
+/// A node that ran a tick, then released everything its client holds (the end of a Lambda
+/// invocation, a container's SIGTERM): the tick's lock stays, and a node reaching the tick later
+/// skips it (`release_all` deleted the lock, and the tick ran twice).
+#[tokio::test]
+async fn a_release_of_everything_leaves_the_ticks_lock() {
+    lock_client().await;
+    let (client_a, a) = node("node-a");
+    let (_, b) = node("node-b");
+    let job = ScheduledJob::every(unique("report"), HOUR);
+    let tick = a.current_tick(&job) + 1;
+    let ran = a.run_tick(&job, tick, || async {}).await.unwrap();
+    assert_ran_holding_its_lock(&ran);
+    let released = client_a.release_all().await;
+    assert!(released.is_empty(), "{released:?}");
+    let again = b
+        .run_tick(&job, tick, || async { panic!("ran twice") })
+        .await
+        .unwrap();
+    assert!(matches!(again, TickOutcome::Skipped), "{again:?}");
+}

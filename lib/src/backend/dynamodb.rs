@@ -85,6 +85,14 @@ impl LockBackend for DynamoDbBackend {
         })
     }
 
+    fn keep_until_expiry(&self, lock: &BackendLock) {
+        self.client
+            .settings
+            .table
+            .holds
+            .keep_until_expiry(lock.handle().lock_id());
+    }
+
     fn renew<'a>(&'a self, lock: &'a BackendLock) -> BackendFuture<'a, ()> {
         Box::pin(async move {
             match self.client.extend(lock.handle(), lock.ttl()).await? {

@@ -74,6 +74,15 @@ pub trait LockBackend: Send + Sync {
     /// the key or it was released already.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()>;
 
+    /// Keeps `lock` to its time to live: a lock meant never to be released, such as a scheduled
+    /// tick's, which a release of everything its client holds for shutdown
+    /// ([`LockClient::release_all`](crate::LockClient::release_all), at the end of a Lambda
+    /// invocation) would otherwise release, letting another node run the tick again (default:
+    /// the backend releases nothing on its own, nothing to do).
+    fn keep_until_expiry(&self, lock: &BackendLock) {
+        let _ = lock;
+    }
+
     /// Removes what expired locks left behind, if the backend keeps anything (default: nothing
     /// to do).
     fn cleanup(&self) -> BackendFuture<'_, ()> {

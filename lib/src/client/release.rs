@@ -22,7 +22,8 @@ impl LockClient {
     /// [`LockGuard`](crate::LockGuard) among them stops extending and says released
     /// ([`LockLost::Released`](crate::LockLost::Released)) before its release is sent, so no guard
     /// reports a lock held that is being released; a guard whose acquisition completes while
-    /// `release_all` runs starts released. An acquisition still in flight when it is called may
+    /// `release_all` runs starts released. A scheduled tick's lock, meant to stand to its lease
+    /// end, is left. An acquisition still in flight when it is called may
     /// complete after it and stay held: stop acquiring first. A lock whose release fails (the
     /// error is in its entry) is still remembered, for another `release_all`.
     ///

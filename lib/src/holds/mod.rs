@@ -88,15 +88,16 @@ impl Inner {
         // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
         // shorter than the first guard's does not make later extensions write less than that
         // guard counts on), and what its extensions sent.
-        let (stop_guards, until, latest_end_sent, latest_until_sent) =
+        let (stop_guards, until, latest_end_sent, latest_until_sent, until_expiry) =
             match self.held.remove(&handle.lock_id()) {
                 Some(hold) => (
                     hold.stop_guards,
                     hold.until.max(until),
                     hold.latest_end_sent,
                     hold.latest_until_sent,
+                    hold.until_expiry,
                 ),
-                None => (Vec::new(), until, None, None),
+                None => (Vec::new(), until, None, None, false),
             };
         self.held.insert(
             handle.lock_id(),
@@ -107,6 +108,7 @@ impl Inner {
                 stop_guards,
                 latest_end_sent,
                 latest_until_sent,
+                until_expiry,
             },
         );
     }
@@ -147,6 +149,8 @@ struct Hold {
     /// The latest monotonic lease end an extension of it sent through this client may answer
     /// (its send plus the lease it asked for), answered or not.
     latest_until_sent: Option<Instant>,
+    /// Kept to its lease end: `release_all` leaves it (a scheduled tick's lock).
+    until_expiry: bool,
 }
 
 /// The leases of one extension (see [`Holds::lease_to_send`]).
@@ -381,6 +385,7 @@ impl Holds {
                 stop_guards: Vec::new(),
                 latest_end_sent: None,
                 latest_until_sent: None,
+                until_expiry: false,
             });
     }
 
@@ -476,10 +481,18 @@ impl Holds {
     /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
     /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
     /// those whose release failed.
+    /// Those kept to their lease end ([`keep_until_expiry`](Self::keep_until_expiry)) stay.
     pub(crate) fn take_all(&self) -> Vec<Held> {
         let mut inner = self.inner();
         let Inner { held, ended, .. } = &mut *inner;
-        held.drain()
+        let taken: Vec<LockId> = held
+            .iter()
+            .filter(|(_, hold)| !hold.until_expiry)
+            .map(|(lock_id, _)| *lock_id)
+            .collect();
+        taken
+            .into_iter()
+            .filter_map(|lock_id| held.remove(&lock_id).map(|hold| (lock_id, hold)))
             .map(|(lock_id, hold)| {
                 // Marked with the take, not when each release's task first runs: an idempotent
                 // acquisition in between was handed back a lock about to be released.
@@ -492,6 +505,14 @@ impl Holds {
                 }
             })
             .collect()
+    }
+
+    /// The lock `lock_id` is kept to its lease end: [`take_all`](Self::take_all) leaves it, so
+    /// that `release_all` does not release a lock meant to stand (a scheduled tick's).
+    pub(crate) fn keep_until_expiry(&self, lock_id: LockId) {
+        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
+            hold.until_expiry = true;
+        }
     }
 
     /// The locks remembered (test only).
