@@ -403,3 +403,24 @@ async fn a_renewal_after_an_expiry_and_a_step_back_agrees_on_both_backends() {
         expected
     );
 }
+
+/// A release whose future is dropped at once, its DeleteItem failed by DynamoDB (throttled past
+/// the SDK's retries): sent again from the background, as a dropped guard's release is (tried
+/// once, it left the key held for its time to live, where the memory backend had released it).
+#[tokio::test]
+async fn a_dropped_release_that_dynamodb_failed_is_sent_again() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let locks = DynamoDbBackend::new(ddb_lock_test_kit::client_without_retries(&proxy.endpoint()));
+    let key = unique("backend/dropped-failed-release");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    proxy.refuse_next("DeleteItem", "ThrottlingException");
+    drop(locks.release(a));
+    locks.flush().await;
+    assert_eq!(proxy.counts("DeleteItem").throttled, 1);
+    assert_eq!(
+        acquired(&locks.try_lock(&key, TTL).await),
+        "acquired",
+        "the key stayed held"
+    );
+}

@@ -512,3 +512,33 @@ async fn a_set_release_dropped_at_once_releases_every_member() {
         );
     }
 }
+
+/// A set's release dropped at once, one member's DeleteItem failed by DynamoDB (throttled past
+/// the SDK's retries): the member release, sent from the client's background, is tried again as
+/// a dropped guard's is (tried once, it left the member held for its lease).
+#[tokio::test]
+async fn a_dropped_set_release_tries_a_failed_member_again() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let members: Vec<String> = (0..2)
+        .map(|i| unique(&format!("set/dropped-failed-{i}")))
+        .collect();
+    let wanted: Vec<(&str, Mode)> = members
+        .iter()
+        .map(|m| (m.as_str(), Mode::Exclusive))
+        .collect();
+    let set = client.acquire_set(&wanted, &opts("s")).await.unwrap();
+    proxy.refuse_next("DeleteItem", "ThrottlingException");
+    let cancelled = tokio::time::timeout(Duration::ZERO, client.release_set(&set)).await;
+    assert!(cancelled.is_err(), "a set's release finished in one poll");
+    client.flush().await;
+    assert_eq!(proxy.counts("DeleteItem").throttled, 1);
+    for member in &members {
+        assert_eq!(
+            client.status(member).await.unwrap(),
+            LockStatus::Free,
+            "{member} stayed held"
+        );
+    }
+}

@@ -4,8 +4,10 @@
 //! [`delete_expired`](LockClient::delete_expired), which scans, when you call it).
 
 use super::{BackendError, BackendFuture, BackendLock, LockBackend};
+use crate::background::retrying;
 use crate::client::LockClient;
 use crate::error::Error;
+use crate::ops::extend::DataChange;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
 use std::future::Future;
@@ -115,7 +117,10 @@ impl LockBackend for DynamoDbBackend {
         let (answer, answered) = oneshot::channel();
         let (client, spawned_lock) = (self.client.clone(), lock.clone());
         let spawned = self.client.release_in_background(async move {
-            let released = client.release(spawned_lock.handle()).await;
+            // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
+            // may have dropped its future.
+            let released =
+                retrying(|| client.release_marked(spawned_lock.handle(), DataChange::Keep)).await;
             let _ = answer.send(released_or_not(released, &spawned_lock));
         });
         Box::pin(async move {

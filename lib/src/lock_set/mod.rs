@@ -288,7 +288,11 @@ impl LockClient {
     ) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
         let releases = set.locks.iter().map(|lock| {
             let (client, spawned) = (self.clone(), lock.clone());
-            let answered = self.detached(async move { client.release(&spawned).await });
+            // Tried again when DynamoDB fails it, as a dropped guard's release is: nobody may
+            // be left to see the error.
+            let answered = self.detached(async move {
+                crate::background::retrying(|| client.release(&spawned)).await
+            });
             detached_outcome(answered, lock.resource(), self.release(lock))
         });
         let outcomes = join_all(releases).await;
