@@ -542,3 +542,40 @@ async fn a_dropped_set_release_tries_a_failed_member_again() {
         );
     }
 }
+
+/// A set's transaction applied, its answer lost, and the SDK's resend cancelled with reasons this
+/// library does not read: the outcome is unknown, and the members' clean-ups stay armed (they
+/// were disarmed by any cancellation, and the members stayed held by nobody for their lease).
+#[tokio::test]
+async fn a_set_whose_resend_was_cancelled_unread_leaves_nothing_held() {
+    lock_client().await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let members: Vec<String> = (0..2)
+        .map(|i| unique(&format!("set/resend-cancelled-{i}")))
+        .collect();
+    let mut answer = proxy.withhold_next_answer("TransactWriteItems");
+    let taking = {
+        let (client, members) = (client.clone(), members.clone());
+        tokio::spawn(async move {
+            let wanted: Vec<(&str, Mode)> = members
+                .iter()
+                .map(|m| (m.as_str(), Mode::Exclusive))
+                .collect();
+            client.try_acquire_set(&wanted, &opts("s")).await
+        })
+    };
+    answer.applied().await;
+    proxy.refuse_next("TransactWriteItems", "TransactionCanceledException");
+    answer.drop_it();
+    let outcome = taking.await.unwrap();
+    assert!(outcome.is_err(), "{outcome:?}");
+    client.flush().await;
+    for member in &members {
+        assert_eq!(
+            client.status(member).await.unwrap(),
+            LockStatus::Free,
+            "{member} stayed held"
+        );
+    }
+}

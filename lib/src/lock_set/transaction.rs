@@ -181,11 +181,20 @@ pub(crate) async fn attempt(
             }
             _ => None,
         })?;
-        in_flight
-            .into_iter()
-            .for_each(InFlightAcquisition::answered);
+        // Only an answer that settles the outcome disarms the clean-ups: a cancellation by a
+        // conflict, or one whose reasons are not read, may follow an earlier attempt of this very
+        // transaction that applied and whose answer was lost (disarmed, its members stayed held
+        // by nobody for their lease; found by review).
+        let settled = || {
+            in_flight
+                .into_iter()
+                .for_each(InFlightAcquisition::answered);
+        };
         let reasons = match answer {
-            Answer::Applied(_) => return Ok(acquired(table, &members)),
+            Answer::Applied(_) => {
+                settled();
+                return Ok(acquired(table, &members));
+            }
             Answer::Refused(reasons) => reasons,
         };
         if let Some(unread) = UnreadReasons::of(&reasons) {
@@ -208,6 +217,7 @@ pub(crate) async fn attempt(
             }
         }
         if refusals.contains(&MemberRefusal::OwnWrite) {
+            settled();
             return Ok(acquired(table, &members));
         }
         if let Some((member, holder)) =
@@ -219,6 +229,7 @@ pub(crate) async fn attempt(
                     _ => None,
                 })
         {
+            settled();
             let now = table.now();
             return Ok(Attempt::Held {
                 resource: member.resource().to_owned(),
@@ -257,6 +268,8 @@ pub(crate) async fn attempt(
                 detail: "the transaction was cancelled without a reason this library reads",
             });
         }
+        // Refused by conditions, each read: nothing of this transaction was written.
+        settled();
         for (index, token) in stale {
             if let Some(Member::Exclusive { new, .. }) = members.get_mut(index) {
                 new.lock = new.lock.clone().with_fencing_token(Some(token));
