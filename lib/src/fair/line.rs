@@ -18,6 +18,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
+use tracing::debug;
 
 /// Joins only a lock item held by a live exclusive holder, or one whose line is already there
 /// (a lapsed holder's, which a waiter grants); never twice (an SDK retry after a lost answer),
@@ -275,6 +276,62 @@ pub(crate) async fn leave(
         }
     }
     Ok(Left::Stuck)
+}
+
+/// The longest dead line [`clear_dead`] removes in one request (each waiter adds a name, a value
+/// and a check to the expressions, which DynamoDB bounds at 4 KB).
+const MAX_CLEARED: usize = 40;
+
+/// Removes `line`, as read in `resource`'s item at `now`, where nobody waits in it any more (every
+/// waiter's deadline gone: crashed waiters) and nobody holds the lock (no holder, or a lapsed
+/// one): the line and its entries, if the item still shows that line and no live holder. Such a
+/// line refused every fair try, which said the lock held while `status` said it free. Whether it
+/// was removed (a line longer than [`MAX_CLEARED`] is left, to the waiting acquirers' grants).
+pub(crate) async fn clear_dead(
+    table: &LockTable,
+    resource: &str,
+    line: &[Entry],
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
+    if line.is_empty() || line.len() > MAX_CLEARED {
+        return Ok(false);
+    }
+    let mut removed = vec!["#queue".to_owned()];
+    let mut checks = vec!["size(#queue) = :n".to_owned()];
+    let mut entries = HashMap::new();
+    let mut values = Item::from([
+        (":n".to_owned(), AttributeValue::N(line.len().to_string())),
+        (":now".to_owned(), s(timestamp::format(now))),
+    ]);
+    for (place, entry) in line.iter().enumerate() {
+        entries.insert(format!("#e{place}"), attribute(entry.lock_id));
+        removed.push(format!("#e{place}"));
+        checks.push(format!("#queue[{place}] = :q{place}"));
+        values.insert(format!(":q{place}"), s(entry.lock_id.to_string()));
+    }
+    let update = format!("REMOVE {}", removed.join(", "));
+    let condition = format!(
+        "{} AND (attribute_not_exists(#owner) OR #expires_at < :now)",
+        checks.join(" AND ")
+    );
+    let mut names = table.names_for(&[&update, &condition]);
+    names.extend(entries);
+    let sent = table
+        .update_item(resource, &update, &condition)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .send();
+    let cleared = matches!(
+        answer("UpdateItem", sent.await, update_refused)?,
+        Answer::Applied(_)
+    );
+    debug!(
+        resource,
+        waiters = line.len(),
+        cleared,
+        "removing a line nobody waits in"
+    );
+    Ok(cleared)
 }
 
 #[cfg(test)]

@@ -249,3 +249,38 @@ async fn a_lapsed_reader_that_took_a_lapsed_lock_is_cleared_by_the_line() {
     client.release(&lock).await.unwrap();
     task.await.unwrap().unwrap();
 }
+
+/// A fair try on a lock nobody holds (its holder's lease over, or a kept item released) whose
+/// line nobody waits in any more (every waiter's deadline gone: crashed waiters): the lock is
+/// taken. The line refused every fair try, which said the lock was held (by the lapsed holder, or
+/// by a dead waiter) while `status` said free.
+#[tokio::test]
+async fn a_fair_try_takes_a_free_lock_whose_line_is_dead() {
+    let holder = lock_client().await;
+    // Deleting items: the holder's lease is over by the trying client's clock, an hour ahead.
+    let resource = unique("fair");
+    let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
+    add_dead_waiter(&resource).await;
+    let ahead = builder(dynamodb())
+        .clock(ddb_lock_test_kit::clocks::OffsetClock::shared(
+            chrono::TimeDelta::hours(1),
+        ))
+        .build()
+        .unwrap();
+    let taken = ahead.try_acquire(&resource, &fair("late")).await.unwrap();
+    let lock = taken.expect("the lock is free: its holder's lease is over and nobody waits");
+    ahead.release(&lock).await.unwrap();
+
+    // Keeping items: released with the dead waiter in line, the item stands with no holder.
+    let keeping = builder(dynamodb())
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("fair");
+    let kept = hold(&keeping, &resource, "holder", LEASE).await;
+    add_dead_waiter(&resource).await;
+    keeping.release(&kept).await.unwrap();
+    let taken = keeping.try_acquire(&resource, &fair("next")).await.unwrap();
+    let lock = taken.expect("the kept lock is free and nobody waits");
+    keeping.release(&lock).await.unwrap();
+}

@@ -42,6 +42,29 @@ fn first_in_line(resource: &str, item: Option<&Item>) -> Result<Option<Holder>, 
         }))
 }
 
+/// The line that refused a fair attempt, if nobody waits in it any more over a lock nobody holds:
+/// no holder, or a lapsed one, and every waiter's deadline gone (crashed waiters). Such a line
+/// refused every fair try (`try_acquire` said held, whoever asked, while `status` said free; found
+/// by review): it is removed, and the attempt made again.
+fn dead_line(
+    resource: &str,
+    item: Option<&Item>,
+    record: Option<&Record>,
+    now: DateTime<Utc>,
+) -> Result<Option<Vec<line::Entry>>, Error> {
+    let Some(item) = item.filter(|item| line::has_line(item)) else {
+        return Ok(None);
+    };
+    if record.is_some_and(|record| record.holder.is_live_at(now)) {
+        return Ok(None);
+    }
+    let line = line::decode(resource, item)?;
+    let holder = record.map(|record| record.lock_id);
+    Ok(crate::fair::grant::first_live(&line, now, holder)
+        .is_none()
+        .then_some(line))
+}
+
 /// What a refused attempt to write `lock` found in the item that refused it (`ALL_OLD`).
 pub(crate) async fn refused(
     table: &Arc<LockTable>,
@@ -66,6 +89,13 @@ pub(crate) async fn refused(
         };
     }
     let record = table.record(request.resource, item)?;
+    if request.fair {
+        if let Some(dead) = dead_line(request.resource, item, record.as_ref(), now)? {
+            if line::clear_dead(table, request.resource, &dead, now).await? {
+                return Ok(Attempt::Cleared);
+            }
+        }
+    }
     if record.is_none() && request.fair {
         if let Some(first) = first_in_line(request.resource, item)? {
             return Ok(Attempt::Held {
