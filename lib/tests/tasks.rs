@@ -454,3 +454,36 @@ async fn each_task_of_a_long_claim_gets_its_lease_from_its_own_claim() {
         "only the task whose lease ran out is claimed again"
     );
 }
+
+/// A copy of a claim delivered after the claim was completed, its completer's clock stepped back
+/// (so the task's `ClaimableAt` is no later than the copy's `:now`): the copy took the task again,
+/// claimed by a worker that had finished with it, for a whole lease.
+#[tokio::test]
+async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
+    lock_client().await;
+    let name = unique("q-claim-copy");
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let queue = queue_of(
+        builder(dynamodb_at(&proxy.endpoint()))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+        &name,
+    );
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimed_by = :owner");
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+    clock.set_back(Duration::from_secs(2));
+    assert!(queue.complete(&task, TaskStatus::Failed).await.unwrap());
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    let item = ddb_lock_test_kit::raw_item(&format!("task:{name}/job")).await;
+    let status = item
+        .as_ref()
+        .and_then(|item| item.get("TaskStatus"))
+        .and_then(|status| status.as_s().ok())
+        .cloned();
+    assert_eq!(status.as_deref(), Some("failed"), "{item:?}");
+}

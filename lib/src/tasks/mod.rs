@@ -57,9 +57,10 @@ const NAMES: [(&str, &str); 6] = [
     ("#completed_claim", COMPLETED_CLAIM),
 ];
 
-/// A claim: the task exists in this queue and may be claimed now.
-const CLAIM_CONDITION: &str =
-    "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now";
+/// A claim: the task exists in this queue and may be claimed now, and this claim's token has not
+/// completed it (a copy of a claim delivered after its completion, with `ClaimableAt` no later than
+/// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it).
+const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token)";
 const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
