@@ -3,8 +3,11 @@
 //! The lock is a [`LockGuard`]: extended every third of its lease while the command runs. When
 //! the command exits, what it left running in its process group is ended (see [`child`]), the
 //! lock is released and ddb-lock exits with the command's code. When the lock is lost (an
-//! extension finds it taken or gone, or none succeeds for a whole lease), the command's group gets
-//! SIGTERM, then SIGKILL after `--grace`, and ddb-lock exits with `--lost-exit-code`. SIGINT,
+//! extension finds it taken or gone), the command's group gets SIGTERM, then SIGKILL after
+//! `--grace`, and ddb-lock exits with `--lost-exit-code`; when no extension has succeeded by the
+//! lesser of `--grace` and a third of the lease before the lease's end (a partition), SIGTERM
+//! comes then and SIGKILL a quarter of that before the end, so that the command is gone before
+//! another process can take the lock. SIGINT,
 //! SIGTERM and SIGHUP are passed on to the command's group; caught while waiting for the lock,
 //! they end the wait.
 
@@ -79,7 +82,16 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     let watch = guard.watch();
+    let early = args.grace.min(args.lease / 3);
     let ended = loop {
+        // The lease as last extended ends at `lease_end`; unextended until `early` before that
+        // (a partition), the command is stopped then, and killed `early / 4` before the end, so
+        // that it is gone before another process can take the lock (stopped only once the lease
+        // had run out, it worked on beside the next holder for up to `--grace`).
+        let lease_end = watch
+            .lock()
+            .map(|lock| tokio::time::Instant::from_std(lock.valid_until()));
+        let stop_at = lease_end.and_then(|end| end.checked_sub(early));
         tokio::select! {
             biased;
             status = command.wait() => break status.map(Some),
@@ -87,6 +99,23 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
             lost = watch.lost() => {
                 eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
                 break command.stop(args.grace).await.map(|_| None);
+            }
+            () = sleep_until_some(stop_at) => {
+                let now_ends = watch
+                    .lock()
+                    .map(|lock| tokio::time::Instant::from_std(lock.valid_until()));
+                if now_ends != lease_end {
+                    continue; // extended meanwhile (or lost: the next turn says so)
+                }
+                eprintln!(
+                    "ddb-lock: no extension of the lock on `{}` succeeded; stopping the command before its lease runs out",
+                    args.key
+                );
+                let kill_at = lease_end
+                    .and_then(|end| end.checked_sub(early / 4))
+                    .unwrap_or_else(tokio::time::Instant::now);
+                let grace = kill_at.saturating_duration_since(tokio::time::Instant::now());
+                break command.stop(grace).await.map(|_| None);
             }
         }
     };
@@ -109,6 +138,14 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
             Ok(args.lost_exit_code)
         }
         Ok(Some(status)) => Ok(child::exit_code(status)),
+    }
+}
+
+/// Completes at `at`, never without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

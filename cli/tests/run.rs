@@ -405,3 +405,51 @@ async fn the_commands_children_end_with_it_before_the_release() {
         assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
     }
 }
+
+/// A partition: no extension of the lock is answered. The command, which ignores SIGTERM, is
+/// killed before the lease stored in the item ends: gone before another process can take the lock
+/// (stopped only once the lease had run out, it worked on beside the next holder for the whole
+/// `--grace`).
+#[tokio::test]
+async fn a_partitioned_command_is_gone_before_its_lease_ends() {
+    lock_client().await;
+    let key = unique("cli-partition-early");
+    let proxy = Proxy::start(&endpoint()).await;
+    let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
+    let args = [
+        "run",
+        &key,
+        "--lease",
+        "2s",
+        "--grace",
+        "60s",
+        "--lost-exit-code",
+        "80",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
+    let command: i32 = running.line().await.parse().unwrap();
+
+    proxy.cut_off();
+    // The lease as stored stays what the last extension that got through wrote.
+    let item = ddb_lock_test_kit::raw_item(&key).await.expect("held");
+    let expires_at = ddb_lock::timestamp::parse(ddb_lock_test_kit::string_attr(&item, "ExpiresAt"))
+        .expect("a timestamp");
+    let left = (expires_at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(left).await;
+    let running_at_the_end = runs(command);
+    if running_at_the_end {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(command), Signal::SIGKILL);
+    }
+    assert!(
+        !running_at_the_end,
+        "the command still ran when its lease ended"
+    );
+    let (status, _) = running.exit().await;
+    assert_eq!(status.code(), Some(80), "--lost-exit-code");
+}
