@@ -487,30 +487,47 @@ async fn writes_refused_by_a_transaction_in_progress_are_sent_again() {
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
 
-/// A set's release dropped at its first await (a timeout, a `select!`) releases every member all
-/// the same: the members whose requests were not yet sent stayed held for their lease.
-#[tokio::test]
-async fn a_set_release_dropped_at_once_releases_every_member() {
-    let client = lock_client().await;
-    let members: Vec<String> = (0..4)
-        .map(|i| unique(&format!("set/dropped-{i}")))
-        .collect();
-    let wanted: Vec<(&str, Mode)> = members
+/// `count` new exclusive members named after `name`.
+fn exclusive_members(name: &str, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| unique(&format!("set/{name}-{i}")))
+        .collect()
+}
+
+/// Each of `members` in exclusive mode.
+fn exclusively(members: &[String]) -> Vec<(&str, Mode)> {
+    members
         .iter()
         .map(|m| (m.as_str(), Mode::Exclusive))
-        .collect();
-    let set = client.acquire_set(&wanted, &opts("s")).await.unwrap();
-    // Polled once, then dropped.
-    let cancelled = tokio::time::timeout(Duration::ZERO, client.release_set(&set)).await;
-    assert!(cancelled.is_err(), "a set's release finished in one poll");
-    client.flush().await;
-    for member in &members {
+        .collect()
+}
+
+/// Fails the test unless every one of `members` is free.
+async fn all_free(client: &LockClient, members: &[String]) {
+    for member in members {
         assert_eq!(
             client.status(member).await.unwrap(),
             LockStatus::Free,
             "{member} stayed held"
         );
     }
+}
+
+/// A set's release dropped at its first await (a timeout, a `select!`) releases every member all
+/// the same: the members whose requests were not yet sent stayed held for their lease.
+#[tokio::test]
+async fn a_set_release_dropped_at_once_releases_every_member() {
+    let client = lock_client().await;
+    let members = exclusive_members("dropped", 4);
+    let set = client
+        .acquire_set(&exclusively(&members), &opts("s"))
+        .await
+        .unwrap();
+    // Polled once, then dropped.
+    let cancelled = tokio::time::timeout(Duration::ZERO, client.release_set(&set)).await;
+    assert!(cancelled.is_err(), "a set's release finished in one poll");
+    client.flush().await;
+    all_free(&client, &members).await;
 }
 
 /// A set's release dropped at once, one member's DeleteItem failed by DynamoDB (throttled past
@@ -521,26 +538,17 @@ async fn a_dropped_set_release_tries_a_failed_member_again() {
     lock_client().await;
     let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
-    let members: Vec<String> = (0..2)
-        .map(|i| unique(&format!("set/dropped-failed-{i}")))
-        .collect();
-    let wanted: Vec<(&str, Mode)> = members
-        .iter()
-        .map(|m| (m.as_str(), Mode::Exclusive))
-        .collect();
-    let set = client.acquire_set(&wanted, &opts("s")).await.unwrap();
+    let members = exclusive_members("dropped-failed", 2);
+    let set = client
+        .acquire_set(&exclusively(&members), &opts("s"))
+        .await
+        .unwrap();
     proxy.refuse_next("DeleteItem", "ThrottlingException");
     let cancelled = tokio::time::timeout(Duration::ZERO, client.release_set(&set)).await;
     assert!(cancelled.is_err(), "a set's release finished in one poll");
     client.flush().await;
     assert_eq!(proxy.counts("DeleteItem").throttled, 1);
-    for member in &members {
-        assert_eq!(
-            client.status(member).await.unwrap(),
-            LockStatus::Free,
-            "{member} stayed held"
-        );
-    }
+    all_free(&client, &members).await;
 }
 
 /// A set's transaction applied, its answer lost, and the SDK's resend cancelled with reasons this
@@ -551,18 +559,14 @@ async fn a_set_whose_resend_was_cancelled_unread_leaves_nothing_held() {
     lock_client().await;
     let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
-    let members: Vec<String> = (0..2)
-        .map(|i| unique(&format!("set/resend-cancelled-{i}")))
-        .collect();
+    let members = exclusive_members("resend-cancelled", 2);
     let mut answer = proxy.withhold_next_answer("TransactWriteItems");
     let taking = {
         let (client, members) = (client.clone(), members.clone());
         tokio::spawn(async move {
-            let wanted: Vec<(&str, Mode)> = members
-                .iter()
-                .map(|m| (m.as_str(), Mode::Exclusive))
-                .collect();
-            client.try_acquire_set(&wanted, &opts("s")).await
+            client
+                .try_acquire_set(&exclusively(&members), &opts("s"))
+                .await
         })
     };
     answer.applied().await;
@@ -571,11 +575,5 @@ async fn a_set_whose_resend_was_cancelled_unread_leaves_nothing_held() {
     let outcome = taking.await.unwrap();
     assert!(outcome.is_err(), "{outcome:?}");
     client.flush().await;
-    for member in &members {
-        assert_eq!(
-            client.status(member).await.unwrap(),
-            LockStatus::Free,
-            "{member} stayed held"
-        );
-    }
+    all_free(&client, &members).await;
 }
