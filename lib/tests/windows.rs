@@ -233,6 +233,26 @@ async fn a_claim_whose_every_answer_was_lost_gives_its_window_back() {
     ));
 }
 
+/// `client` claims `key`'s window through `proxy`, and the claim's future is dropped once its
+/// write has landed, before its answer came; then the client's background work is done.
+async fn claim_dropped_after_it_landed(
+    proxy: &Proxy,
+    client: &LockClient,
+    key: &str,
+    window: &Window,
+) {
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let claim = {
+        let (client, key, window) = (client.clone(), key.to_owned(), window.clone());
+        tokio::spawn(async move { client.claim_window(&key, &window).await })
+    };
+    answer.applied().await;
+    claim.abort();
+    assert!(claim.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+}
+
 /// A claim whose future is dropped after its write landed gives its window back from the
 /// background (`flush` waits for it): nobody was left to run the job.
 #[tokio::test]
@@ -242,16 +262,7 @@ async fn a_claim_dropped_after_its_write_landed_gives_its_window_back() {
     let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
     let key = unique("window/dropped");
     let hourly = Window::every(HOUR);
-    let mut answer = proxy.withhold_next_answer("PutItem");
-    let claim = {
-        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
-        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
-    };
-    answer.applied().await;
-    claim.abort();
-    assert!(claim.await.unwrap_err().is_cancelled());
-    answer.drop_it();
-    client.flush().await;
+    claim_dropped_after_it_landed(&proxy, &client, &key, &hourly).await;
     let again = client.claim_window(&key, &hourly).await.unwrap();
     assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
 }
@@ -288,16 +299,7 @@ async fn a_late_copy_of_a_claim_given_back_does_not_take_the_window_again() {
     let key = unique("window/late-copy");
     let hourly = Window::every(HOUR);
     let copy = proxy.duplicate_next_request_containing("PutItem", "#window");
-    let mut answer = proxy.withhold_next_answer("PutItem");
-    let claim = {
-        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
-        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
-    };
-    answer.applied().await;
-    claim.abort();
-    assert!(claim.await.unwrap_err().is_cancelled());
-    answer.drop_it();
-    client.flush().await;
+    claim_dropped_after_it_landed(&proxy, &client, &key, &hourly).await;
 
     assert!(copy.deliver().await, "the copy reached the endpoint");
     let again = client.claim_window(&key, &hourly).await.unwrap();
