@@ -83,6 +83,8 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
     };
     let watch = guard.watch();
     let early = args.grace.min(args.lease / 3);
+    // When the command's group must be gone at the latest: set by an early stop.
+    let mut kill_by = None;
     let ended = loop {
         // The lease as last extended ends at `lease_end`; unextended until `early` before that
         // (a partition), the command is stopped then, and killed `early / 4` before the end, so
@@ -114,12 +116,17 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
                 let kill_at = lease_end
                     .and_then(|end| end.checked_sub(early / 4))
                     .unwrap_or_else(tokio::time::Instant::now);
+                kill_by = Some(kill_at);
                 let grace = kill_at.saturating_duration_since(tokio::time::Instant::now());
                 break command.stop(grace).await.map(|_| None);
             }
         }
     };
-    command.end_the_rest(args.grace).await;
+    // After an early stop, what is left of the group is gone by the same moment as the command.
+    let rest_grace = kill_by.map_or(args.grace, |kill_at| {
+        kill_at.saturating_duration_since(tokio::time::Instant::now())
+    });
+    command.end_the_rest(rest_grace).await;
     // Whether the lock was still ours when the command exited (its lease counted on this
     // process's monotonic clock), read before the release, and whether the release found it so.
     let held = guard.is_held();

@@ -216,36 +216,3 @@ async fn an_extension_answered_after_its_clients_release_is_not_found() {
 
     assert!(raw_item(&resource).await.is_none());
 }
-
-/// A release that DynamoDB failed leaves the lock standing: an extension of it afterwards is
-/// applied and must say so (it said `NotFound` while the item held the lease it had just
-/// written).
-#[tokio::test]
-async fn an_extension_after_a_failed_release_is_extended() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
-    let resource = unique("extension-after-failed-release");
-    let lock = client
-        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
-    proxy.refuse_next("DeleteItem", "ProvisionedThroughputExceededException");
-    assert!(client.release(&lock).await.is_err(), "the release failed");
-
-    let extended = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
-    let ExtendOutcome::Extended(extended) = extended else {
-        panic!("a standing lock was reported {extended:?}");
-    };
-    let item = raw_item(&resource).await.expect("the lock stands");
-    assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());
-    assert_eq!(
-        string_attr(&item, "ExpiresAt"),
-        ddb_lock_test_kit::stored(extended.expires_at())
-    );
-    assert_eq!(
-        client.release(&lock).await.unwrap(),
-        ddb_lock::ReleaseOutcome::Released
-    );
-}

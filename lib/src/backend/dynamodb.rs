@@ -7,7 +7,6 @@ use super::{BackendError, BackendFuture, BackendLock, LockBackend};
 use crate::background::retrying;
 use crate::client::LockClient;
 use crate::error::Error;
-use crate::ops::extend::DataChange;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
 use std::future::Future;
@@ -119,8 +118,7 @@ impl LockBackend for DynamoDbBackend {
         let spawned = self.client.release_in_background(async move {
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
-            let released =
-                retrying(|| client.release_marked(spawned_lock.handle(), DataChange::Keep)).await;
+            let released = retrying(|| client.release(spawned_lock.handle())).await;
             let _ = answer.send(released_or_not(released, &spawned_lock));
         });
         Box::pin(async move {

@@ -118,7 +118,8 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
-        self.release_once(lock.as_ref(), DataChange::Keep).await
+        self.release_changing_data(lock.as_ref(), DataChange::Keep)
+            .await
     }
 
     /// Releases a held lock as [`release`](Self::release) does, keeping the item (one
@@ -150,30 +151,11 @@ impl LockClient {
         let change = data
             .as_deref()
             .map_or(DataChange::Remove, DataChange::Replace);
-        self.release_once(lock.as_ref(), change).await
+        self.release_changing_data(lock.as_ref(), change).await
     }
 
-    /// A release that nothing sends again: if DynamoDB fails it, the lock, which may stand, is no
-    /// longer counted as being released (`Holds::release_failed`).
-    async fn release_once(
-        &self,
-        handle: &LockHandle,
-        change: DataChange<'_>,
-    ) -> Result<ReleaseOutcome, Error> {
-        let outcome = self.release_marked(handle, change).await;
-        if let Err(err) = &outcome {
-            if !matches!(err, Error::InvalidInput(_)) {
-                self.settings.table.holds.release_failed(handle.lock_id());
-            }
-        }
-        outcome
-    }
-
-    /// Releases the lock of `handle`, changing a kept item's payload as `change` says. Its lock
-    /// stays marked as being released whatever the outcome: for a guard, which sends a failed
-    /// release again from the background, and in between must not have its lock handed back to
-    /// an idempotent acquisition.
-    pub(crate) async fn release_marked(
+    /// Releases the lock of `handle`, changing a kept item's payload as `change` says.
+    pub(crate) async fn release_changing_data(
         &self,
         handle: &LockHandle,
         change: DataChange<'_>,

@@ -1,6 +1,7 @@
 //! The view of a guard's lock handed to code that runs while the lock is held.
 
 use super::state::State;
+use crate::fencing::FencingToken;
 use crate::lock::Lock;
 use crate::outcome::LockLost;
 use tokio::sync::watch;
@@ -47,6 +48,16 @@ impl LockWatch {
         match &*self.state.borrow() {
             State::Held(lock) if Instant::now() < lock.valid_until_instant() => Some(lock.clone()),
             _ => None,
+        }
+    }
+
+    /// The acquisition's fencing token, if it was fenced, whatever the state (see
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)): work given only the watch
+    /// (under [`with_lock`](crate::LockClient::with_lock)) passes it with its writes, and the
+    /// store refuses them once a later holder's token was seen.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        match &*self.state.borrow() {
+            State::Held(lock) | State::Lost { lock, .. } => lock.fencing_token(),
         }
     }
 

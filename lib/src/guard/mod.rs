@@ -144,7 +144,7 @@ impl LockGuard {
     /// store that checks it is what refuses the writes of a holder whose lease ran out unnoticed
     /// once a later holder's token was seen.
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.last_lock().fencing_token()
+        self.watch.fencing_token()
     }
 
     /// Replaces the payload stored with the lock (`None` removes it), extending the lease in the
@@ -214,9 +214,7 @@ impl LockGuard {
     /// before the caller is answered; tried again when DynamoDB fails it, as a dropped guard's.
     /// (If this future is dropped first, the guard's drop sends it.)
     async fn release_given_up(&self, lock: &Lock) {
-        if let Err(err) =
-            retrying(|| self.client.release_marked(lock.handle(), DataChange::Keep)).await
-        {
+        if let Err(err) = retrying(|| self.client.release(lock.handle())).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
     }
@@ -235,10 +233,7 @@ impl LockGuard {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
-        let outcome = self
-            .client
-            .release_marked(lock.handle(), DataChange::Keep)
-            .await;
+        let outcome = self.client.release(lock.handle()).await;
         // Only now: a release cancelled at its await is covered by Drop, and so is one that
         // failed (DynamoDB failed it, or it was refused before it was sent): the guard, consumed,
         // is the caller's only way to the lock, so Drop sends it again from the background
@@ -277,7 +272,10 @@ impl LockGuard {
         let change = data
             .as_deref()
             .map_or(DataChange::Remove, DataChange::Replace);
-        let outcome = self.client.release_marked(lock.handle(), change).await;
+        let outcome = self
+            .client
+            .release_changing_data(lock.handle(), change)
+            .await;
         // As for `release`: a release cancelled at its await, or failed, is covered by Drop
         // (without data): a data change a shared hold cannot take is refused before anything is
         // sent, and the lock was left to its lease.
@@ -324,7 +322,7 @@ pub(crate) fn release_unattended(client: &LockClient, lock: Lock, whose: &'stati
     client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        match retrying(|| releaser.release_marked(lock.handle(), DataChange::Keep)).await {
+        match retrying(|| releaser.release(lock.handle())).await {
             Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
             Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
         }

@@ -308,23 +308,11 @@ impl Holds {
         self.inner().ended.contains(lock_id)
     }
 
-    /// Whether a release of the lock `lock_id` has started through this client and has not
-    /// failed: whatever an extension of it wrote, the release takes the lock away.
+    /// Whether a release of the lock `lock_id` has started through this client (answered or
+    /// not, failed or not: its outcome may be unknown, and it may have deleted the lock): whatever
+    /// an extension of it wrote, the lock is not counted on. A lock only found lost is not.
     pub(crate) fn being_released(&self, lock_id: LockId) -> bool {
         self.inner().ended.ids.get(&lock_id) == Some(&Ending::Released)
-    }
-
-    /// A release of the lock `lock_id` failed (DynamoDB failed it, or its answer never came):
-    /// unless found lost, it is no longer marked as ended, since it may stand. An extension of it
-    /// is answered as it is (`Extended` said `NotFound` of a lock that stood, with the lease the
-    /// extension had just written), and an idempotent acquisition of its owner is handed it
-    /// back. A release sent again marks it again.
-    pub(crate) fn release_failed(&self, lock_id: LockId) {
-        let mut inner = self.inner();
-        if inner.ended.ids.get(&lock_id) == Some(&Ending::Released) {
-            inner.ended.ids.remove(&lock_id);
-            inner.ended.order.retain(|id| *id != lock_id);
-        }
     }
 
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:

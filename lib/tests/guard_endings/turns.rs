@@ -123,4 +123,5 @@ async fn a_lease_run_out_unnoticed_hands_out_no_lock() {
         "the token stays, for the store to refuse"
     );
     assert_eq!(guard.watch().lock(), None);
+    assert_eq!(guard.watch().fencing_token(), Some(token));
 }
