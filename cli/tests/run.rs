@@ -420,7 +420,7 @@ async fn a_partitioned_command_is_gone_before_its_lease_ends() {
         "run",
         &key,
         "--lease",
-        "2s",
+        "4s",
         "--grace",
         "60s",
         "--lost-exit-code",

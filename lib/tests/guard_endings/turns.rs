@@ -75,7 +75,7 @@ async fn a_lost_future_polled_late_does_not_report_a_lease_end_an_extension_repl
     let client = lock_client().await;
     let resource = unique("lost-polled-late");
     let guard = client
-        .lock(&resource, &guard_options("alice", 1_500, 300))
+        .lock(&resource, &guard_options("alice", 3_000, 500))
         .await
         .unwrap();
     let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
