@@ -31,34 +31,20 @@ pub(super) fn settle(
                     ran_out = true;
                     false
                 }
-                State::Held(lock)
-                    if extended.valid_until_instant() > lock.valid_until_instant() =>
-                {
-                    // Every stored lease end an answer tells was stored at some point, and while
-                    // the item is ours it never moves back (an extension never shortens it): the
-                    // latest one known is not after the stored one.
-                    let expires_at = lock.expires_at().max(extended.expires_at());
-                    *lock = Lock::new(
-                        extended.handle().clone(),
-                        extended.acquired_at(),
-                        expires_at,
-                        extended.valid_until_instant(),
-                    )
-                    .with_fencing_token(extended.fencing_token())
-                    .with_data(extended.data().map(<[u8]>::to_vec));
-                    true
-                }
-                // A lease no longer than the one held (a lock handed back with more lease than
-                // this guard asks for): the lease stays, and the item as the answer tells it, the
-                // latest this guard knows (its answers settle in the order it sent them), is
-                // taken: the payload a data replacement wrote, the stored end.
+                // Every stored lease end an answer tells was stored at some point, and while the
+                // item is ours it never moves back (an extension never shortens it): the latest
+                // one known is not after the stored one. The lease counted on is the later one: an
+                // answer with no later lease (a lock handed back with more lease than this guard
+                // asks for) still brings the item as it tells it, the latest this guard knows (its
+                // answers settle in the order it sent them): the payload a data replacement
+                // wrote, the stored end.
                 State::Held(lock) => {
-                    let expires_at = lock.expires_at().max(extended.expires_at());
                     let told = Lock::new(
                         extended.handle().clone(),
                         extended.acquired_at(),
-                        expires_at,
-                        lock.valid_until_instant(),
+                        lock.expires_at().max(extended.expires_at()),
+                        lock.valid_until_instant()
+                            .max(extended.valid_until_instant()),
                     )
                     .with_fencing_token(extended.fencing_token())
                     .with_data(extended.data().map(<[u8]>::to_vec));
