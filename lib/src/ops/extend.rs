@@ -159,8 +159,9 @@ pub(crate) async fn extend(
     }
 }
 
-/// Whether this client is releasing `handle`'s lock (its release started and has not failed),
-/// for a handle of the mode it holds it in (one of another mode changes nothing of the hold).
+/// Whether this client has started to release `handle`'s lock (answered, failed or not: a failed
+/// release's outcome may be unknown), for a handle of the mode it holds it in (one of another mode
+/// changes nothing of the hold).
 fn ended_here(table: &LockTable, handle: &LockHandle) -> bool {
     table.holds.being_released(handle.lock_id()) && !table.holds.held_in_another_mode(handle)
 }
