@@ -82,6 +82,12 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     let watch = guard.watch();
+    // The end of the lease as last extended, on the monotonic clock (`None` once not held).
+    let current_lease_end = || {
+        watch
+            .lock()
+            .map(|lock| tokio::time::Instant::from_std(lock.valid_until()))
+    };
     let early = args.grace.min(args.lease / 3);
     // When the command's group must be gone at the latest: set by an early stop.
     let mut kill_by = None;
@@ -90,9 +96,7 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         // (a partition), the command is stopped then, and killed `early / 4` before the end, so
         // that it is gone before another process can take the lock (stopped only once the lease
         // had run out, it worked on beside the next holder for up to `--grace`).
-        let lease_end = watch
-            .lock()
-            .map(|lock| tokio::time::Instant::from_std(lock.valid_until()));
+        let lease_end = current_lease_end();
         let stop_at = lease_end.and_then(|end| end.checked_sub(early));
         tokio::select! {
             biased;
@@ -103,10 +107,7 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
                 break command.stop(args.grace).await.map(|_| None);
             }
             () = sleep_until_some(stop_at) => {
-                let now_ends = watch
-                    .lock()
-                    .map(|lock| tokio::time::Instant::from_std(lock.valid_until()));
-                if now_ends != lease_end {
+                if current_lease_end() != lease_end {
                     continue; // extended meanwhile (or lost: the next turn says so)
                 }
                 eprintln!(

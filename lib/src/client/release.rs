@@ -154,8 +154,7 @@ impl LockClient {
         self.release_changing_data(lock.as_ref(), change).await
     }
 
-    /// Releases the lock of `handle`, changing a kept item's payload as `change` says.
-    pub(crate) async fn release_changing_data(
+    async fn release_changing_data(
         &self,
         handle: &LockHandle,
         change: DataChange<'_>,

@@ -24,7 +24,6 @@ use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::limits;
 use crate::lock::Lock;
-use crate::ops::extend::DataChange;
 use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
 use heartbeat::extend_until_lost;
 use state::{held, lose, settle, wait_for_turn, why_lost, State};
@@ -214,7 +213,7 @@ impl LockGuard {
     /// before the caller is answered; tried again when DynamoDB fails it, as a dropped guard's.
     /// (If this future is dropped first, the guard's drop sends it.)
     async fn release_given_up(&self, lock: &Lock) {
-        if let Err(err) = retrying(|| self.client.release(lock.handle())).await {
+        if let Err(err) = retrying(|| self.client.release(lock)).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
     }
@@ -233,7 +232,7 @@ impl LockGuard {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
-        let outcome = self.client.release(lock.handle()).await;
+        let outcome = self.client.release(&lock).await;
         // Only now: a release cancelled at its await is covered by Drop, and so is one that
         // failed (DynamoDB failed it, or it was refused before it was sent): the guard, consumed,
         // is the caller's only way to the lock, so Drop sends it again from the background
@@ -243,8 +242,8 @@ impl LockGuard {
     }
 
     /// [`release`](Self::release), keeping the item with `data` as its payload for the next
-    /// holder (`None` removes it): see [`LockClient::release_and_replace_data`], whose release it
-    /// sends, and which needs a client built with
+    /// holder (`None` removes it): see [`LockClient::release_and_replace_data`], which it calls,
+    /// and which needs a client built with
     /// [`delete_on_release(false)`](crate::LockClientBuilder::delete_on_release). On a client
     /// that deletes items it fails with [`InvalidInput::DataNotKept`](crate::InvalidInput::DataNotKept),
     /// and the guard, consumed, is dropped: its lock is released as a dropped guard's.
@@ -269,13 +268,7 @@ impl LockGuard {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
-        let change = data
-            .as_deref()
-            .map_or(DataChange::Remove, DataChange::Replace);
-        let outcome = self
-            .client
-            .release_changing_data(lock.handle(), change)
-            .await;
+        let outcome = self.client.release_and_replace_data(&lock, data).await;
         // As for `release`: a release cancelled at its await, or failed, is covered by Drop
         // (without data): a data change a shared hold cannot take is refused before anything is
         // sent, and the lock was left to its lease.
@@ -322,7 +315,7 @@ pub(crate) fn release_unattended(client: &LockClient, lock: Lock, whose: &'stati
     client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        match retrying(|| releaser.release(lock.handle())).await {
+        match retrying(|| releaser.release(&lock)).await {
             Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
             Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
         }

@@ -473,14 +473,10 @@ impl Holds {
     pub(crate) fn take_all(&self) -> Vec<Held> {
         let mut inner = self.inner();
         let Inner { held, ended, .. } = &mut *inner;
-        let taken: Vec<LockId> = held
-            .iter()
-            .filter(|(_, hold)| !hold.until_expiry)
-            .map(|(lock_id, _)| *lock_id)
-            .collect();
+        let (kept, taken): (Vec<_>, Vec<_>) = held.drain().partition(|(_, hold)| hold.until_expiry);
+        held.extend(kept);
         taken
             .into_iter()
-            .filter_map(|lock_id| held.remove(&lock_id).map(|hold| (lock_id, hold)))
             .map(|(lock_id, hold)| {
                 // Marked with the take, not when each release's task first runs: an idempotent
                 // acquisition in between was handed back a lock about to be released.

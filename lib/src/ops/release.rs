@@ -23,7 +23,7 @@ use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::outcome::ReleaseOutcome;
-use crate::record::Record;
+use crate::record::{self, Record};
 use crate::shared;
 use crate::timestamp;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -256,10 +256,7 @@ async fn send_request(
     let by_owner = release.lock_id.is_none();
     // (By the item's `LockID`: a kept item, cleared of its holder, still names the lock.)
     let removed = |old: Option<&Item>| {
-        let lock_id = old
-            .and_then(|old| old.get(LOCK_ID)?.as_s().ok())
-            .and_then(|id| LockId::parse(id).ok());
-        if let Some(lock_id) = lock_id {
+        if let Some(lock_id) = old.and_then(record::lock_id) {
             table.holds.removing([lock_id]);
             table.queues.freed(release.resource, lock_id);
         }
