@@ -182,14 +182,14 @@ impl RunningCommand {
             return;
         }
         eprintln!("ddb-lock: the command exited; ending the processes it left running");
-        let _ = killpg(group, Signal::SIGTERM);
+        self.send(Signal::SIGTERM);
         if tokio::time::timeout(grace, group_ended(group))
             .await
             .is_ok()
         {
             return;
         }
-        let _ = killpg(group, Signal::SIGKILL);
+        self.send(Signal::SIGKILL);
         if tokio::time::timeout(AFTER_KILL, group_ended(group))
             .await
             .is_err()
