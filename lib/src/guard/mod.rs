@@ -17,6 +17,7 @@ mod scoped;
 mod state;
 
 pub use lock_watch::LockWatch;
+pub(crate) use scoped::taken_at_release;
 
 use crate::background::retrying;
 use crate::client::LockClient;

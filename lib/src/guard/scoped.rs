@@ -6,12 +6,29 @@ use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::limits::{self, MIN_LEASE};
 use crate::options::AcquireOptions;
-use crate::outcome::LockLost;
+use crate::outcome::{LockLost, ReleaseOutcome};
 use futures_util::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 use tracing::warn;
+
+/// The loss that the release ending scoped work found, if the lock was someone else's by then
+/// (the end of the work was not under the lock). A release that failed is logged: the lock
+/// expires with its lease.
+pub(crate) fn taken_at_release(
+    resource: &str,
+    released: Result<ReleaseOutcome, Error>,
+) -> Option<LockLost> {
+    match released {
+        Ok(ReleaseOutcome::NotOwner { holder }) => Some(LockLost::TakenOver { holder }),
+        Ok(_) => None,
+        Err(err) => {
+            warn!(resource, %err, "could not release after the work; the lock expires with its lease");
+            None
+        }
+    }
+}
 
 /// How the work of [`LockClient::with_lock`] ended.
 enum Finished<T> {
@@ -77,8 +94,10 @@ impl LockClient {
     ///
     /// `work` gets a [`LockWatch`] to check or await the lock's loss. If the lock is lost while
     /// `work` runs, `work` is stopped at its next `.await` (its future is dropped) and the result is
-    /// [`Error::Lost`]; the same if it is found lost when `work` finishes. Errors of `work` pass
-    /// through, so its error type needs `From<ddb_lock::Error>`.
+    /// [`Error::Lost`]; the same if it is found lost when `work` finishes, or if the release after
+    /// it finds someone else's lock (taken from under the work before the guard learned of it:
+    /// [`LockLost::TakenOver`]). Errors of `work` pass through, so its error type needs
+    /// `From<ddb_lock::Error>`.
     ///
     /// # Examples
     ///
@@ -116,9 +135,11 @@ impl LockClient {
                 Ok(_) => Finished::Lost(guard.lost().await),
             },
         };
-        if let Err(err) = guard.release().await {
-            warn!(resource, %err, "could not release after the work; the lock expires with its lease");
-        }
+        let taken = taken_at_release(resource, guard.release().await);
+        let finished = match (finished, taken) {
+            (Finished::Done(_), Some(lost)) => Finished::Lost(lost),
+            (finished, _) => finished,
+        };
         match finished {
             Finished::Done(result) => result,
             Finished::Lost(reason) => Err(Error::Lost {

@@ -14,7 +14,7 @@ mod transaction;
 
 use crate::client::{detached_outcome, LockClient};
 use crate::error::{Error, InvalidInput};
-use crate::guard::{LockGuard, LockWatch};
+use crate::guard::{taken_at_release, LockGuard, LockWatch};
 use crate::limits::MAX_SET_MEMBERS;
 use crate::lock::{Holder, Lock, LockHandle};
 use crate::mode::Mode;
@@ -30,7 +30,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 /// The locks of a set taken as one: one [`Lock`] per distinct resource, in the order of the
 /// resources' names.
@@ -333,7 +333,8 @@ impl LockClient {
     /// Runs `work` while holding every member of a set, and always releases them afterwards, as
     /// [`with_lock`](Self::with_lock) does for one lock: `work` gets a [`LockWatch`] per member
     /// (in name order); if any member is lost first, `work` is dropped at its next `.await` and
-    /// the result is [`Error::Lost`] naming that member.
+    /// the result is [`Error::Lost`] naming that member (also one whose release after the work
+    /// found someone else's lock).
     ///
     /// # Examples
     ///
@@ -382,16 +383,26 @@ impl LockClient {
                 }
             },
         };
+        let taken = join_all(
+            resources
+                .iter()
+                .zip(guards)
+                .map(|(resource, guard)| async move {
+                    taken_at_release(resource, guard.release().await)
+                }),
+        )
+        .await
+        .into_iter()
+        .enumerate()
+        .find_map(|(index, taken)| taken.map(|lost| (index, lost)));
+        let finished = match (finished, taken) {
+            (SetFinished::Done(_), Some((index, lost))) => SetFinished::Lost(index, lost),
+            (finished, _) => finished,
+        };
         let lost_member = match &finished {
             SetFinished::Lost(index, _) => resources.get(*index).cloned(),
             _ => None,
         };
-        join_all(resources.iter().zip(guards).map(|(resource, guard)| async move {
-            if let Err(err) = guard.release().await {
-                warn!(%resource, %err, "could not release after the work; the lock expires with its lease");
-            }
-        }))
-        .await;
         match finished {
             SetFinished::Done(result) => result,
             SetFinished::Lost(_, reason) => Err(Error::Lost {

@@ -15,6 +15,7 @@ use ddb_lock_test_kit::{
 use std::time::Duration;
 
 mod late_answers;
+mod scoped_work;
 mod turns;
 
 /// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
