@@ -487,3 +487,39 @@ async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
         .cloned();
     assert_eq!(status.as_deref(), Some("failed"), "{item:?}");
 }
+
+/// An administrative status write whose answer was lost, sent again by the SDK after a worker
+/// claimed the task, took the task from that worker: the next claim ran it a second time.
+#[tokio::test]
+async fn a_late_copy_of_a_status_write_leaves_a_claim_made_since() {
+    lock_client().await;
+    let name = unique("q-status-copy");
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let queue = queue_of(
+        builder(dynamodb_at(&proxy.endpoint()))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+        &name,
+    );
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#task_status = :status");
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    clock.advance(Duration::from_secs(1));
+    assert!(
+        queue
+            .claim(1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "claimed once"
+    );
+    assert!(
+        queue.complete(&task, TaskStatus::Done).await.unwrap(),
+        "the worker's claim stands"
+    );
+}

@@ -42,14 +42,19 @@ pub const CLAIM_TOKEN: &str = "ClaimToken";
 /// recognises its own there, even after another worker claimed the task again (which changes
 /// `ClaimToken`).
 pub const COMPLETED_CLAIM: &str = "CompletedClaim";
+/// The id of the task's last status write ([`TaskQueue::set_status`]): a copy of that write
+/// delivered late (an SDK resend of a write whose answer was lost) finds its own id and is
+/// refused, rather than take the task from a claim made since.
+pub const STATUS_WRITE: &str = "StatusWrite";
 /// The default name of the tasks index.
 pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
 /// The most tasks one claim takes.
 pub const MAX_CLAIM: usize = 100;
 
 /// Names of the attributes the expressions use.
-const NAMES: [(&str, &str); 6] = [
+const NAMES: [(&str, &str); 7] = [
     ("#task_queue", TASK_QUEUE),
+    ("#status_write", STATUS_WRITE),
     ("#task_status", TASK_STATUS),
     ("#claimable_at", CLAIMABLE_AT),
     ("#claimed_by", CLAIMED_BY),
@@ -62,6 +67,10 @@ const NAMES: [(&str, &str); 6] = [
 /// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it).
 const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token)";
 const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
+/// A status write, unless an earlier attempt of the same write was applied: a copy of it delivered
+/// after a claim would take the task from its worker for the next claimer.
+const STATUS_WRITE_CONDITION: &str =
+    "attribute_not_exists(#status_write) OR #status_write <> :write";
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
 /// A renewal also moves the lease end only later: a late copy of an earlier renewal (an SDK
@@ -213,9 +222,9 @@ impl TaskQueue {
         let now = s(timestamp::format(table.now()));
         let claimable = status.claimable();
         let update = if claimable {
-            "SET #task_queue = :queue, #task_status = :status, #claimable_at = :now REMOVE #claimed_by, #claim_token"
+            "SET #task_queue = :queue, #task_status = :status, #status_write = :write, #claimable_at = :now REMOVE #claimed_by, #claim_token"
         } else {
-            "SET #task_queue = :queue, #task_status = :status REMOVE #claimable_at, #claimed_by, #claim_token"
+            "SET #task_queue = :queue, #task_status = :status, #status_write = :write REMOVE #claimable_at, #claimed_by, #claim_token"
         };
         let mut request = table
             .dynamodb
@@ -223,16 +232,16 @@ impl TaskQueue {
             .table_name(&table.name)
             .set_key(Some(table.key(&resource)))
             .update_expression(update)
-            .set_expression_attribute_names(Some(self.names(&[update])))
+            .condition_expression(STATUS_WRITE_CONDITION)
+            .set_expression_attribute_names(Some(self.names(&[update, STATUS_WRITE_CONDITION])))
             .expression_attribute_values(":queue", s(self.queue.as_str()))
-            .expression_attribute_values(":status", s(status.as_str()));
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(":write", s(uuid::Uuid::new_v4().to_string()));
         if claimable {
             request = request.expression_attribute_values(":now", now);
         }
-        request
-            .send()
-            .await
-            .map_err(|e| Error::backend("UpdateItem", e))?;
+        // Refused only by this write's own id: an earlier attempt of it was applied.
+        answer("UpdateItem", request.send().await, update_refused)?;
         Ok(())
     }
 
