@@ -18,7 +18,7 @@ use crate::limits::{
 /// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
 /// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
 /// release).
-const LOCK_ATTRIBUTES: [&str; 27] = [
+const LOCK_ATTRIBUTES: [&str; 28] = [
     QUEUE,
     RELEASED_BY,
     RELEASED_AT,
@@ -46,6 +46,7 @@ const LOCK_ATTRIBUTES: [&str; 27] = [
     crate::tasks::CLAIMED_BY,
     crate::tasks::CLAIM_TOKEN,
     crate::tasks::COMPLETED_CLAIM,
+    crate::tasks::STATUS_WRITE,
 ];
 
 impl TableSchema {
