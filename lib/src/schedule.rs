@@ -347,11 +347,11 @@ impl Scheduler {
         }
         let sent = Instant::now();
         let lock = match backend.try_lock(&job.key(tick), ttl).await {
-            // Never released: kept out of a release of everything for shutdown too.
-            Ok(Some(lock)) => {
-                backend.keep_until_expiry(&lock);
-                lock
-            }
+            // Never released: kept out of a release of everything for shutdown too, unless such
+            // a release took it first (on another thread, as it was acquired): it is being
+            // released, and another node may run the tick.
+            Ok(Some(lock)) if backend.keep_until_expiry(&lock) => lock,
+            Ok(Some(_)) => return Ok(TickOutcome::Skipped),
             Ok(None) => return Ok(TickOutcome::Skipped),
             Err(BackendError::Invalid(invalid)) => return Err(invalid),
             Err(failed) => {

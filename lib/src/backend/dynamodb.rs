@@ -86,12 +86,12 @@ impl LockBackend for DynamoDbBackend {
         })
     }
 
-    fn keep_until_expiry(&self, lock: &BackendLock) {
+    fn keep_until_expiry(&self, lock: &BackendLock) -> bool {
         self.client
             .settings
             .table
             .holds
-            .keep_until_expiry(lock.handle().lock_id());
+            .keep_until_expiry(lock.handle().lock_id())
     }
 
     fn renew<'a>(&'a self, lock: &'a BackendLock) -> BackendFuture<'a, ()> {

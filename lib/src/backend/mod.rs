@@ -77,10 +77,13 @@ pub trait LockBackend: Send + Sync {
     /// Keeps `lock` to its time to live: a lock meant never to be released, such as a scheduled
     /// tick's, which a release of everything its client holds for shutdown
     /// ([`LockClient::release_all`](crate::LockClient::release_all), at the end of a Lambda
-    /// invocation) would otherwise release, letting another node run the tick again (default:
-    /// the backend releases nothing on its own, nothing to do).
-    fn keep_until_expiry(&self, lock: &BackendLock) {
+    /// invocation) would otherwise release, letting another node run the tick again. `false`
+    /// if such a release took the lock first (between its acquisition and this call): it is
+    /// being released, and no longer held (default: the backend releases nothing on its own,
+    /// `true`).
+    fn keep_until_expiry(&self, lock: &BackendLock) -> bool {
         let _ = lock;
+        true
     }
 
     /// Removes what expired locks left behind, if the backend keeps anything (default: nothing

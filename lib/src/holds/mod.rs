@@ -492,10 +492,15 @@ impl Holds {
     }
 
     /// The lock `lock_id` is kept to its lease end: [`take_all`](Self::take_all) leaves it, so
-    /// that `release_all` does not release a lock meant to stand (a scheduled tick's).
-    pub(crate) fn keep_until_expiry(&self, lock_id: LockId) {
-        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
-            hold.until_expiry = true;
+    /// that `release_all` does not release a lock meant to stand (a scheduled tick's). `false` if
+    /// this client holds it no longer (`release_all` took it first).
+    pub(crate) fn keep_until_expiry(&self, lock_id: LockId) -> bool {
+        match self.inner().held.get_mut(&lock_id) {
+            Some(hold) => {
+                hold.until_expiry = true;
+                true
+            }
+            None => false,
         }
     }
 

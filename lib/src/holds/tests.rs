@@ -367,3 +367,18 @@ fn a_lock_taken_back_keeps_the_longer_lease_counted_on() {
     ));
     assert_eq!(holds.inner().held[&lock.lock_id()].until, long);
 }
+
+#[test]
+fn a_lock_kept_to_its_expiry_stays_out_of_release_all_unless_taken_first() {
+    let holds = Holds::default();
+    let (kept, taken_first) = (handle("tick-a"), handle("tick-b"));
+    held_for_a_while(&holds, &kept);
+    held_for_a_while(&holds, &taken_first);
+    assert!(holds.keep_until_expiry(kept.lock_id()));
+    let taken: Vec<_> = holds.take_all().into_iter().map(|h| h.handle).collect();
+    assert_eq!(taken, vec![taken_first.clone()], "the kept lock stays");
+    assert!(
+        !holds.keep_until_expiry(taken_first.lock_id()),
+        "a lock release_all took first is being released: not kept"
+    );
+}
