@@ -56,12 +56,14 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
     // Last seen held with a line: join it first, rather than try a lock a line stands before.
     if wait.table.lines_seen.has_line(resource) {
         stats.attempts += 1;
-        match in_line(wait).await? {
+        match in_line(wait, &mut marker).await? {
             Turn::Granted(lock) => {
+                marker.acquired();
                 log_acquired(&lock, wait.started.elapsed(), stats.attempts);
                 return Ok(lock);
             }
             Turn::TimedOut(holder) => {
+                marker.withdraw().await;
                 return Err(wait.timed_out(holder, Instant::now(), stats.attempts));
             }
             // Free, or lapsed without a line: tried below, at once.
@@ -92,7 +94,7 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
             Attempt::Held { holder, .. } => {
                 last_holder = Some(holder);
                 wait.table.lines_seen.held(resource);
-                match in_line(wait).await? {
+                match in_line(wait, &mut marker).await? {
                     Turn::Granted(lock) => {
                         // The grant removed the marker.
                         marker.acquired();
@@ -124,8 +126,9 @@ pub(crate) async fn run(wait: &Wait<'_>, stats: &mut AcquireStats) -> Result<Loc
     }
 }
 
-/// Joins the line and waits for a grant until the deadline.
-async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
+/// Joins the line and waits for a grant until the deadline; `marker` is placed while live shared
+/// holders that took the lapsed lock stand before the line.
+async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Error> {
     let (table, request) = (wait.table, wait.request);
     let resource = request.resource;
     let lock_id = LockId::generate();
@@ -196,19 +199,29 @@ async fn in_line(wait: &Wait<'_>) -> Result<Turn, Error> {
             // acquirer they refuse clears them, and the lock is granted from the next look. Left,
             // they refused every grant, and the line waited until its deadlines (found by review).
             let now = table.now();
-            if let Some(SharedRefusal::Lapsed(lapsed)) = writer::read_refused(resource, &item, now)?
-            {
-                if writer::clear_lapsed(table, resource, &lapsed, now).await? {
-                    continue;
+            let grant = match writer::read_refused(resource, &item, now)? {
+                Some(SharedRefusal::Lapsed(lapsed)) => {
+                    if writer::clear_lapsed(table, resource, &lapsed, now).await? {
+                        continue;
+                    }
+                    Some(grant::send(table, resource, &item, Over::Lapsed).await?)
                 }
-            }
-            let grant = grant::send(table, resource, &item, Over::Lapsed).await?;
-            if let Grant::Granted {
+                // Live shared holders took the lapsed lock: they refuse any grant, and the
+                // waiter's marker stops new ones from joining them, as for an exclusive acquirer
+                // they refuse (without it, overlapping readers kept the line out until its
+                // deadlines; found by review). The grant that ends the wait removes it.
+                Some(SharedRefusal::Live(reader)) => {
+                    marker.refused_by_readers(&reader, wait.deadline).await;
+                    None
+                }
+                None => Some(grant::send(table, resource, &item, Over::Lapsed).await?),
+            };
+            if let Some(Grant::Granted {
                 to,
                 acquired_at,
                 expires_at,
                 fencing_token,
-            } = grant
+            }) = grant
             {
                 debug!(resource, to = %to.short(), "granted a lapsed lock to the first in line");
                 if to == lock_id {

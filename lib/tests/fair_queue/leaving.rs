@@ -5,7 +5,9 @@
 
 use super::{add_dead_waiter, fair, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::{Error, ReleaseOutcome};
-use ddb_lock_test_kit::{builder, dynamodb, hold, lock_client, raw_item, string_attr, unique};
+use ddb_lock_test_kit::{
+    builder, dynamodb, hold, lock_client, raw_item, reader_options, string_attr, unique,
+};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -190,7 +192,6 @@ async fn a_kept_item_left_with_a_dead_line_is_taken_by_a_fair_acquirer() {
 /// clears the lapsed reader, as an acquirer it refuses clears it, and is granted the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_reader_that_took_a_lapsed_lock_is_cleared_by_the_line() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let holder = lock_client().await;
     let resource = unique("fair");
     let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
@@ -205,39 +206,11 @@ async fn a_lapsed_reader_that_took_a_lapsed_lock_is_cleared_by_the_line() {
 
     // What a reader's acquisition of the lapsed lock leaves, once the reader's own lease lapsed:
     // no exclusive holder, one shared entry whose lease is over.
-    let reader = uuid::Uuid::new_v4().to_string();
-    let past = ddb_lock::timestamp::format(chrono::Utc::now() - chrono::TimeDelta::seconds(1));
-    let s = |value: &str| AttributeValue::S(value.to_owned());
-    let entry = AttributeValue::M(
-        [
-            ("LockID".to_owned(), s(&reader)),
-            ("Owner".to_owned(), s("crashed reader")),
-            ("AcquiredAt".to_owned(), s(&past)),
-            ("ExpiresAt".to_owned(), s(&past)),
-            ("Version".to_owned(), s("v")),
-            ("LeaseMs".to_owned(), AttributeValue::N("1000".to_owned())),
-        ]
-        .into(),
-    );
-    dynamodb()
-        .update_item()
-        .table_name(ddb_lock_test_kit::TABLE)
-        .key("PK", s(&format!("LOCK#{resource}")))
-        .key("SK", s("LOCK"))
-        .update_expression(
-            "REMOVE #owner, #acquired_at, #expires_at, #lease_ms ADD #shared :ids SET #entry = :entry",
-        )
-        .expression_attribute_names("#owner", "Owner")
-        .expression_attribute_names("#acquired_at", "AcquiredAt")
-        .expression_attribute_names("#expires_at", "ExpiresAt")
-        .expression_attribute_names("#lease_ms", "LeaseMs")
-        .expression_attribute_names("#shared", "Shared")
-        .expression_attribute_names("#entry", format!("Shared:{reader}"))
-        .expression_attribute_values(":ids", AttributeValue::Ss(vec![reader.clone()]))
-        .expression_attribute_values(":entry", entry)
-        .send()
-        .await
-        .unwrap();
+    let reader = reader_took_the_lapsed_lock(
+        &resource,
+        chrono::Utc::now() - chrono::TimeDelta::seconds(1),
+    )
+    .await;
 
     let (owner, lock, client) = granted
         .recv()
@@ -283,4 +256,94 @@ async fn a_fair_try_takes_a_free_lock_whose_line_is_dead() {
     let taken = keeping.try_acquire(&resource, &fair("next")).await.unwrap();
     let lock = taken.expect("the kept lock is free and nobody waits");
     keeping.release(&lock).await.unwrap();
+}
+
+/// Makes `resource`'s item what a reader's acquisition of its lapsed lock leaves (shared
+/// acquisitions do not look at the line): no exclusive holder, one shared entry whose lease ends
+/// at `expires_at`. The reader's lock id.
+async fn reader_took_the_lapsed_lock(
+    resource: &str,
+    expires_at: chrono::DateTime<chrono::Utc>,
+) -> String {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let reader = uuid::Uuid::new_v4().to_string();
+    let acquired_at =
+        ddb_lock::timestamp::format(chrono::Utc::now() - chrono::TimeDelta::seconds(2));
+    let s = |value: &str| AttributeValue::S(value.to_owned());
+    let entry = AttributeValue::M(
+        [
+            ("LockID".to_owned(), s(&reader)),
+            ("Owner".to_owned(), s("reader")),
+            ("AcquiredAt".to_owned(), s(&acquired_at)),
+            (
+                "ExpiresAt".to_owned(),
+                s(&ddb_lock::timestamp::format(expires_at)),
+            ),
+            ("Version".to_owned(), s("v")),
+            ("LeaseMs".to_owned(), AttributeValue::N("1000".to_owned())),
+        ]
+        .into(),
+    );
+    dynamodb()
+        .update_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .key("PK", s(&format!("LOCK#{resource}")))
+        .key("SK", s("LOCK"))
+        .update_expression(
+            "REMOVE #owner, #acquired_at, #expires_at, #lease_ms ADD #shared :ids SET #entry = :entry",
+        )
+        .expression_attribute_names("#owner", "Owner")
+        .expression_attribute_names("#acquired_at", "AcquiredAt")
+        .expression_attribute_names("#expires_at", "ExpiresAt")
+        .expression_attribute_names("#lease_ms", "LeaseMs")
+        .expression_attribute_names("#shared", "Shared")
+        .expression_attribute_names("#entry", format!("Shared:{reader}"))
+        .expression_attribute_values(":ids", AttributeValue::Ss(vec![reader.clone()]))
+        .expression_attribute_values(":entry", entry)
+        .send()
+        .await
+        .unwrap();
+    reader
+}
+
+/// The holder's lease lapsed with a waiter in line, and a reader took the lapsed lock, live: the
+/// waiter sent grants the reader refused and never placed its marker, so that new readers joined
+/// the first and kept the line out until its deadline. It places the marker, as an exclusive
+/// acquirer readers refuse does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_readers_of_a_lapsed_lock_stops_new_readers() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
+    let (granted_tx, _granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(
+        &resource,
+        "w",
+        fair("w").timeout(Duration::from_secs(30)),
+        granted_tx,
+    );
+    line_becomes(&holder, &resource, &["w"]).await;
+    reader_took_the_lapsed_lock(
+        &resource,
+        chrono::Utc::now() + chrono::TimeDelta::seconds(60),
+    )
+    .await;
+
+    let marked = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let item = raw_item(&resource).await.unwrap();
+            if item.contains_key("WriterWaiting") {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(marked.is_ok(), "the waiter placed its marker");
+    let refused = holder
+        .try_acquire(&resource, &reader_options("r2"))
+        .await
+        .unwrap();
+    assert!(refused.is_none(), "a new reader waits behind the waiter");
+    task.abort();
 }
