@@ -20,7 +20,7 @@ pub use lock_watch::LockWatch;
 pub(crate) use scoped::taken_at_release;
 
 use crate::background::retrying;
-use crate::client::LockClient;
+use crate::client::{detached_outcome, LockClient};
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::limits;
@@ -187,19 +187,25 @@ impl LockGuard {
         .await;
         if let Ok(answer) = answer {
             let outcome = answer?;
-            match settle(&self.state, &outcome) {
-                Ok(()) => return Ok(outcome),
+            // Decided by the outcome, not by the guard's state: an extension through the client
+            // that found the lock expired (a wall clock jumped) may have turned the guard lost
+            // before this one's answer came, `Extended`, and the lock then released was
+            // reported extended (found by review).
+            match (settle(&self.state, &outcome), &outcome) {
+                (Ok(()), _) => return Ok(outcome),
                 // Found expired (a wall clock that jumped past the lease): an attempt of this
                 // extension given up on by the SDK may still land with its earlier `:now`, as
                 // for the heartbeat: released, and the outcome says so.
-                Err(LockLost::Expired { .. }) => {
+                (Err(_), ExtendOutcome::Expired { .. }) => {
                     self.release_given_up(&lock).await;
                     return Ok(outcome);
                 }
                 // Found gone or taken: the outcome says so.
-                Err(_) if !matches!(outcome, ExtendOutcome::Extended(_)) => return Ok(outcome),
-                // Extended, but answered after the lease ran out.
-                Err(_) => {}
+                (Err(_), ExtendOutcome::NotFound | ExtendOutcome::NotOwner { .. }) => {
+                    return Ok(outcome)
+                }
+                // Extended, but answered after the lease ran out or the guard was lost.
+                (Err(_), ExtendOutcome::Extended(_)) => {}
             }
         } else {
             lose(&self.state, LockLost::LeaseRanOut { last_error: None });
@@ -212,9 +218,16 @@ impl LockGuard {
 
     /// Releases `lock`, given up on by this guard (lost) while an extension of it may still land,
     /// before the caller is answered; tried again when DynamoDB fails it, as a dropped guard's.
-    /// (If this future is dropped first, the guard's drop sends it.)
+    /// From a task of the client ([`LockClient::flush`] waits for it): if this future is dropped
+    /// first (a `select!`, a timeout), the release goes on, rather than leave the lock held for
+    /// the lease the extension wrote while the guard, lost, stays open (found by review).
     async fn release_given_up(&self, lock: &Lock) {
-        if let Err(err) = retrying(|| self.client.release(lock)).await {
+        let (releaser, released) = (self.client.clone(), lock.clone());
+        let answered = self
+            .client
+            .detached(async move { retrying(|| releaser.release(&released)).await });
+        let in_place = retrying(|| self.client.release(lock));
+        if let Err(err) = detached_outcome(answered, lock.resource(), in_place).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
     }
