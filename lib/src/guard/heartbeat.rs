@@ -51,10 +51,11 @@ pub(super) async fn extend_until_lost(
                     last_error = None;
                     retry_at = None;
                 }
-                // Expired (a wall clock that jumped past the lease end): an extension of ours
-                // given up on may still land with its earlier `:now` and lengthen the lease, so
-                // released as when the lease ran out.
-                Err(LockLost::LeaseRanOut { .. } | LockLost::Expired { .. }) => break,
+                Err(LockLost::LeaseRanOut { .. }) => break,
+                // Expired (a wall clock that jumped past the lease end): released by the guard's
+                // stop, which the client calls with the answer (an extension of ours given up on
+                // may still land with its earlier `:now` and lengthen the lease). Gone or taken:
+                // nothing to release.
                 Err(_) => return,
             },
             Ok(Err(err)) if Instant::now() < valid_until => {

@@ -83,6 +83,7 @@ impl LockGuard {
         heartbeat: Duration,
     ) -> Self {
         let lock_id = lock.lock_id();
+        let expired_lock = lock.clone();
         let (sender, receiver) = watch::channel(State::Held(lock));
         let state = Arc::new(sender);
         let extending = Arc::new(Mutex::new(()));
@@ -99,11 +100,26 @@ impl LockGuard {
         // released.
         let abort = task.abort_handle();
         let stopped = Arc::downgrade(&state);
-        let stop = Arc::new(move |lost| {
+        // Weak, as the state: the stop is kept in the client's own memory.
+        let settings = Arc::downgrade(&client.settings);
+        let stop = Arc::new(move |lost: LockLost| {
+            let expired = matches!(lost, LockLost::Expired { .. });
             if let Some(state) = stopped.upgrade() {
                 lose(&state, lost);
             }
             abort.abort();
+            // Found expired by an extension through the client (the heartbeat's own, a data
+            // replacement's, `LockClient::extend`'s: a wall clock that jumped past the lease):
+            // an extension of this guard still on its way may land with its earlier `:now` and
+            // lengthen the lease, so the lock is released, whoever found it expired (with only
+            // the heartbeat releasing, a guard stopped by another extension left the lock held
+            // for that lease while it stayed open; found by review).
+            if let (true, Some(settings)) = (expired, settings.upgrade()) {
+                let client = LockClient { settings };
+                if !release_unattended(&client, expired_lock.clone(), "guard found expired") {
+                    warn!("a guard found expired could not release outside a runtime; its lock ends with its lease");
+                }
+            }
         });
         if !client.table().holds.guarded(lock_id, stop) {
             task.abort();
@@ -306,13 +322,14 @@ impl Drop for LockGuard {
         }
         lose(&self.state, LockLost::Released);
         let lock = match &*self.state.borrow() {
-            // Held until now, a release that did not complete, or a lease that ran out (or was
-            // found expired) while an extension may still land.
+            // Held until now, a release that did not complete, or a lease that ran out while an
+            // extension may still land.
             State::Lost {
                 lock,
-                lost: LockLost::Released | LockLost::LeaseRanOut { .. } | LockLost::Expired { .. },
+                lost: LockLost::Released | LockLost::LeaseRanOut { .. },
             } => lock.clone(),
-            // Found gone or taken by an extension: nothing of ours to release.
+            // Found gone or taken by an extension: nothing of ours to release; found expired:
+            // released by the guard's stop when it was found.
             State::Lost { .. } | State::Held(_) => return,
         };
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.

@@ -1,8 +1,8 @@
-//! A data replacement answered after the guard was found lost: an extension through the guard's
-//! client found the lock expired (the wall clock jumped past the lease) while the replacement
-//! was on its way, and the replacement, applied with its earlier `:now`, lengthened the lease.
-//! The guard gives the lock up: the answer is `Error::Lost`, and the lock is released, even if
-//! the replacement's future is dropped while that release is under way.
+//! A guard given up: an extension through the guard's client found the lock expired (the wall
+//! clock jumped past the lease), which stops the guard, while an extension of the guard was on
+//! its way, or a data replacement found it so. The lock is released whoever found it expired,
+//! even if the data replacement's future is dropped while it releases, and an extension that
+//! lands late is never answered `Extended`.
 
 use super::*;
 use std::future::Future;
@@ -33,8 +33,10 @@ async fn replacement_applied_after_the_guard_was_found_expired<'a>(
     replacing
 }
 
+/// The replacement landed with its earlier `:now` after the guard was found expired: it was
+/// answered `Extended`, for a lock then released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_data_replacement_applied_after_the_guard_was_found_expired_is_lost() {
+async fn a_data_replacement_applied_after_the_guard_was_found_expired_is_not_extended() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let clock = AdjustableClock::new();
@@ -48,13 +50,23 @@ async fn a_data_replacement_applied_after_the_guard_was_found_expired_is_lost() 
         replacement_applied_after_the_guard_was_found_expired(&proxy, &clock, &client, &guard)
             .await;
     let answer = timeout(PATIENCE, replacing).await.expect("answered");
-    assert!(matches!(answer, Err(Error::Lost { .. })), "{answer:?}");
+    assert!(
+        matches!(
+            answer,
+            Err(Error::Lost { .. }) | Ok(ExtendOutcome::NotFound)
+        ),
+        "{answer:?}"
+    );
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None, "released");
 }
 
+/// A data replacement sent after the wall clock jumped past the lease finds the lock expired, and
+/// releases it; its future is dropped while the release, failed once, waits to be tried again.
+/// The release was the replacement's own: dropped with it, it left the lock to its lease while
+/// the guard stayed open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_data_replacement_dropped_while_it_releases_the_lock_given_up_still_releases() {
+async fn a_data_replacement_found_expired_and_dropped_while_it_releases_still_releases() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let clock = AdjustableClock::new();
@@ -64,12 +76,9 @@ async fn a_data_replacement_dropped_while_it_releases_the_lock_given_up_still_re
         .lock(&resource, &guard_options("alice", 6_000, 5_000))
         .await
         .unwrap();
-    // The release's first DeleteItem fails; the replacement is dropped while it waits to try
-    // again.
+    clock.advance(Duration::from_secs(10));
     proxy.refuse_next("DeleteItem", "ValidationException");
-    let mut replacing =
-        replacement_applied_after_the_guard_was_found_expired(&proxy, &clock, &client, &guard)
-            .await;
+    let mut replacing = Box::pin(guard.replace_data(Some(b"x".to_vec())));
     tokio::select! {
         answer = &mut replacing => panic!("answered before its release was tried again: {answer:?}"),
         () = proxy.wait_for("DeleteItem", |counts| counts.throttled >= 1) => {}
@@ -80,7 +89,41 @@ async fn a_data_replacement_dropped_while_it_releases_the_lock_given_up_still_re
     assert_eq!(
         raw_item(&resource).await,
         None,
-        "the lock given up is released while the guard stays open"
+        "released while the guard stays open"
     );
+    drop(guard);
+}
+
+/// The heartbeat's extension is on its way when the wall clock jumps past the lease and the
+/// client's own `extend` finds the lock expired, which stops the guard; the heartbeat's extension
+/// then lands with its earlier `:now` and lengthens the lease. The guard, open, released nothing
+/// (only the heartbeat released a lock found expired, and it had been stopped): the lock stayed
+/// held for that lease, for nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_found_expired_by_another_extension_releases_its_lock() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("guard-found-expired-elsewhere");
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "SET #expires_at");
+    // The heartbeat extends a tenth of a second in.
+    let guard = client
+        .lock(&resource, &guard_options("alice", 6_000, 100))
+        .await
+        .unwrap();
+    let lock = guard.lock().unwrap();
+    timeout(PATIENCE, late.captured())
+        .await
+        .expect("the heartbeat extends");
+    clock.advance(Duration::from_secs(10));
+    let found = client.extend(&lock, Duration::from_secs(6)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(!guard.is_held());
+    late.deliver().await;
+    clock.set_back(Duration::from_secs(10));
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
     drop(guard);
 }
