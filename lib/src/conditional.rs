@@ -13,28 +13,35 @@
 //! The SDK retries a request whose answer it did not get (a timeout, a dropped connection, a 500).
 //! Such an earlier attempt may have been applied, so a retry that then fails its condition is
 //! ambiguous: the condition may have failed because of our own earlier attempt. Requests whose
-//! outcome depends on it count their attempts with the [`Transmissions`] interceptor.
+//! outcome depends on it watch their attempts with the [`Transmissions`] interceptor. The SDK
+//! also retries a request refused before it was applied (throttled, or in conflict with a
+//! transaction): such an attempt changed nothing, and a retry after it is as plain as a first
+//! attempt.
 
 use crate::error::Error;
 use crate::item::Item;
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::interceptors::FinalizerInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{BoxError, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// An interceptor counting the attempts of the one request it is attached to.
+/// An interceptor watching the attempts of the one request it is attached to: whether one ended
+/// without an answer that says it was not applied.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Transmissions(Arc<AtomicU32>);
+pub(crate) struct Transmissions(Arc<AtomicBool>);
 
 impl Transmissions {
-    /// Whether the request was sent more than once, so that an earlier attempt may have been
-    /// applied before the one whose answer we have.
+    /// Whether an attempt of the request ended without a definite answer (none came: a timeout,
+    /// a dropped connection; or a server error), so that it may have been applied before the
+    /// attempt whose answer we have. An attempt refused for throttling or a transaction
+    /// conflict was not applied: a refusal after it was not caused by our own request (counted
+    /// as a retry, a release refused by a new holder said `NotFound`, hiding that holder).
     pub(crate) fn retried(&self) -> bool {
-        self.0.load(Ordering::Relaxed) > 1
+        self.0.load(Ordering::Relaxed)
     }
 }
 
@@ -43,13 +50,18 @@ impl Intercept for Transmissions {
         "ddb_lock::Transmissions"
     }
 
-    fn read_before_transmit(
+    fn read_after_attempt(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &FinalizerInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        let definite = context
+            .response()
+            .is_some_and(|response| !response.status().is_server_error());
+        if !definite {
+            self.0.store(true, Ordering::Relaxed);
+        }
         Ok(())
     }
 }

@@ -303,3 +303,27 @@ async fn a_last_readers_release_whose_answer_was_lost_leaves_no_item() {
         "the emptied item was left"
     );
 }
+
+/// A release whose first attempt was answered with a definite refusal to retry (a transaction
+/// conflict, throttling: not applied), and whose retry found the lock taken by someone else, is
+/// no ambiguous retry: it says `NotOwner`, never `NotFound` (which hid the new holder from
+/// `with_lock`).
+#[tokio::test]
+async fn a_release_retried_after_a_conflict_names_the_new_holder() {
+    let direct = lock_client().await;
+    let resource = unique("release-after-conflict");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
+    direct.force_release(&resource).await.unwrap();
+    hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+
+    for refusal in ["TransactionConflictException", "ThrottlingException"] {
+        proxy.refuse_next("DeleteItem", refusal);
+        let outcome = client.release(&lock).await.unwrap();
+        assert!(
+            matches!(&outcome, ReleaseOutcome::NotOwner { holder } if holder.owner == "bob"),
+            "{refusal}: {outcome:?}"
+        );
+    }
+}
