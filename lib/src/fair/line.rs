@@ -5,7 +5,7 @@
 //! with its last waiter, so that "nobody waits" is `attribute_not_exists(#queue)`.
 
 use super::QueuedWaiter;
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::item::{
     self, s, Item, ACQUIRED_AT, EXPIRES_AT, FENCED, LEASE_MS, LOCK_ID, OWNER, QUEUE,
@@ -159,8 +159,9 @@ pub(crate) enum Joined {
     /// the retry that found it so saw it (`ALL_OLD`), so that the waiter need not read it at once.
     InLine(Item),
     /// The lock is not held by a live exclusive holder and has no line (free, lapsed, shared):
-    /// try to acquire it again instead.
-    NotHeld,
+    /// try to acquire it again instead. `unanswered` if an earlier attempt of the join went
+    /// unanswered: it may still land (delayed in the network), and put the waiter in line.
+    NotHeld { unanswered: bool },
 }
 
 /// Joins `resource`'s line as `waiter`, whose lock will be `lock_id`, with a fencing token if
@@ -182,11 +183,14 @@ pub(crate) async fn join(
     ]);
     let mut names = table.names_for(&[JOIN_UPDATE, JOIN_CONDITION]);
     names.insert("#entry".to_owned(), attribute(lock_id));
+    let transmissions = Transmissions::default();
     let sent = table
         .update_item(resource, JOIN_UPDATE, JOIN_CONDITION)
         .set_expression_attribute_names(Some(names))
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
+        .customize()
+        .interceptor(transmissions.clone())
         .send();
     Ok(match answer("UpdateItem", sent.await, update_refused)? {
         Answer::Applied(out) => match out.attributes {
@@ -205,7 +209,9 @@ pub(crate) async fn join(
         {
             Joined::InLine(item)
         }
-        Answer::Refused(_) => Joined::NotHeld,
+        Answer::Refused(_) => Joined::NotHeld {
+            unanswered: transmissions.retried(),
+        },
     })
 }
 

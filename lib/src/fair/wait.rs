@@ -146,15 +146,22 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
     let pace = Pace::new(wait.bounds);
     // The join's answer is the item as it left it: the first look at the line costs no read.
     let joined = line::join(table, resource, (lock_id, &waiter, request.fencing)).await?;
-    leaving.join_answered();
     // This waiter's last request's round trip, by which it times its reads.
     let mut round_trip = last_sent.elapsed();
     let mut seen = match joined {
-        Joined::InLine(item) => Some((last_sent, item)),
-        Joined::NotHeld => {
+        Joined::InLine(item) => {
+            leaving.join_answered();
+            Some((last_sent, item))
+        }
+        Joined::NotHeld { unanswered: false } => {
             leaving.disarm();
             return Ok(Turn::NotInLine);
         }
+        // An attempt of the join whose answer never came may land yet, and put this waiter in
+        // line behind the lock it goes on to take: left armed, it is looked for again, and taken
+        // out (disarmed, the late join stood, and the waiter's own release granted the lock to
+        // that entry, held by nobody for its lease; found by review).
+        Joined::NotHeld { unanswered: true } => return Ok(Turn::NotInLine),
     };
     debug!(resource, owner = request.owner, lock_id = %lock_id.short(), "joined the lock's line");
     // The holder last seen, and the looks between which its grant happened: after the send of

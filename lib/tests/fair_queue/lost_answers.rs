@@ -190,3 +190,63 @@ async fn a_grant_from_a_granter_whose_clock_is_behind_is_held_for_its_stored_lea
     );
     client.release(&lock).await.unwrap();
 }
+
+/// A join's first attempt is delayed in the network and the SDK gives up on it; its retry finds
+/// the lock free (the holder released meanwhile), and the waiter takes the lock by a try. The
+/// first attempt then lands, and puts the waiter in line behind its own lock: its release granted
+/// the lock to that entry, held by nobody for its lease. The waiter looks for such a join after
+/// it, as a dropped waiter does, and takes it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_that_lands_after_its_retry_found_the_lock_free_is_taken_out() {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    // Attempts the SDK gives up on after a second, tried again at once.
+    let sdk = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
+        config
+            .retry_config(RetryConfig::standard().with_max_attempts(3))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_attempt_timeout(Duration::from_secs(1))
+                    .build(),
+            )
+    });
+    let waiter = builder(sdk).build().unwrap();
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("waiter")).await })
+    };
+    first_join.captured().await;
+    // The background look for the late join, held until that join has landed.
+    let mut look = proxy.delay_next_request("GetItem");
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let taken = acquiring.await.unwrap().unwrap();
+
+    let _ = tokio::time::timeout(Duration::from_secs(20), look.captured()).await;
+    assert!(
+        first_join.deliver().await,
+        "the late join reached the endpoint"
+    );
+    look.deliver().await;
+    waiter.flush().await;
+    assert_eq!(
+        waiter.release(&taken).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let next = holder
+        .try_acquire(&resource, &ddb_lock::AcquireOptions::new().owner("next"))
+        .await
+        .unwrap();
+    assert!(
+        next.is_some(),
+        "the lock is free: {:?}",
+        raw_item(&resource).await
+    );
+}
