@@ -61,9 +61,13 @@ pub(crate) fn has_line(item: &Item) -> bool {
     item.contains_key(QUEUE)
 }
 
-/// Whether `item`'s holder is the acquisition `lock_id`.
+/// Whether `item`'s holder is the acquisition `lock_id`: its `LockID`, with a holder. A shared
+/// or intention holder that took the lapsed lock keeps the `LockID` and removes the holder (a
+/// released kept item too): a waiter whose grant lapsed before it looked took that item for its
+/// grant, and its acquisition failed (found by review).
 pub(crate) fn held_by(item: &Item, lock_id: LockId) -> bool {
     matches!(item.get(LOCK_ID), Some(AttributeValue::S(id)) if *id == lock_id.to_string())
+        && item.contains_key(OWNER)
 }
 
 /// The line of `item` (of `resource`), first waiter first; empty without one.

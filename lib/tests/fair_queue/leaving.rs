@@ -3,7 +3,9 @@
 //! deadline is gone is passed over, and a line of such waiters left on a kept item without a
 //! holder is taken by a fair acquirer.
 
-use super::{add_dead_waiter, fair, line, line_becomes, spawn_waiter, LEASE};
+use super::{
+    add_dead_waiter, fair, line, line_becomes, reader_took_the_lapsed_lock, spawn_waiter, LEASE,
+};
 use ddb_lock::{Error, ReleaseOutcome};
 use ddb_lock_test_kit::{
     builder, dynamodb, hold, lock_client, raw_item, reader_options, string_attr, unique,
@@ -256,54 +258,6 @@ async fn a_fair_try_takes_a_free_lock_whose_line_is_dead() {
     let taken = keeping.try_acquire(&resource, &fair("next")).await.unwrap();
     let lock = taken.expect("the kept lock is free and nobody waits");
     keeping.release(&lock).await.unwrap();
-}
-
-/// Makes `resource`'s item what a reader's acquisition of its lapsed lock leaves (shared
-/// acquisitions do not look at the line): no exclusive holder, one shared entry whose lease ends
-/// at `expires_at`. The reader's lock id.
-async fn reader_took_the_lapsed_lock(
-    resource: &str,
-    expires_at: chrono::DateTime<chrono::Utc>,
-) -> String {
-    use aws_sdk_dynamodb::types::AttributeValue;
-    let reader = uuid::Uuid::new_v4().to_string();
-    let acquired_at =
-        ddb_lock::timestamp::format(chrono::Utc::now() - chrono::TimeDelta::seconds(2));
-    let s = |value: &str| AttributeValue::S(value.to_owned());
-    let entry = AttributeValue::M(
-        [
-            ("LockID".to_owned(), s(&reader)),
-            ("Owner".to_owned(), s("reader")),
-            ("AcquiredAt".to_owned(), s(&acquired_at)),
-            (
-                "ExpiresAt".to_owned(),
-                s(&ddb_lock::timestamp::format(expires_at)),
-            ),
-            ("Version".to_owned(), s("v")),
-            ("LeaseMs".to_owned(), AttributeValue::N("1000".to_owned())),
-        ]
-        .into(),
-    );
-    dynamodb()
-        .update_item()
-        .table_name(ddb_lock_test_kit::TABLE)
-        .key("PK", s(&format!("LOCK#{resource}")))
-        .key("SK", s("LOCK"))
-        .update_expression(
-            "REMOVE #owner, #acquired_at, #expires_at, #lease_ms ADD #shared :ids SET #entry = :entry",
-        )
-        .expression_attribute_names("#owner", "Owner")
-        .expression_attribute_names("#acquired_at", "AcquiredAt")
-        .expression_attribute_names("#expires_at", "ExpiresAt")
-        .expression_attribute_names("#lease_ms", "LeaseMs")
-        .expression_attribute_names("#shared", "Shared")
-        .expression_attribute_names("#entry", format!("Shared:{reader}"))
-        .expression_attribute_values(":ids", AttributeValue::Ss(vec![reader.clone()]))
-        .expression_attribute_values(":entry", entry)
-        .send()
-        .await
-        .unwrap();
-    reader
 }
 
 /// The holder's lease lapsed with a waiter in line, and a reader took the lapsed lock, live: the

@@ -250,3 +250,61 @@ async fn a_join_that_lands_after_its_retry_found_the_lock_free_is_taken_out() {
         raw_item(&resource).await
     );
 }
+
+/// A waiter's look comes back late: the holder granted it the lock, the lease lapsed before the
+/// waiter saw it, and a reader took the lapsed lock (a shared acquisition keeps the item's
+/// `LockID` and removes its holder). The waiter took its `LockID` for a grant it held, and its
+/// acquisition failed with `UnexpectedResponse`; it goes on waiting instead, and takes the lock
+/// once the reader has gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_that_finds_its_lapsed_grant_taken_by_a_reader_goes_on_waiting() {
+    use super::reader_took_the_lapsed_lock;
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("waiter")).await })
+    };
+    line_becomes(&holder, &resource, &["waiter"]).await;
+    let mut look = proxy.delay_next_request("GetItem");
+    look.captured().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let reader = reader_took_the_lapsed_lock(
+        &resource,
+        chrono::Utc::now() + chrono::TimeDelta::seconds(60),
+    )
+    .await;
+    assert!(look.deliver().await);
+    // The reader goes (its entry removed as its release would).
+    dynamodb()
+        .update_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .key(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{resource}")),
+        )
+        .key(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".to_owned()),
+        )
+        .update_expression("REMOVE #shared, #entry")
+        .expression_attribute_names("#shared", "Shared")
+        .expression_attribute_names("#entry", format!("Shared:{reader}"))
+        .send()
+        .await
+        .unwrap();
+
+    let taken = tokio::time::timeout(Duration::from_secs(20), acquiring)
+        .await
+        .expect("the waiter takes the lock")
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.owner(), "waiter");
+    waiter.release(&taken).await.unwrap();
+}

@@ -130,3 +130,51 @@ async fn add_dead_waiter(resource: &str) -> String {
         .unwrap();
     dead
 }
+
+/// Makes `resource`'s item what a reader's acquisition of its lapsed lock leaves (shared
+/// acquisitions do not look at the line): no exclusive holder, one shared entry whose lease ends
+/// at `expires_at`. The reader's lock id.
+pub(crate) async fn reader_took_the_lapsed_lock(
+    resource: &str,
+    expires_at: chrono::DateTime<chrono::Utc>,
+) -> String {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let reader = uuid::Uuid::new_v4().to_string();
+    let acquired_at =
+        ddb_lock::timestamp::format(chrono::Utc::now() - chrono::TimeDelta::seconds(2));
+    let s = |value: &str| AttributeValue::S(value.to_owned());
+    let entry = AttributeValue::M(
+        [
+            ("LockID".to_owned(), s(&reader)),
+            ("Owner".to_owned(), s("reader")),
+            ("AcquiredAt".to_owned(), s(&acquired_at)),
+            (
+                "ExpiresAt".to_owned(),
+                s(&ddb_lock::timestamp::format(expires_at)),
+            ),
+            ("Version".to_owned(), s("v")),
+            ("LeaseMs".to_owned(), AttributeValue::N("1000".to_owned())),
+        ]
+        .into(),
+    );
+    dynamodb()
+        .update_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .key("PK", s(&format!("LOCK#{resource}")))
+        .key("SK", s("LOCK"))
+        .update_expression(
+            "REMOVE #owner, #acquired_at, #expires_at, #lease_ms ADD #shared :ids SET #entry = :entry",
+        )
+        .expression_attribute_names("#owner", "Owner")
+        .expression_attribute_names("#acquired_at", "AcquiredAt")
+        .expression_attribute_names("#expires_at", "ExpiresAt")
+        .expression_attribute_names("#lease_ms", "LeaseMs")
+        .expression_attribute_names("#shared", "Shared")
+        .expression_attribute_names("#entry", format!("Shared:{reader}"))
+        .expression_attribute_values(":ids", AttributeValue::Ss(vec![reader.clone()]))
+        .expression_attribute_values(":entry", entry)
+        .send()
+        .await
+        .unwrap();
+    reader
+}
