@@ -327,3 +327,24 @@ async fn a_release_retried_after_a_conflict_names_the_new_holder() {
         );
     }
 }
+
+/// A lock item's creation whose answer was lost: the SDK's retry finds the item its first attempt
+/// wrote, which this call created (it answered false, and an operator skipped what follows a
+/// creation).
+#[tokio::test]
+async fn a_lock_item_creation_whose_answer_was_lost_says_created() {
+    lock_client().await;
+    let resource = unique("created-lost-answer");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    proxy.drop_next_answer("PutItem");
+    assert!(client
+        .create_lock_item(&resource, Some(b"cfg"))
+        .await
+        .unwrap());
+    assert_eq!(proxy.counts("PutItem").dropped, 1);
+    assert!(
+        !client.create_lock_item(&resource, None).await.unwrap(),
+        "there already"
+    );
+}

@@ -21,7 +21,7 @@ use crate::item::{self, s, Item, DATA, LOCK_ID, NAMESPACE, VERSION};
 use crate::limits;
 use crate::lock::{Lock, LockId};
 use crate::lock_table::LockTable;
-use crate::record::Written;
+use crate::record::{self, Written};
 use crate::time;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -196,7 +196,8 @@ pub(crate) async fn create(
     table.check_resource(resource)?;
     data.map(limits::data).transpose()?;
     let mut item = table.key(resource);
-    item.insert(LOCK_ID.into(), s(LockId::generate().to_string()));
+    let lock_id = LockId::generate();
+    item.insert(LOCK_ID.into(), s(lock_id.to_string()));
     item.insert(VERSION.into(), s(uuid::Uuid::new_v4().to_string()));
     if let Some(data) = data {
         item.insert(DATA.into(), AttributeValue::B(Blob::new(data)));
@@ -219,7 +220,10 @@ pub(crate) async fn create(
     })?;
     match answer {
         Answer::Applied(_) => Ok(true),
-        // A lock item, held or kept (a retry after a lost answer finds its own): left as it is.
+        // The item an earlier attempt of this request wrote (its answer lost, the SDK sent it
+        // again): created (it answered false, found by review).
+        Answer::Refused(Some(found)) if record::lock_id(&found) == Some(lock_id) => Ok(true),
+        // A lock item, held or kept: left as it is.
         Answer::Refused(Some(found)) if found.contains_key(LOCK_ID) => Ok(false),
         Answer::Refused(Some(found)) => Err(table.not_a_lock_item(&found)),
         Answer::Refused(None) => Err(Error::UnexpectedResponse {
