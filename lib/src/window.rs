@@ -50,9 +50,11 @@ use tracing::{debug, warn};
 const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#lock_id) AND #lock_id <> :lock_id AND (attribute_not_exists(#window) OR #window < :window) AND (attribute_not_exists(#owner) OR attribute_exists(#window) OR #expires_at < :now) AND attribute_not_exists(#shared) AND attribute_not_exists(#intent_shared) AND attribute_not_exists(#intent_exclusive))";
 
 /// A claim whose outcome is unknown (every answer lost, or its future dropped) gives its window
-/// back: the item keeps its `LockID` and end, and records the window before, so that this window
-/// can be claimed again, while earlier ones stay refused. Only over its own claim of that window.
-const GIVE_BACK_UPDATE: &str = "SET #window = :previous";
+/// back: the item keeps its `LockID`, and records the window before, so that this window can be
+/// claimed again, while earlier ones stay refused; its lease ends where it began, so that
+/// `status` says the window free (it said it held by the claimant that had gone). Only over its
+/// own claim of that window.
+const GIVE_BACK_UPDATE: &str = "SET #window = :previous, #expires_at = #acquired_at";
 const GIVE_BACK_CONDITION: &str = "#lock_id = :lock_id AND #window = :window";
 
 /// What comes before a key in the resource name of its window item.

@@ -263,6 +263,9 @@ async fn a_claim_dropped_after_its_write_landed_gives_its_window_back() {
     let key = unique("window/dropped");
     let hourly = Window::every(HOUR);
     claim_dropped_after_it_landed(&proxy, &client, &key, &hourly).await;
+    // Given back, the window is free, and `status` says so (it said held by the gone claimant).
+    let status = client.status(&format!("window:{key}")).await.unwrap();
+    assert_eq!(status, ddb_lock::LockStatus::Free);
     let again = client.claim_window(&key, &hourly).await.unwrap();
     assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
 }
