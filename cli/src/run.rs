@@ -123,11 +123,18 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
             }
         }
     };
-    // After an early stop, what is left of the group is gone by the same moment as the command.
-    let rest_grace = kill_by.map_or(args.grace, |kill_at| {
-        kill_at.saturating_duration_since(tokio::time::Instant::now())
-    });
-    command.end_the_rest(rest_grace).await;
+    // What the command left running gets `--grace` (after an early stop, to the same moment as
+    // the command), and no longer than the lease as it stands: it is killed `early / 4` before
+    // the lease's end, as the command would be (with `--grace` alone, a partition then left it
+    // working beside the next holder). Gone at once if the lock is.
+    let now = tokio::time::Instant::now();
+    let by_grace = kill_by.unwrap_or(now + args.grace);
+    let by_lease = current_lease_end()
+        .and_then(|end| end.checked_sub(early / 4))
+        .unwrap_or(now);
+    command
+        .end_the_rest(by_grace.min(by_lease).saturating_duration_since(now))
+        .await;
     // Whether the lock was still ours when the command exited (its lease counted on this
     // process's monotonic clock), read before the release, and whether the release found it so.
     let held = guard.is_held();
@@ -170,11 +177,15 @@ async fn acquire(
             .await
             .map_err(|e| settings.failure(e))?;
         if guard.is_none() {
-            let status = client
-                .status(&args.key)
-                .await
-                .map_err(|e| settings.failure(e))?;
-            eprintln!("ddb-lock: `{}` is {}", args.key, holders(&status));
+            // Read for the message only: a failed read leaves the answer a conflict (it was an
+            // unavailable DynamoDB, to a script that retries on the one and alerts on the other).
+            match client.status(&args.key).await {
+                Ok(status) => eprintln!("ddb-lock: `{}` is {}", args.key, holders(&status)),
+                Err(err) => eprintln!(
+                    "ddb-lock: `{}` is held (its holder could not be read: {err})",
+                    args.key
+                ),
+            }
         }
         return Ok(guard);
     }

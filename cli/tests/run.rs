@@ -80,6 +80,14 @@ async fn a_held_lock_is_a_conflict_and_the_command_does_not_run() {
     assert!(out.stderr.contains("timed out"), "{}", out.stderr);
     assert!(out.stderr.contains("the-holder"), "{}", out.stderr);
 
+    // The read of the holder, for the message, fails: still a conflict.
+    let proxy = Proxy::start(&endpoint()).await;
+    proxy.refuse_next("GetItem", "AccessDeniedException");
+    let args = ["run", &key, "--no-wait", "--", "echo", "ran"];
+    let out = finish(ddb_lock_at(&proxy.endpoint(), &args)).await;
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+
     // The holder still holds it.
     assert_eq!(
         holder_of(&client, &key).await.as_deref(),
@@ -452,4 +460,58 @@ async fn a_partitioned_command_is_gone_before_its_lease_ends() {
     );
     let (status, _) = running.exit().await;
     assert_eq!(status.code(), Some(80), "--lost-exit-code");
+}
+
+/// The command exits, leaving a process that ignores SIGTERM; then a partition: no extension of
+/// the lock is answered. That process is killed before the lease stored in the item ends (it was
+/// given the whole `--grace`, and worked on beside the next holder).
+#[tokio::test]
+async fn what_the_command_leaves_running_is_gone_before_its_lease_ends() {
+    lock_client().await;
+    let key = unique("cli-partition-rest");
+    let proxy = Proxy::start(&endpoint()).await;
+    // The process left behind says its pid once it ignores SIGTERM; the command then exits.
+    let script = format!(
+        "f=$(mktemp); inner='trap \"\" TERM; echo $$ > \"$1\"; {WORK_A_MINUTE}'; \
+         sh -c \"$inner\" inner \"$f\" & while [ ! -s \"$f\" ]; do sleep 0.01; done; cat \"$f\"; rm -f \"$f\""
+    );
+    let args = [
+        "run",
+        &key,
+        "--lease",
+        "4s",
+        "--grace",
+        "60s",
+        "--lost-exit-code",
+        "80",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
+    let left: i32 = running.line().await.parse().unwrap();
+
+    proxy.cut_off();
+    let item = ddb_lock_test_kit::raw_item(&key).await.expect("held");
+    let expires_at = ddb_lock::timestamp::parse(ddb_lock_test_kit::string_attr(&item, "ExpiresAt"))
+        .expect("a timestamp");
+    let until_the_end = (expires_at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(until_the_end).await;
+    let running_at_the_end = runs(left);
+    if running_at_the_end {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(left), Signal::SIGKILL);
+    }
+    assert!(
+        !running_at_the_end,
+        "what the command left running still ran when its lease ended"
+    );
+    let (status, _) = running.exit().await;
+    assert_eq!(
+        status.code(),
+        Some(80),
+        "the release could not be confirmed"
+    );
 }
