@@ -279,7 +279,10 @@ impl Handler {
     }
 
     /// Releases every member of a set, each on its own: a member gone already is
-    /// `released: false`; one of another owner fails the whole answer, as a single release does.
+    /// `released: false`; one of another owner fails the whole answer, as a single release does,
+    /// unless DynamoDB failed another member's release: then the answer is that retryable error,
+    /// whatever the members' order, so that a retry releases that member (a mismatch, which a
+    /// saga does not retry, left it held for its lease).
     async fn release_set(
         &self,
         client: &LockClient,
@@ -290,18 +293,36 @@ impl Handler {
         *attempts = u32::try_from(locks.len()).unwrap_or(u32::MAX);
         let handles: Vec<LockHandle> = locks.iter().map(handle).collect();
         let outcomes = join_all(handles.iter().map(|h| client.release(h))).await;
-        let mut released = Vec::new();
-        for (lock, outcome) in locks.into_iter().zip(outcomes) {
-            let done = release_answer(
-                lock.resource,
-                owner.clone(),
-                Some(lock.lock_id.to_string()),
-                outcome?,
-            )?;
-            if let Response::Release(answer) = done.answer {
-                released.push(answer);
-            }
+        let answers: Vec<Result<Done, HandlerError>> = locks
+            .into_iter()
+            .zip(outcomes)
+            .map(|(lock, outcome)| {
+                release_answer(
+                    lock.resource,
+                    owner.clone(),
+                    Some(lock.lock_id.to_string()),
+                    outcome?,
+                )
+            })
+            .collect();
+        let (done, failed): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
+        let mut failed = failed.into_iter().filter_map(Result::err);
+        if let Some(first) = failed.next() {
+            return Err(match first {
+                HandlerError::Backend(_) => first,
+                other => failed
+                    .find(|err| matches!(err, HandlerError::Backend(_)))
+                    .unwrap_or(other),
+            });
         }
+        let released = done
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter_map(|done| match done.answer {
+                Response::Release(answer) => Some(answer),
+                _ => None,
+            })
+            .collect();
         Ok(Done::new(
             ReleaseSetResponse { owner, released },
             "released",

@@ -236,3 +236,51 @@ async fn an_acquisition_lost_at_the_end_of_the_budget_is_released_before_the_ans
     assert_eq!(error_name(invocation.await), name::BACKEND_UNAVAILABLE);
     assert_eq!(raw_item(&resource).await, None);
 }
+
+/// A set's release where one member's lock was taken by another owner and DynamoDB failed the
+/// other member's release: the answer is the retryable `BackendUnavailable`, whatever the order
+/// of the members, so that the saga's retry releases that member (answered
+/// `LockOwnershipMismatch` when the taken member came first, which a saga does not retry, the
+/// other stayed held for its lease).
+#[tokio::test]
+async fn a_set_release_that_dynamodb_failed_in_part_is_retryable_whatever_the_order() {
+    let _ = handler().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let settings = config(&[]);
+    let handler = Handler::new(
+        settings
+            .lock_client(ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |sdk| {
+                sdk.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+            }))
+            .unwrap(),
+        settings,
+    );
+    let (taken, failing) = (unique("h-set-taken"), unique("h-set-failing"));
+    let set = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "s", "resources": [taken, failing]}),
+    )
+    .await
+    .unwrap();
+    let mut locks = set["locks"].as_array().unwrap().clone();
+    // The taken member first.
+    locks.sort_by_key(|lock| lock["resource"] != json!(taken));
+    let other = ddb_lock_test_kit::lock_client().await;
+    other.force_release(&taken).await.unwrap();
+    ddb_lock_test_kit::hold(&other, &taken, "other", std::time::Duration::from_secs(60)).await;
+
+    proxy.refuse_next_containing("DeleteItem", &failing, "InternalServerError");
+    let released = invoke(
+        &handler,
+        json!({"op": "release", "owner": "s", "locks": locks}),
+    )
+    .await;
+    assert_eq!(error_name(released), name::BACKEND_UNAVAILABLE);
+    let retried = invoke(
+        &handler,
+        json!({"op": "release", "owner": "s", "locks": locks}),
+    )
+    .await;
+    assert_eq!(error_name(retried), name::LOCK_OWNERSHIP_MISMATCH);
+    assert_eq!(raw_item(&failing).await, None, "the retry released it");
+}

@@ -56,7 +56,9 @@ struct Shared {
     hold_next: Mutex<Vec<HoldRule>>,
     /// Operations whose next request is answered with an error of the service's, and not
     /// forwarded: the operation, the error's type.
-    refuse_next: Mutex<Vec<(String, String)>>,
+    /// Requests to answer with an error: the operation, text the request must contain (if any),
+    /// and the error's type.
+    refuse_next: Mutex<Vec<(String, Option<String>, String)>>,
     /// The faults applied to every request now.
     faults: Mutex<Faults>,
     /// Requests seen, for the every-n-th faults.
@@ -363,11 +365,21 @@ impl Proxy {
     /// `TransactionConflictException`, which DynamoDB answers a write to an item a transaction is
     /// writing), without forwarding it. Counted as throttled.
     pub fn refuse_next(&self, operation: &str, error_type: &str) {
-        self.shared
-            .refuse_next
-            .lock()
-            .expect("proxy lock")
-            .push((operation.to_owned(), error_type.to_owned()));
+        self.refuse(operation, None, error_type);
+    }
+
+    /// [`refuse_next`](Self::refuse_next) for the next `operation` request whose bytes contain
+    /// `text` (a resource's name, say).
+    pub fn refuse_next_containing(&self, operation: &str, text: &str, error_type: &str) {
+        self.refuse(operation, Some(text), error_type);
+    }
+
+    fn refuse(&self, operation: &str, containing: Option<&str>, error_type: &str) {
+        self.shared.refuse_next.lock().expect("proxy lock").push((
+            operation.to_owned(),
+            containing.map(str::to_owned),
+            error_type.to_owned(),
+        ));
     }
 
     /// Cuts the client off, as a network partition would: from now on every request, on a new
@@ -473,8 +485,13 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                         let mut refuse_next = shared.refuse_next.lock().expect("proxy lock");
                         refuse_next
                             .iter()
-                            .position(|(op, _)| *op == operation)
-                            .map(|i| refuse_next.remove(i).1)
+                            .position(|(op, containing, _)| {
+                                *op == operation
+                                    && containing.as_ref().is_none_or(|text| {
+                                        find(&whole, text.as_bytes()).is_some()
+                                    })
+                            })
+                            .map(|i| refuse_next.remove(i).2)
                     };
                     if let Some(error_type) = refusal {
                         shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
