@@ -58,6 +58,11 @@ impl WriterMarker {
         }
         let at = self.table.now();
         let remaining = deadline.saturating_duration_since(Instant::now());
+        // No time left to wait (the last attempt, or `timeout(0)`'s only one): a marker would
+        // stop readers for nobody, and cost its announce and its withdrawal.
+        if remaining.is_zero() {
+            return;
+        }
         let Ok(until) = crate::time::after(at, remaining, "timeout") else {
             return;
         };

@@ -307,3 +307,27 @@ async fn a_writer_whose_announce_was_resent_withdraws_its_marker_when_dropped() 
     marker_becomes(&direct, &resource, None).await;
     direct.release(&r1).await.unwrap();
 }
+
+/// A writer with no time to wait (`timeout(0)`: one attempt) refused by readers places no marker:
+/// it announced itself until the moment it gave up, then withdrew, three requests for one try.
+#[tokio::test]
+async fn a_writer_with_no_time_to_wait_places_no_marker() {
+    let client = lock_client().await;
+    let resource = unique("shared/writer-no-wait");
+    client
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .expect("free");
+    let proxy = Proxy::start(&endpoint()).await;
+    let writer_client = client_through(&proxy, None);
+    let refused = writer_client
+        .acquire(&resource, &writer("w").timeout(Duration::ZERO))
+        .await;
+    assert!(matches!(refused, Err(Error::Timeout { .. })), "{refused:?}");
+    assert_eq!(
+        proxy.counts("UpdateItem").requests,
+        0,
+        "no announce, no withdrawal"
+    );
+}
