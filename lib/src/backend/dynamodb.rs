@@ -9,8 +9,11 @@ use crate::client::LockClient;
 use crate::error::Error;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
+use futures_util::future::{FutureExt, Shared};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -34,6 +37,51 @@ use tokio::sync::oneshot;
 pub struct DynamoDbBackend {
     client: LockClient,
     fencing: bool,
+    releasing: Releasing,
+}
+
+/// The releases under way (sent from the background), by key: a `try_lock` of that key waits for
+/// them, as the memory backend, which releases at the call, finds the key free at once (a
+/// `try_lock` after a dropped release met the backend's own lock and said held by another).
+#[derive(Debug, Clone, Default)]
+struct Releasing(Arc<Mutex<HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>>>);
+
+impl Releasing {
+    /// A release of `key` starts: its number, and the sender that says it has ended.
+    fn start(&self, key: &str) -> (u64, oneshot::Sender<()>) {
+        let (ended, ends) = oneshot::channel();
+        let mut pending = self.lock();
+        let number = pending.get(key).map_or(0, |(number, _)| number + 1);
+        pending.insert(key.to_owned(), (number, ends.shared()));
+        (number, ended)
+    }
+
+    /// The release `number` of `key` has ended.
+    fn ended(&self, key: &str, number: u64) {
+        let mut pending = self.lock();
+        if pending
+            .get(key)
+            .is_some_and(|(latest, _)| *latest == number)
+        {
+            pending.remove(key);
+        }
+    }
+
+    /// Completes once the latest release of `key` under way, if any, has ended.
+    async fn wait(&self, key: &str) {
+        let latest = self.lock().get(key).map(|(_, ends)| ends.clone());
+        if let Some(ends) = latest {
+            let _ = ends.await;
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl DynamoDbBackend {
@@ -50,6 +98,7 @@ impl DynamoDbBackend {
         DynamoDbBackend {
             client,
             fencing: false,
+            releasing: Releasing::default(),
         }
     }
 
@@ -80,6 +129,7 @@ impl LockBackend for DynamoDbBackend {
         ttl: Duration,
     ) -> BackendFuture<'a, Option<BackendLock>> {
         Box::pin(async move {
+            self.releasing.wait(key).await;
             let opts = AcquireOptions::new().lease(ttl).fencing(self.fencing);
             let lock = self.client.try_acquire(key, &opts).await?;
             Ok(lock.map(|lock| BackendLock::new(lock.handle().clone(), ttl, lock.fencing_token())))
@@ -115,12 +165,19 @@ impl LockBackend for DynamoDbBackend {
             .release_starts(lock.handle());
         let (answer, answered) = oneshot::channel();
         let (client, spawned_lock) = (self.client.clone(), lock.clone());
+        let releasing = self.releasing.clone();
+        let (number, ended) = releasing.start(lock.key());
         let spawned = self.client.release_in_background(async move {
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
             let released = retrying(|| client.release(spawned_lock.handle())).await;
+            releasing.ended(spawned_lock.key(), number);
+            let _ = ended.send(());
             let _ = answer.send(released_or_not(released, &spawned_lock));
         });
+        if !spawned {
+            self.releasing.ended(lock.key(), number);
+        }
         Box::pin(async move {
             match answered.await {
                 Ok(released) => released,
