@@ -44,7 +44,10 @@ pub struct DynamoDbBackend {
 /// them, as the memory backend, which releases at the call, finds the key free at once (a
 /// `try_lock` after a dropped release met the backend's own lock and said held by another).
 #[derive(Debug, Clone, Default)]
-struct Releasing(Arc<Mutex<HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>>>);
+struct Releasing(Arc<Mutex<HashMap<String, Pending>>>);
+
+/// The latest release of a key under way: its number, and what completes when it has ended.
+type Pending = (u64, Shared<oneshot::Receiver<()>>);
 
 impl Releasing {
     /// A release of `key` starts: its number, and the sender that says it has ended.
@@ -75,9 +78,7 @@ impl Releasing {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
