@@ -174,10 +174,24 @@ describe('saga', () => {
 
   test('catches a failure of the work, compensates by releasing with retries, then fails', () => {
     expect(states.ProtectedWork.Catch[0]).toMatchObject({ ErrorEquals: ['States.ALL'], Next: 'Compensate' });
-    expect(states.ProtectedWork.Next).toBe('ReleaseLock');
+    expect(states.ProtectedWork.Next).toBe('LeaseStillRunning');
     expect(states.Compensate.Parameters.Payload.op).toBe('release');
     expect(states.Compensate.Retry[0].MaxAttempts).toBeGreaterThanOrEqual(10);
     expect(states[states.Compensate.Next].Type).toBe('Fail');
+  });
+
+  test('a lease that ended before the work did fails the execution, after releasing', () => {
+    const check = states.LeaseStillRunning;
+    expect(check.Type).toBe('Choice');
+    expect(check.Choices[0]).toMatchObject({
+      Variable: '$.lock.expires_at',
+      TimestampLessThanEqualsPath: '$$.State.EnteredTime',
+      Next: 'ReleaseLapsedLock',
+    });
+    expect(check.Default).toBe('ReleaseLock');
+    expect(states.AcquireLock.ResultSelector['expires_at.$']).toBe('$.Payload.expires_at');
+    expect(states.ReleaseLapsedLock.Parameters.Payload.op).toBe('release');
+    expect(states[states.ReleaseLapsedLock.Next]).toMatchObject({ Type: 'Fail', Error: 'LockLostDuringWork' });
   });
 
   test('may invoke the lock function', () => {
