@@ -36,7 +36,7 @@ pub(crate) struct Transmissions(Arc<AtomicBool>);
 
 impl Transmissions {
     /// Whether an attempt of the request ended without a definite answer (none came: a timeout,
-    /// a dropped connection; or a server error), so that it may have been applied before the
+    /// a dropped connection; a server error; a success whose body was cut), so that it may have been applied before the
     /// attempt whose answer we have. An attempt refused for throttling or a transaction
     /// conflict was not applied: a refusal after it was not caused by our own request (counted
     /// as a retry, a release refused by a new holder said `NotFound`, hiding that holder).
@@ -56,9 +56,12 @@ impl Intercept for Transmissions {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        // Only a client error says the request was not applied (a refusal, throttling, a
+        // transaction conflict): a 200 whose body could not be read was applied, a 5xx may have
+        // been, and no answer at all says nothing.
         let definite = context
             .response()
-            .is_some_and(|response| !response.status().is_server_error());
+            .is_some_and(|response| response.status().is_client_error());
         if !definite {
             self.0.store(true, Ordering::Relaxed);
         }

@@ -348,3 +348,25 @@ async fn a_lock_item_creation_whose_answer_was_lost_says_created() {
         "there already"
     );
 }
+
+/// A release applied whose answer came cut (a 200 whose body never arrived whole): the SDK sends
+/// it again, and the retry finds the next holder. The first attempt was applied: `NotFound`,
+/// never `NotOwner` (a cut success is no refusal, and the retry after it stays ambiguous).
+#[tokio::test]
+async fn a_release_whose_answer_came_cut_never_names_the_next_holder() {
+    let direct = lock_client().await;
+    let resource = unique("release-cut-answer");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&client, &resource, "alice", Duration::from_secs(60)).await;
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    let releasing = {
+        let client = client.clone();
+        tokio::spawn(async move { client.release(&lock).await })
+    };
+    answer.applied().await;
+    hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    answer.truncate();
+    let outcome = releasing.await.unwrap().unwrap();
+    assert_eq!(outcome, ReleaseOutcome::NotFound);
+}

@@ -435,3 +435,25 @@ async fn a_dropped_release_that_dynamodb_failed_is_sent_again() {
         "the key stayed held"
     );
 }
+
+/// A release whose DeleteItem gets no answer (a connection stuck; the SDK sets no timeout of its
+/// own) holds up a `try_lock` of the same key for a while at most: it then tries as before, and
+/// finds its own lock still there.
+#[tokio::test]
+async fn a_try_lock_behind_a_stuck_release_still_answers() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let locks = DynamoDbBackend::new(ddb_lock_test_kit::client_without_retries(&proxy.endpoint()));
+    let key = unique("backend/stuck-release");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    let mut stuck = proxy.delay_next_request("DeleteItem");
+    drop(locks.release(a));
+    stuck.captured().await;
+    let answered = tokio::time::timeout(Duration::from_secs(20), locks.try_lock(&key, TTL)).await;
+    assert_eq!(
+        acquired(&answered.expect("try_lock answered")),
+        "held by another"
+    );
+    assert!(stuck.deliver().await);
+    locks.flush().await;
+}

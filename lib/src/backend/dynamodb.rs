@@ -40,6 +40,9 @@ pub struct DynamoDbBackend {
     releasing: Releasing,
 }
 
+/// The longest a `try_lock` waits for a release of its key under way.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 /// The releases under way (sent from the background), by key: a `try_lock` of that key waits for
 /// them, as the memory backend, which releases at the call, finds the key free at once (a
 /// `try_lock` after a dropped release met the backend's own lock and said held by another).
@@ -130,7 +133,9 @@ impl LockBackend for DynamoDbBackend {
         ttl: Duration,
     ) -> BackendFuture<'a, Option<BackendLock>> {
         Box::pin(async move {
-            self.releasing.wait(key).await;
+            // For a while at most: a release stuck on a connection (the SDK sets no timeout of
+            // its own) must not hold up a `try_lock`, which then tries as before.
+            let _ = tokio::time::timeout(RELEASE_WAIT, self.releasing.wait(key)).await;
             let opts = AcquireOptions::new().lease(ttl).fencing(self.fencing);
             let lock = self.client.try_acquire(key, &opts).await?;
             Ok(lock.map(|lock| BackendLock::new(lock.handle().clone(), ttl, lock.fencing_token())))

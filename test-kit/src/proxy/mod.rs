@@ -93,6 +93,17 @@ fn service_error(error_type: &str) -> String {
     )
 }
 
+/// What a withheld answer becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Passed on, late.
+    Deliver,
+    /// The connection closed without it.
+    Drop,
+    /// Its status and headers passed on, then half its body, then the connection closed.
+    Truncate,
+}
+
 /// One answer to drop: of which operation, and whether to hold the connection open until told.
 #[derive(Debug)]
 struct DropRule {
@@ -103,8 +114,8 @@ struct DropRule {
 #[derive(Debug)]
 struct Hold {
     withheld: oneshot::Sender<()>,
-    /// `true`: pass the answer on late; `false` (or the sender gone): close without it.
-    gate: oneshot::Receiver<bool>,
+    /// What becomes of the answer (the sender gone: closed without it).
+    gate: oneshot::Receiver<Gate>,
 }
 
 /// One request to hold back or copy: of which operation, and where the test waits for it.
@@ -203,7 +214,7 @@ async fn send_on(server: &mut TcpStream, request: &[u8]) -> bool {
 #[derive(Debug)]
 pub struct WithheldAnswer {
     withheld: Option<oneshot::Receiver<()>>,
-    gate: Option<oneshot::Sender<bool>>,
+    gate: Option<oneshot::Sender<Gate>>,
 }
 
 impl WithheldAnswer {
@@ -222,7 +233,16 @@ impl WithheldAnswer {
     /// Closes the client's connection without the answer, so that the client retries.
     pub fn drop_it(&mut self) {
         if let Some(gate) = self.gate.take() {
-            let _ = gate.send(false);
+            let _ = gate.send(Gate::Drop);
+        }
+    }
+
+    /// Passes the answer's status and headers on, then half of its body, and closes the
+    /// connection: an answer cut on its way (a 200 whose body never arrived whole), which the
+    /// client retries.
+    pub fn truncate(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            let _ = gate.send(Gate::Truncate);
         }
     }
 
@@ -230,7 +250,7 @@ impl WithheldAnswer {
     /// [`applied`](Self::applied) returned, its answer is read after whatever happened since.
     pub fn deliver(mut self) {
         if let Some(gate) = self.gate.take() {
-            let _ = gate.send(true);
+            let _ = gate.send(Gate::Deliver);
         }
     }
 }
@@ -552,15 +572,24 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                 match pending.take() {
                     Some((operation, Some(rule))) => {
                         shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().dropped += 1);
-                        let delivered_late = match rule.hold {
+                        let gate = match rule.hold {
                             Some(hold) => {
                                 let _ = hold.withheld.send(());
-                                hold.gate.await.unwrap_or(false)
+                                hold.gate.await.unwrap_or(Gate::Drop)
                             }
-                            None => false,
+                            None => Gate::Drop,
                         };
-                        if !delivered_late {
-                            return; // closes both connections without answering the client
+                        match gate {
+                            Gate::Deliver => {}
+                            // Closes both connections without answering the client.
+                            Gate::Drop => return,
+                            Gate::Truncate => {
+                                let answer = &from_server[..n];
+                                let body = find(answer, b"\r\n\r\n").map_or(answer.len(), |at| at + 4);
+                                let cut = body + (answer.len() - body) / 2;
+                                let _ = client.write_all(&answer[..cut]).await;
+                                return;
+                            }
                         }
                         shared.counts.send_modify(|c| {
                             let counts = c.entry(operation).or_default();
