@@ -106,10 +106,16 @@ impl WaitQueues {
                 return;
             }
         }
-        lines.entry(resource.to_owned()).or_default().held = Some(Hold {
+        let line = lines.entry(resource.to_owned()).or_default();
+        // The same lock taken back (an idempotent acquisition) keeps the later end.
+        let until = match &line.held {
+            Some(hold) if hold.lock_id == lock_id => hold.until.max(valid_until),
+            _ => valid_until,
+        };
+        line.held = Some(Hold {
             lock_id,
             owner: owner.to_owned(),
-            until: valid_until,
+            until,
         });
     }
 
@@ -117,7 +123,11 @@ impl WaitQueues {
     pub(crate) fn extended(&self, resource: &str, lock_id: LockId, valid_until: Instant) {
         if let Some(line) = self.lines().get_mut(resource) {
             if let Some(hold) = line.held.as_mut().filter(|hold| hold.lock_id == lock_id) {
-                hold.until = valid_until;
+                // Never earlier: the answers of two extensions (a guard's and the caller's, two
+                // guards of one acquisition) can come in either order, and an earlier end made
+                // the holder's idempotent acquisition wait behind this client's line (found by
+                // review).
+                hold.until = hold.until.max(valid_until);
             }
         }
     }
@@ -252,6 +262,25 @@ mod tests {
         );
         queues.freed("s", lock);
         assert!(queues.lines().is_empty(), "and dropped at its release");
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_never_moves_a_holds_end_earlier() {
+        let queues = WaitQueues::default();
+        let now = Instant::now();
+        let secs = |s| now + Duration::from_secs(s);
+        let lock = id();
+        queues.acquired("r", lock, "alice", secs(5));
+        // Two extensions' answers, the later-sent first.
+        queues.extended("r", lock, secs(9));
+        queues.extended("r", lock, secs(7));
+        assert_eq!(queues.held_here("r", now, None), Some(secs(9)));
+        // Taken back by an idempotent acquisition with less lease left.
+        queues.acquired("r", lock, "alice", secs(6));
+        assert!(queues.held_by_here("r", secs(8), "alice"));
+        // Another lock there replaces it.
+        queues.acquired("r", id(), "alice", secs(6));
+        assert!(!queues.held_by_here("r", secs(8), "alice"));
     }
 
     #[tokio::test]
