@@ -184,3 +184,29 @@ async fn no_guard_says_held_for_a_lock_release_all_took() {
         }
     }
 }
+
+/// A worker extends a lock another process took (a saga's step extending the saga's lock with
+/// the handle it was given), then releases everything for its own shutdown: the lock it only
+/// extended stays with its holder (it was released as the worker's own).
+#[tokio::test]
+async fn a_lock_only_extended_here_is_left_to_its_holder() {
+    let holder = lock_client().await;
+    let worker = lock_client().await;
+    let resource = unique("all/extended-elsewhere");
+    let lock = holder
+        .try_acquire(&resource, &AcquireOptions::new().owner("saga"))
+        .await
+        .unwrap()
+        .expect("free");
+    let extended = worker
+        .extend(lock.handle(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(matches!(extended, ddb_lock::ExtendOutcome::Extended(_)));
+    assert!(worker.release_all().await.is_empty());
+    assert!(!is_free(&holder, &resource).await, "the holder keeps it");
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}

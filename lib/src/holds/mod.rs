@@ -28,7 +28,7 @@ use crate::mode::Mode;
 use crate::outcome::LockLost;
 use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -55,6 +55,36 @@ struct Inner {
     prune_at: usize,
     /// The acquisitions whose release started, oldest first, at most [`ENDED_KEPT`].
     ended: Ended,
+    /// The holds pruned (their leases ran out on this process's clock, unguarded), the latest
+    /// [`ENDED_KEPT`]: an extension that finds one still live remembers it again. A lock this
+    /// client never took is not remembered for being extended through it (a `release_all`
+    /// then released a lock taken elsewhere, a saga's, say; found by review).
+    pruned: Pruned,
+}
+
+/// Lock ids, the latest [`ENDED_KEPT`].
+#[derive(Default)]
+struct Pruned {
+    order: VecDeque<LockId>,
+    ids: HashSet<LockId>,
+}
+
+impl Pruned {
+    fn insert(&mut self, lock_id: LockId) {
+        if self.ids.insert(lock_id) {
+            self.order.push_back(lock_id);
+            if self.order.len() > ENDED_KEPT {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.ids.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    /// Whether `lock_id` was pruned (forgotten here: it is remembered again).
+    fn take(&mut self, lock_id: LockId) -> bool {
+        self.ids.remove(&lock_id)
+    }
 }
 
 /// Acquisitions whose release started through this client, or that it found lost, the latest
@@ -81,8 +111,14 @@ impl Inner {
     fn remember(&mut self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
         if self.held.len() >= self.prune_at.max(FIRST_PRUNE_AT) {
             let now = Instant::now();
-            self.held
-                .retain(|_, hold| hold.until > now || !hold.stop_guards.is_empty());
+            let pruned = &mut self.pruned;
+            self.held.retain(|lock_id, hold| {
+                let keep = hold.until > now || !hold.stop_guards.is_empty();
+                if !keep {
+                    pruned.insert(*lock_id);
+                }
+                keep
+            });
             self.prune_at = self.held.len() * 2;
         }
         // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
@@ -355,18 +391,24 @@ impl Holds {
     /// The lock of `handle` was extended to `until`. Remembered again if it had been pruned (its
     /// lease had run out on this process's clock, which times it conservatively, yet the item was
     /// still live and the extension succeeded), unless its release has started: an extension
-    /// answered after that does not make it held again.
+    /// answered after that does not make it held again. A lock this client did not take (a handle
+    /// from elsewhere) is not remembered.
     pub(crate) fn extended(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
         let mut inner = self.inner();
         if inner.ended.contains(handle.lock_id()) {
             return;
         }
-        inner
-            .held
-            .entry(handle.lock_id())
+        if let Some(hold) = inner.held.get_mut(&handle.lock_id()) {
             // Never earlier: answers of two extensions can come in either order.
-            .and_modify(|hold| hold.until = hold.until.max(until))
-            .or_insert_with(|| Hold {
+            hold.until = hold.until.max(until);
+            return;
+        }
+        if !inner.pruned.take(handle.lock_id()) {
+            return;
+        }
+        inner.held.insert(
+            handle.lock_id(),
+            Hold {
                 handle: handle.clone(),
                 acquired_at,
                 until,
@@ -374,7 +416,8 @@ impl Holds {
                 latest_end_sent: None,
                 latest_until_sent: None,
                 until_expiry: false,
-            });
+            },
+        );
     }
 
     /// The lease an extension of `lock_id` computed at `now` asks for, and the lease it writes

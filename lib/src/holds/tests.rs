@@ -243,11 +243,35 @@ fn a_lock_taken_back_keeps_its_guard() {
 fn an_extension_remembers_a_hold_pruned_before_it_succeeded() {
     let holds = Holds::default();
     let lock = handle("a");
+    // Its lease ran out on this process's clock, and pruning forgot it.
+    holds.acquired(&lock, acquired_at(), Instant::now());
+    for i in 0..FIRST_PRUNE_AT {
+        held_for_a_while(&holds, &handle(&format!("live/{i}")));
+    }
+    assert!(!holds.handles().contains(&lock), "pruned");
     let until = Instant::now() + Duration::from_secs(30);
     holds.extended(&lock, acquired_at(), until);
-    assert_eq!(holds.handles(), vec![lock.clone()]);
+    assert!(holds.handles().contains(&lock), "remembered again");
     holds.extended(&lock, acquired_at(), until + Duration::from_secs(30));
-    assert_eq!(holds.take_all()[0].until, until + Duration::from_secs(30));
+    let taken = holds.take_all();
+    let again = taken.iter().find(|h| h.handle == lock).expect("taken");
+    assert_eq!(again.until, until + Duration::from_secs(30));
+}
+
+#[test]
+fn an_extension_of_a_lock_taken_elsewhere_does_not_make_it_held_here() {
+    let holds = Holds::default();
+    let elsewhere = handle("saga");
+    holds.extended(
+        &elsewhere,
+        acquired_at(),
+        Instant::now() + Duration::from_secs(30),
+    );
+    assert!(holds.handles().is_empty());
+    assert!(
+        holds.take_all().is_empty(),
+        "release_all leaves it to its holder"
+    );
 }
 
 #[test]
