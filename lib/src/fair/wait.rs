@@ -381,8 +381,12 @@ impl Drop for LeaveOnDrop {
             return;
         };
         // As for a dropped acquisition: a lock granted to this waiter is not handed back to an
-        // idempotent acquisition of its owner before the release below deletes it.
-        self.table.holds.release_starts(&handle);
+        // idempotent acquisition of its owner before the release below deletes it; and one that
+        // was handed back already (its grant read by the other task's refusal before this waiter
+        // looked) is that task's now, left to it (it was released under it; found by review).
+        if !self.table.holds.abandoned(&handle) {
+            return;
+        }
         let table = Arc::clone(&self.table);
         let join_answered = self.join_answered;
         let spawned = self.table.release_in_background(async move {

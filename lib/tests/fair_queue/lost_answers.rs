@@ -308,3 +308,51 @@ async fn a_look_that_finds_its_lapsed_grant_taken_by_a_reader_goes_on_waiting() 
     assert_eq!(taken.owner(), "waiter");
     waiter.release(&taken).await.unwrap();
 }
+
+/// A waiter is granted the lock; before its look shows it, another task of the same client, an
+/// idempotent acquisition of the same owner, is handed that lock back (its refusal showed the
+/// owner's live lock); then the waiter's future is dropped. The waiter's leave released the lock
+/// under the task that held it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &fair("alice")).await })
+    };
+    line_becomes(&holder, &resource, &["alice"]).await;
+    let mut look = proxy.delay_next_request("GetItem");
+    look.captured().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let handed_back = client
+        .try_acquire(
+            &resource,
+            &ddb_lock::AcquireOptions::new()
+                .owner("alice")
+                .idempotent(true),
+        )
+        .await
+        .unwrap()
+        .expect("the owner's lock, handed back");
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    drop(look);
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("still held");
+    assert_eq!(
+        string_attr(&item, "LockID"),
+        handed_back.lock_id().to_string()
+    );
+    assert_eq!(
+        client.release(&handed_back).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
