@@ -194,6 +194,9 @@ impl LockGuard {
         }
         let Some(_turn) = turn else {
             lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+            // The extension that held the turn may still land; whoever sent it may be gone (a
+            // `replace_data` dropped while it waited for its answer): released here too.
+            self.release_given_up(&lock).await;
             return Err(lost(&lock));
         };
         let answer = tokio::time::timeout_at(
@@ -238,6 +241,10 @@ impl LockGuard {
     /// first (a `select!`, a timeout), the release goes on, rather than leave the lock held for
     /// the lease the extension wrote while the guard, lost, stays open (found by review).
     async fn release_given_up(&self, lock: &Lock) {
+        // Marked at once, as every release a guard sends from the background: an idempotent
+        // acquisition read before the spawned task first ran was handed back the lock about to
+        // be deleted.
+        self.client.table().holds.release_starts(lock.handle());
         let (releaser, released) = (self.client.clone(), lock.clone());
         let answered = self
             .client
