@@ -193,10 +193,9 @@ impl LockGuard {
             return Err(lost(&lock));
         }
         let Some(_turn) = turn else {
+            // Whoever holds the turn releases when it gives up in its turn (a `replace_data`
+            // dropped with its extension on the way hands the turn on with its future).
             lose(&self.state, LockLost::LeaseRanOut { last_error: None });
-            // The extension that held the turn may still land; whoever sent it may be gone (a
-            // `replace_data` dropped while it waited for its answer): released here too.
-            self.release_given_up(&lock).await;
             return Err(lost(&lock));
         };
         let answer = tokio::time::timeout_at(
