@@ -420,46 +420,8 @@ async fn the_commands_children_end_with_it_before_the_release() {
 /// `--grace`).
 #[tokio::test]
 async fn a_partitioned_command_is_gone_before_its_lease_ends() {
-    lock_client().await;
-    let key = unique("cli-partition-early");
-    let proxy = Proxy::start(&endpoint()).await;
     let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
-    let args = [
-        "run",
-        &key,
-        "--lease",
-        "4s",
-        "--grace",
-        "60s",
-        "--lost-exit-code",
-        "80",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ];
-    let mut running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
-    let command: i32 = running.line().await.parse().unwrap();
-
-    proxy.cut_off();
-    // The lease as stored stays what the last extension that got through wrote.
-    let item = ddb_lock_test_kit::raw_item(&key).await.expect("held");
-    let expires_at = ddb_lock::timestamp::parse(ddb_lock_test_kit::string_attr(&item, "ExpiresAt"))
-        .expect("a timestamp");
-    let left = (expires_at - chrono::Utc::now())
-        .to_std()
-        .unwrap_or_default();
-    tokio::time::sleep(left).await;
-    let running_at_the_end = runs(command);
-    if running_at_the_end {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(command), Signal::SIGKILL);
-    }
-    assert!(
-        !running_at_the_end,
-        "the command still ran when its lease ended"
-    );
-    let (status, _) = running.exit().await;
-    assert_eq!(status.code(), Some(80), "--lost-exit-code");
+    gone_before_a_partitioned_lease_ends("cli-partition-early", &script).await;
 }
 
 /// The command exits, leaving a process that ignores SIGTERM; then a partition: no extension of
@@ -467,14 +429,22 @@ async fn a_partitioned_command_is_gone_before_its_lease_ends() {
 /// given the whole `--grace`, and worked on beside the next holder).
 #[tokio::test]
 async fn what_the_command_leaves_running_is_gone_before_its_lease_ends() {
-    lock_client().await;
-    let key = unique("cli-partition-rest");
-    let proxy = Proxy::start(&endpoint()).await;
     // The process left behind says its pid once it ignores SIGTERM; the command then exits.
     let script = format!(
         "f=$(mktemp); inner='trap \"\" TERM; echo $$ > \"$1\"; {WORK_A_MINUTE}'; \
          sh -c \"$inner\" inner \"$f\" & while [ ! -s \"$f\" ]; do sleep 0.01; done; cat \"$f\"; rm -f \"$f\""
     );
+    gone_before_a_partitioned_lease_ends("cli-partition-rest", &script).await;
+}
+
+/// Runs `script` under a lock of 4 s with a `--grace` of a minute, through a proxy; once the
+/// script has said the pid of a process that ignores SIGTERM, cuts the proxy off (a partition):
+/// that process must be gone when the lease stored in the item ends, and ddb-lock exits with
+/// `--lost-exit-code` (the release could not be confirmed).
+async fn gone_before_a_partitioned_lease_ends(name: &str, script: &str) {
+    lock_client().await;
+    let key = unique(name);
+    let proxy = Proxy::start(&endpoint()).await;
     let args = [
         "run",
         &key,
@@ -487,12 +457,13 @@ async fn what_the_command_leaves_running_is_gone_before_its_lease_ends() {
         "--",
         "sh",
         "-c",
-        &script,
+        script,
     ];
     let mut running = Running::start(ddb_lock_at(&proxy.endpoint(), &args));
-    let left: i32 = running.line().await.parse().unwrap();
+    let pid: i32 = running.line().await.parse().unwrap();
 
     proxy.cut_off();
+    // The lease as stored stays what the last extension that got through wrote.
     let item = ddb_lock_test_kit::raw_item(&key).await.expect("held");
     let expires_at = ddb_lock::timestamp::parse(ddb_lock_test_kit::string_attr(&item, "ExpiresAt"))
         .expect("a timestamp");
@@ -500,18 +471,14 @@ async fn what_the_command_leaves_running_is_gone_before_its_lease_ends() {
         .to_std()
         .unwrap_or_default();
     tokio::time::sleep(until_the_end).await;
-    let running_at_the_end = runs(left);
+    let running_at_the_end = runs(pid);
     if running_at_the_end {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(left), Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
     }
     assert!(
         !running_at_the_end,
-        "what the command left running still ran when its lease ended"
+        "{name}: it still ran when its lease ended"
     );
     let (status, _) = running.exit().await;
-    assert_eq!(
-        status.code(),
-        Some(80),
-        "the release could not be confirmed"
-    );
+    assert_eq!(status.code(), Some(80), "--lost-exit-code");
 }

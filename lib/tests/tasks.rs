@@ -460,17 +460,7 @@ async fn each_task_of_a_long_claim_gets_its_lease_from_its_own_claim() {
 /// claimed by a worker that had finished with it, for a whole lease.
 #[tokio::test]
 async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
-    lock_client().await;
-    let name = unique("q-claim-copy");
-    let proxy = Proxy::start(&endpoint()).await;
-    let clock = AdjustableClock::new();
-    let queue = queue_of(
-        builder(dynamodb_at(&proxy.endpoint()))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-        &name,
-    );
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-claim-copy").await;
     queue.set_status("job", TaskStatus::Pending).await.unwrap();
     clock.advance(Duration::from_secs(1));
     let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimed_by = :owner");
@@ -492,17 +482,7 @@ async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
 /// claimed the task, took the task from that worker: the next claim ran it a second time.
 #[tokio::test]
 async fn a_late_copy_of_a_status_write_leaves_a_claim_made_since() {
-    lock_client().await;
-    let name = unique("q-status-copy");
-    let proxy = Proxy::start(&endpoint()).await;
-    let clock = AdjustableClock::new();
-    let queue = queue_of(
-        builder(dynamodb_at(&proxy.endpoint()))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-        &name,
-    );
+    let (_, proxy, clock, queue) = queue_through_a_proxy("q-status-copy").await;
     let copy = proxy.duplicate_next_request_containing("UpdateItem", "#task_status = :status");
     queue.set_status("job", TaskStatus::Pending).await.unwrap();
     clock.advance(Duration::from_secs(1));
@@ -522,4 +502,20 @@ async fn a_late_copy_of_a_status_write_leaves_a_claim_made_since() {
         queue.complete(&task, TaskStatus::Done).await.unwrap(),
         "the worker's claim stands"
     );
+}
+
+/// A queue named after `name` whose client goes through a proxy, on a clock the test moves.
+async fn queue_through_a_proxy(name: &str) -> (String, Proxy, Arc<AdjustableClock>, TaskQueue) {
+    lock_client().await;
+    let name = unique(name);
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let queue = queue_of(
+        builder(dynamodb_at(&proxy.endpoint()))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+        &name,
+    );
+    (name, proxy, clock, queue)
 }

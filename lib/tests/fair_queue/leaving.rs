@@ -194,17 +194,7 @@ async fn a_kept_item_left_with_a_dead_line_is_taken_by_a_fair_acquirer() {
 /// clears the lapsed reader, as an acquirer it refuses clears it, and is granted the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_reader_that_took_a_lapsed_lock_is_cleared_by_the_line() {
-    let holder = lock_client().await;
-    let resource = unique("fair");
-    let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
-    let (granted_tx, mut granted) = mpsc::unbounded_channel();
-    let task = spawn_waiter(
-        &resource,
-        "w",
-        fair("w").timeout(Duration::from_secs(30)),
-        granted_tx,
-    );
-    line_becomes(&holder, &resource, &["w"]).await;
+    let (_, resource, task, mut granted) = waiter_behind_a_holder().await;
 
     // What a reader's acquisition of the lapsed lock leaves, once the reader's own lease lapsed:
     // no exclusive holder, one shared entry whose lease is over.
@@ -266,17 +256,7 @@ async fn a_fair_try_takes_a_free_lock_whose_line_is_dead() {
 /// acquirer readers refuse does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_behind_readers_of_a_lapsed_lock_stops_new_readers() {
-    let holder = lock_client().await;
-    let resource = unique("fair");
-    let _lapsing = hold(&holder, &resource, "holder", LEASE).await;
-    let (granted_tx, _granted) = mpsc::unbounded_channel();
-    let task = spawn_waiter(
-        &resource,
-        "w",
-        fair("w").timeout(Duration::from_secs(30)),
-        granted_tx,
-    );
-    line_becomes(&holder, &resource, &["w"]).await;
+    let (holder, resource, task, _granted) = waiter_behind_a_holder().await;
     reader_took_the_lapsed_lock(
         &resource,
         chrono::Utc::now() + chrono::TimeDelta::seconds(60),
@@ -300,4 +280,26 @@ async fn a_waiter_behind_readers_of_a_lapsed_lock_stops_new_readers() {
         .unwrap();
     assert!(refused.is_none(), "a new reader waits behind the waiter");
     task.abort();
+}
+
+/// A holder's lock (that the test then makes lapse) and `w` waiting in its line, in a task that
+/// sends its lock on `granted` once granted.
+async fn waiter_behind_a_holder() -> (
+    ddb_lock::LockClient,
+    String,
+    tokio::task::JoinHandle<Result<(), Error>>,
+    mpsc::UnboundedReceiver<(String, ddb_lock::Lock, ddb_lock::LockClient)>,
+) {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    hold(&holder, &resource, "holder", LEASE).await;
+    let (granted_tx, granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(
+        &resource,
+        "w",
+        fair("w").timeout(Duration::from_secs(30)),
+        granted_tx,
+    );
+    line_becomes(&holder, &resource, &["w"]).await;
+    (holder, resource, task, granted)
 }
