@@ -41,7 +41,8 @@ use profile::{Profile, STEP_FORWARD};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use ddb_lock::{
-    AcquireOptions, Clock, Lock, LockClient, LockGuard, LockId, LockLost, LockWatch, Mode,
+    AcquireOptions, Clock, ExtendOutcome, Lock, LockClient, LockGuard, LockId, LockLost, LockWatch,
+    Mode,
 };
 use ddb_lock_test_kit::proxy::{Faults, HeldRequest, Proxy};
 use ddb_lock_test_kit::{
