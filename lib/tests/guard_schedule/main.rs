@@ -4,7 +4,8 @@
 //! idempotent acquire),
 //! replace their data, release them, drop them, cancel their releases and data replacements
 //! before they are sent and after they were applied, end their locks through the client instead
-//! (`release`, `release_owned`, `force_release`, `release_all`), suffer dropped and delayed answers,
+//! (`release`, `release_owned`, `force_release`, `release_all`) or extend them through it (`extend`,
+//! which ends a guard whose lock it finds lost), suffer dropped and delayed answers,
 //! extensions and releases that arrive late (held by the proxy, delivered some steps later) or
 //! twice (a copy delivered again some steps later), data replacements whose request is held in
 //! the network and given up on (delivered some steps later, at times after the clock stepped

@@ -36,14 +36,14 @@ impl Profile {
             (22, 3),           // release
             (32, 2),           // drop
             (40, 3),           // cancel a release
-            (46, 24),          // replace data
-            (54, 2),           // end through the client
+            (46, 20),          // replace data
+            (54, 6),           // end the lock, or extend it, through the client
             (62, 5),           // drop an answer
             (68, 2),           // delay answers
             (73, 11),          // hold an extension back
             (78, 10),          // copy an extension or a release
-            (84, 16),          // deliver a held request
-            (90, 1),           // jump past every lease
+            (84, 14),          // deliver a held request
+            (90, 3),           // jump past every lease
             (93, 5),           // step back
             (STEP_FORWARD, 3), // step forward
             (95, 3),           // wait
