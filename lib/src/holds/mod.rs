@@ -55,10 +55,11 @@ struct Inner {
     prune_at: usize,
     /// The acquisitions whose release started, oldest first, at most [`ENDED_KEPT`].
     ended: Ended,
-    /// The holds pruned (their leases ran out on this process's clock, unguarded), the latest
-    /// [`ENDED_KEPT`]: an extension that finds one still live remembers it again. A lock this
-    /// client never took is not remembered for being extended through it (a `release_all`
-    /// then released a lock taken elsewhere, a saga's, say; found by review).
+    /// The holds this client took that were pruned (their leases ran out on this process's
+    /// clock, unguarded), the latest [`ENDED_KEPT`]: an extension that finds one still live
+    /// remembers it again as taken here. A lock this client never took is remembered as only
+    /// extended through it (taken for its own, a `release_all` released a lock taken elsewhere,
+    /// a saga's, say; found by review).
     pruned: Pruned,
 }
 
@@ -114,7 +115,7 @@ impl Inner {
             let pruned = &mut self.pruned;
             self.held.retain(|lock_id, hold| {
                 let keep = hold.until > now || !hold.stop_guards.is_empty();
-                if !keep {
+                if !keep && hold.taken_here {
                     pruned.insert(*lock_id);
                 }
                 keep
@@ -145,6 +146,7 @@ impl Inner {
                 latest_end_sent,
                 latest_until_sent,
                 until_expiry,
+                taken_here: true,
             },
         );
     }
@@ -187,6 +189,9 @@ struct Hold {
     latest_until_sent: Option<Instant>,
     /// Kept to its lease end: `release_all` leaves it (a scheduled tick's lock).
     until_expiry: bool,
+    /// Taken by this client (acquired, handed back): not only extended through it, a handle
+    /// taken elsewhere (a saga's lock a worker extends), which `release_all` leaves to its holder.
+    taken_here: bool,
 }
 
 /// The leases of one extension (see [`Holds::lease_to_send`]).
@@ -392,7 +397,8 @@ impl Holds {
     /// lease had run out on this process's clock, which times it conservatively, yet the item was
     /// still live and the extension succeeded), unless its release has started: an extension
     /// answered after that does not make it held again. A lock this client did not take (a handle
-    /// from elsewhere) is not remembered.
+    /// from elsewhere) is remembered as extended here only: its extensions are ordered as this
+    /// client's own are, and `release_all` leaves it to its holder.
     pub(crate) fn extended(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
         let mut inner = self.inner();
         if inner.ended.contains(handle.lock_id()) {
@@ -403,9 +409,7 @@ impl Holds {
             hold.until = hold.until.max(until);
             return;
         }
-        if !inner.pruned.take(handle.lock_id()) {
-            return;
-        }
+        let taken_here = inner.pruned.take(handle.lock_id());
         inner.held.insert(
             handle.lock_id(),
             Hold {
@@ -416,6 +420,7 @@ impl Holds {
                 latest_end_sent: None,
                 latest_until_sent: None,
                 until_expiry: false,
+                taken_here,
             },
         );
     }
@@ -512,11 +517,14 @@ impl Holds {
     /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
     /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
     /// those whose release failed.
-    /// Those kept to their lease end ([`keep_until_expiry`](Self::keep_until_expiry)) stay.
+    /// Those kept to their lease end ([`keep_until_expiry`](Self::keep_until_expiry)) stay, and
+    /// so do those only extended through this client (taken elsewhere).
     pub(crate) fn take_all(&self) -> Vec<Held> {
         let mut inner = self.inner();
         let Inner { held, ended, .. } = &mut *inner;
-        let (kept, taken): (Vec<_>, Vec<_>) = held.drain().partition(|(_, hold)| hold.until_expiry);
+        let (kept, taken): (Vec<_>, Vec<_>) = held
+            .drain()
+            .partition(|(_, hold)| hold.until_expiry || !hold.taken_here);
         held.extend(kept);
         taken
             .into_iter()

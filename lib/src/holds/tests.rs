@@ -259,19 +259,20 @@ fn an_extension_remembers_a_hold_pruned_before_it_succeeded() {
 }
 
 #[test]
-fn an_extension_of_a_lock_taken_elsewhere_does_not_make_it_held_here() {
+fn an_extension_of_a_lock_taken_elsewhere_does_not_make_it_taken_here() {
     let holds = Holds::default();
     let elsewhere = handle("saga");
-    holds.extended(
-        &elsewhere,
-        acquired_at(),
-        Instant::now() + Duration::from_secs(30),
-    );
-    assert!(holds.handles().is_empty());
+    let until = Instant::now() + Duration::from_secs(30);
+    holds.extended(&elsewhere, acquired_at(), until);
     assert!(
         holds.take_all().is_empty(),
         "release_all leaves it to its holder"
     );
+    // Its later extensions are ordered as this client's own.
+    assert_eq!(holds.handles(), vec![elsewhere.clone()]);
+    // Handed back to this client (an idempotent acquisition), it is taken here.
+    holds.acquired(&elsewhere, acquired_at(), until);
+    assert_eq!(holds.take_all().len(), 1);
 }
 
 #[test]
