@@ -28,7 +28,7 @@ use crate::mode::Mode;
 use crate::outcome::LockLost;
 use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -60,41 +60,52 @@ struct Inner {
     /// remembers it again as taken here. A lock this client never took is remembered as only
     /// extended through it (taken for its own, a `release_all` released a lock taken elsewhere,
     /// a saga's, say; found by review).
-    pruned: Pruned,
+    pruned: Latest<()>,
 }
 
-/// Lock ids, the latest [`ENDED_KEPT`].
-#[derive(Default)]
-struct Pruned {
+/// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted (the oldest forgotten first).
+struct Latest<V> {
     order: VecDeque<LockId>,
-    ids: HashSet<LockId>,
+    ids: HashMap<LockId, V>,
 }
 
-impl Pruned {
-    fn insert(&mut self, lock_id: LockId) {
-        if self.ids.insert(lock_id) {
-            self.order.push_back(lock_id);
-            if self.order.len() > ENDED_KEPT {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.ids.remove(&oldest);
-                }
+impl<V> Default for Latest<V> {
+    fn default() -> Self {
+        Latest {
+            order: VecDeque::new(),
+            ids: HashMap::new(),
+        }
+    }
+}
+
+impl<V> Latest<V> {
+    /// Inserts `lock_id` with `value`, unless it is there.
+    fn insert_new(&mut self, lock_id: LockId, value: V) {
+        if self.ids.contains_key(&lock_id) {
+            return;
+        }
+        self.ids.insert(lock_id, value);
+        self.order.push_back(lock_id);
+        if self.order.len() > ENDED_KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.ids.remove(&oldest);
             }
         }
     }
 
-    /// Whether `lock_id` was pruned (forgotten here: it is remembered again).
+    fn contains(&self, lock_id: LockId) -> bool {
+        self.ids.contains_key(&lock_id)
+    }
+
+    /// Whether `lock_id` was there (it is not any more).
     fn take(&mut self, lock_id: LockId) -> bool {
-        self.ids.remove(&lock_id)
+        self.ids.remove(&lock_id).is_some()
     }
 }
 
 /// Acquisitions whose release started through this client, or that it found lost, the latest
 /// [`ENDED_KEPT`], each with how it ended.
-#[derive(Default)]
-struct Ended {
-    order: VecDeque<LockId>,
-    ids: HashMap<LockId, Ending>,
-}
+type Ended = Latest<Ending>;
 
 /// How an acquisition ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +127,7 @@ impl Inner {
             self.held.retain(|lock_id, hold| {
                 let keep = hold.until > now || !hold.stop_guards.is_empty();
                 if !keep && hold.taken_here {
-                    pruned.insert(*lock_id);
+                    pruned.insert_new(*lock_id, ());
                 }
                 keep
             });
@@ -156,23 +167,11 @@ impl Ended {
     /// Marks `lock_id` as ended by `ending` (a release outranks a loss: either way it ended, but
     /// only a release takes the lock away whatever an extension wrote).
     fn insert(&mut self, lock_id: LockId, ending: Ending) {
-        if let Some(marked) = self.ids.get_mut(&lock_id) {
-            if ending == Ending::Released {
-                *marked = Ending::Released;
-            }
-            return;
+        match self.ids.get_mut(&lock_id) {
+            Some(marked) if ending == Ending::Released => *marked = Ending::Released,
+            Some(_) => {}
+            None => self.insert_new(lock_id, ending),
         }
-        self.ids.insert(lock_id, ending);
-        self.order.push_back(lock_id);
-        if self.order.len() > ENDED_KEPT {
-            if let Some(oldest) = self.order.pop_front() {
-                self.ids.remove(&oldest);
-            }
-        }
-    }
-
-    fn contains(&self, lock_id: LockId) -> bool {
-        self.ids.contains_key(&lock_id)
     }
 }
 
