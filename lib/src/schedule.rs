@@ -351,8 +351,7 @@ impl Scheduler {
             // a release took it first (on another thread, as it was acquired): it is being
             // released, and another node may run the tick.
             Ok(Some(lock)) if backend.keep_until_expiry(&lock) => lock,
-            Ok(Some(_)) => return Ok(TickOutcome::Skipped),
-            Ok(None) => return Ok(TickOutcome::Skipped),
+            Ok(Some(_) | None) => return Ok(TickOutcome::Skipped),
             Err(BackendError::Invalid(invalid)) => return Err(invalid),
             Err(failed) => {
                 warn!(job = %job.id, tick, error = %failed, "tick skipped: the lock backend failed");

@@ -16,8 +16,6 @@ mod admin;
 mod extend;
 mod release;
 
-pub(crate) use release::detached_outcome;
-
 use crate::builder::LockClientBuilder;
 use crate::lock_table::LockTable;
 use crate::wait::backoff::BackoffBounds;

@@ -2,10 +2,11 @@
 //! and [`LockClient::release_all`].
 
 use super::LockClient;
+use crate::background::retrying;
 use crate::error::{Error, InvalidInput};
 use crate::holds::Held;
 use crate::limits;
-use crate::lock::LockHandle;
+use crate::lock::{Lock, LockHandle};
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
@@ -76,7 +77,7 @@ impl LockClient {
     /// Runs `release` in a task of its own (which `flush` waits for), so that dropping the
     /// future that awaits its answer cancels nothing: the answer's receiver, or `None` with no
     /// runtime to spawn on (the caller then releases in place: [`detached_outcome`]).
-    pub(crate) fn detached(
+    fn detached(
         &self,
         release: impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + Send + 'static,
     ) -> Option<tokio::sync::oneshot::Receiver<Result<ReleaseOutcome, Error>>> {
@@ -85,6 +86,19 @@ impl LockClient {
             let _ = answer.send(release.await);
         });
         spawned.then_some(answered)
+    }
+
+    /// Releases `lock` from a task of the client, tried again when DynamoDB fails it (whoever
+    /// awaits the answer may be gone): sent at the call, so that dropping the returned future
+    /// cancels nothing, and [`flush`](Self::flush) waits for it. Released in place with no
+    /// runtime to spawn on.
+    pub(crate) fn release_detached<'a>(
+        &'a self,
+        lock: &'a Lock,
+    ) -> impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + 'a {
+        let (client, spawned) = (self.clone(), lock.clone());
+        let answered = self.detached(async move { retrying(|| client.release(&spawned)).await });
+        detached_outcome(answered, lock.resource(), self.release(lock))
     }
 
     /// Releases `lock`, remembering it again if the release failed.
@@ -228,7 +242,7 @@ impl LockClient {
 /// The outcome of a release [`detached`](LockClient::detached) from its caller, given its
 /// receiver: the task's answer (`ReleaseAbandoned` for `resource` if the task ended without one),
 /// or, with no runtime to spawn on (another executor polls the caller), `in_place`'s.
-pub(crate) async fn detached_outcome(
+async fn detached_outcome(
     answered: Option<tokio::sync::oneshot::Receiver<Result<ReleaseOutcome, Error>>>,
     resource: &str,
     in_place: impl std::future::Future<Output = Result<ReleaseOutcome, Error>>,

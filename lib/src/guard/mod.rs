@@ -20,7 +20,7 @@ pub use lock_watch::LockWatch;
 pub(crate) use scoped::taken_at_release;
 
 use crate::background::retrying;
-use crate::client::{detached_outcome, LockClient};
+use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::limits;
@@ -244,12 +244,7 @@ impl LockGuard {
         // acquisition read before the spawned task first ran was handed back the lock about to
         // be deleted.
         self.client.table().holds.release_starts(lock.handle());
-        let (releaser, released) = (self.client.clone(), lock.clone());
-        let answered = self
-            .client
-            .detached(async move { retrying(|| releaser.release(&released)).await });
-        let in_place = retrying(|| self.client.release(lock));
-        if let Err(err) = detached_outcome(answered, lock.resource(), in_place).await {
+        if let Err(err) = self.client.release_detached(lock).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
     }

@@ -12,7 +12,7 @@
 
 mod transaction;
 
-use crate::client::{detached_outcome, LockClient};
+use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::guard::{taken_at_release, LockGuard, LockWatch};
 use crate::limits::MAX_SET_MEMBERS;
@@ -286,15 +286,7 @@ impl LockClient {
         &self,
         set: &LockSet,
     ) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
-        let releases = set.locks.iter().map(|lock| {
-            let (client, spawned) = (self.clone(), lock.clone());
-            // Tried again when DynamoDB fails it, as a dropped guard's release is: nobody may
-            // be left to see the error.
-            let answered = self.detached(async move {
-                crate::background::retrying(|| client.release(&spawned)).await
-            });
-            detached_outcome(answered, lock.resource(), self.release(lock))
-        });
+        let releases = set.locks.iter().map(|lock| self.release_detached(lock));
         let outcomes = join_all(releases).await;
         set.locks
             .iter()
