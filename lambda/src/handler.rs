@@ -293,36 +293,33 @@ impl Handler {
         *attempts = u32::try_from(locks.len()).unwrap_or(u32::MAX);
         let handles: Vec<LockHandle> = locks.iter().map(handle).collect();
         let outcomes = join_all(handles.iter().map(|h| client.release(h))).await;
-        let answers: Vec<Result<Done, HandlerError>> = locks
-            .into_iter()
-            .zip(outcomes)
-            .map(|(lock, outcome)| {
+        let mut released = Vec::new();
+        let mut failures = Vec::new();
+        for (lock, outcome) in locks.into_iter().zip(outcomes) {
+            let answer = outcome.map_err(HandlerError::from).and_then(|outcome| {
                 release_answer(
                     lock.resource,
                     owner.clone(),
                     Some(lock.lock_id.to_string()),
-                    outcome?,
+                    outcome,
                 )
-            })
-            .collect();
-        let (done, failed): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
-        let mut failed = failed.into_iter().filter_map(Result::err);
-        if let Some(first) = failed.next() {
-            return Err(match first {
-                HandlerError::Backend(_) => first,
-                other => failed
-                    .find(|err| matches!(err, HandlerError::Backend(_)))
-                    .unwrap_or(other),
             });
+            match answer {
+                Ok(done) => {
+                    if let Response::Release(answer) = done.answer {
+                        released.push(answer);
+                    }
+                }
+                Err(err) => failures.push(err),
+            }
         }
-        let released = done
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter_map(|done| match done.answer {
-                Response::Release(answer) => Some(answer),
-                _ => None,
-            })
-            .collect();
+        // The retryable error if there is one, else the first.
+        let retryable = failures
+            .iter()
+            .position(|err| matches!(err, HandlerError::Backend(_)));
+        if let Some(at) = retryable.or((!failures.is_empty()).then_some(0)) {
+            return Err(failures.swap_remove(at));
+        }
         Ok(Done::new(
             ReleaseSetResponse { owner, released },
             "released",
