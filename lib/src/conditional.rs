@@ -36,8 +36,8 @@ pub(crate) struct Transmissions(Arc<AtomicBool>);
 
 impl Transmissions {
     /// Whether an attempt of the request ended without a definite answer (none came: a timeout,
-    /// a dropped connection; a server error; a success whose body was cut), so that it may have been applied before the
-    /// attempt whose answer we have. An attempt refused for throttling or a transaction
+    /// a dropped connection; a server error; a success whose body was cut), so that it may have
+    /// been applied before the attempt whose answer we have. An attempt refused for throttling or a transaction
     /// conflict was not applied: a refusal after it was not caused by our own request (counted
     /// as a retry, a release refused by a new holder said `NotFound`, hiding that holder).
     pub(crate) fn retried(&self) -> bool {

@@ -5,9 +5,10 @@
 //!
 //! The request asks for the refused item (`ALL_OLD`) so that a failure says why at no extra
 //! request, and it watches its attempts: a successful DeleteItem leaves nothing to recognise,
-//! so after an SDK retry of an attempt left unanswered a refusal on someone else's item may follow our own first attempt's
-//! success, and is reported as `NotFound`, never `NotOwner`. A successful release asks for
-//! nothing back (the old item would only serve a log line, at a cost in bytes on every release).
+//! so after an SDK retry of an attempt left unanswered a refusal on someone else's item may
+//! follow our own first attempt's success, and is reported as `NotFound`, never `NotOwner`. A
+//! successful release asks for nothing back (the old item would only serve a log line, at a cost
+//! in bytes on every release).
 //!
 //! Every release through a client wakes that client's first waiter for the resource, whether or not
 //! the item was deleted: either way this client no longer holds it.

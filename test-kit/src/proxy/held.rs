@@ -51,9 +51,11 @@ pub(super) struct Captured {
 }
 
 /// A request the proxy captured, to be delivered to the endpoint when the test says: the request
-/// itself, held back ([`Proxy::delay_next_request`](super::Proxy::delay_next_request): delivered on its client's connection, whose
-/// answer goes back to the client if it still waits), or a copy of one forwarded at once
-/// ([`Proxy::duplicate_next_request`](super::Proxy::duplicate_next_request): delivered on a connection of its own, answer thrown away).
+/// itself, held back ([`Proxy::delay_next_request`](super::Proxy::delay_next_request): delivered
+/// on its client's connection, whose answer goes back to the client if it still waits), or a copy
+/// of one forwarded at once
+/// ([`Proxy::duplicate_next_request`](super::Proxy::duplicate_next_request): delivered on a
+/// connection of its own, answer thrown away).
 #[derive(Debug)]
 pub struct HeldRequest {
     pub(super) upstream: SocketAddr,
