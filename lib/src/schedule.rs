@@ -358,6 +358,15 @@ impl Scheduler {
                 return Ok(TickOutcome::BackendFailed(failed));
             }
         };
+        // Taken more than a lease after the tick's start, by the reading its condition compared:
+        // the lock it found had lapsed, and its holder may have run the tick (a node held up
+        // between the check above and its request ran the tick again; found by review). The
+        // lock is kept until its expiry, as a tick's lock always is.
+        let late_at_lock = (lock.acquired_at() - job.tick_start(tick)).to_std();
+        if late_at_lock.is_ok_and(|late| late > job.lease()) {
+            info!(job = %job.id, tick, "tick missed: its lock was taken after a lease past its start");
+            return Ok(TickOutcome::Missed);
+        }
         // Renew every third of the lease while the job runs, beside it (the job is never held up
         // by a renewal); a failed renewal is tried again at the next one. The lock is lost when a
         // renewal finds it not held, or when none succeeded before the lease, counted on this

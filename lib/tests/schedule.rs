@@ -120,6 +120,38 @@ async fn a_node_late_to_a_tick_finds_it_taken_and_one_later_than_a_lease_misses_
     assert!(matches!(missed, TickOutcome::Missed), "{missed:?}");
 }
 
+/// A node whose check found it within a lease of the tick's start, and whose request then went
+/// out after the lease (held up between them: its client's clock, which the acquisition's
+/// condition reads, is past the lease) takes the lapsed lock of the node that ran the tick: it
+/// must not run it again (found by review).
+#[tokio::test]
+async fn a_node_held_up_past_the_lease_between_its_check_and_its_request_misses_the_tick() {
+    lock_client().await;
+    let (_, on_time) = node("node-on-time");
+    let (at_check, at_request) = (AdjustableClock::new(), AdjustableClock::new());
+    let client = builder(dynamodb())
+        .owner("node-held-up")
+        .clock(at_request.clone())
+        .build()
+        .unwrap();
+    let held_up =
+        Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client)))).with_clock(at_check.clone());
+    let job = ScheduledJob::every(unique("held-up"), HOUR);
+    let tick = on_time.current_tick(&job) + 1;
+    let ran = on_time.run_tick(&job, tick, || async {}).await.unwrap();
+    assert_ran_holding_its_lock(&ran);
+    let ahead = (job.tick_start(tick) - ddb_lock::Clock::now(&*at_check))
+        .to_std()
+        .unwrap();
+    at_check.advance(ahead);
+    at_request.advance(ahead + job.lease() + Duration::from_secs(1));
+    let again = held_up
+        .run_tick(&job, tick, || async { panic!("ran twice") })
+        .await
+        .unwrap();
+    assert!(matches!(again, TickOutcome::Missed), "{again:?}");
+}
+
 #[tokio::test]
 async fn a_tick_run_before_its_start_stays_locked_until_a_lease_past_it() {
     lock_client().await;

@@ -47,18 +47,28 @@ const RELEASE_WAIT: Duration = Duration::from_secs(1);
 /// them, as the memory backend, which releases at the call, finds the key free at once (a
 /// `try_lock` after a dropped release met the backend's own lock and said held by another).
 #[derive(Debug, Clone, Default)]
-struct Releasing(Arc<Mutex<HashMap<String, Pending>>>);
+struct Releasing(Arc<Mutex<Pending>>);
 
-/// The latest release of a key under way: its number, and what completes when it has ended.
-type Pending = (u64, Shared<oneshot::Receiver<()>>);
+/// The latest release of each key under way (its number, and what completes when it has ended),
+/// and the next release's number. Numbers are never reused: a stuck release of a key that ends
+/// after a later one has ended must not take the entry of a release of that key started since
+/// (numbered per key from 0 again, it did, and a `try_lock` stopped waiting for it).
+#[derive(Debug, Default)]
+struct Pending {
+    latest: HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>,
+    next: u64,
+}
 
 impl Releasing {
     /// A release of `key` starts: its number, and the sender that says it has ended.
     fn start(&self, key: &str) -> (u64, oneshot::Sender<()>) {
         let (ended, ends) = oneshot::channel();
         let mut pending = self.lock();
-        let number = pending.get(key).map_or(0, |(number, _)| number + 1);
-        pending.insert(key.to_owned(), (number, ends.shared()));
+        let number = pending.next;
+        pending.next += 1;
+        pending
+            .latest
+            .insert(key.to_owned(), (number, ends.shared()));
         (number, ended)
     }
 
@@ -66,22 +76,23 @@ impl Releasing {
     fn ended(&self, key: &str, number: u64) {
         let mut pending = self.lock();
         if pending
+            .latest
             .get(key)
             .is_some_and(|(latest, _)| *latest == number)
         {
-            pending.remove(key);
+            pending.latest.remove(key);
         }
     }
 
     /// Completes once the latest release of `key` under way, if any, has ended.
     async fn wait(&self, key: &str) {
-        let latest = self.lock().get(key).map(|(_, ends)| ends.clone());
+        let latest = self.lock().latest.get(key).map(|(_, ends)| ends.clone());
         if let Some(ends) = latest {
             let _ = ends.await;
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -138,7 +149,14 @@ impl LockBackend for DynamoDbBackend {
             let _ = tokio::time::timeout(RELEASE_WAIT, self.releasing.wait(key)).await;
             let opts = AcquireOptions::new().lease(ttl).fencing(self.fencing);
             let lock = self.client.try_acquire(key, &opts).await?;
-            Ok(lock.map(|lock| BackendLock::new(lock.handle().clone(), ttl, lock.fencing_token())))
+            Ok(lock.map(|lock| {
+                BackendLock::new(
+                    lock.handle().clone(),
+                    ttl,
+                    lock.acquired_at(),
+                    lock.fencing_token(),
+                )
+            }))
         })
     }
 
@@ -213,5 +231,25 @@ fn released_or_not(
     match released? {
         ReleaseOutcome::Released => Ok(()),
         _ => Err(BackendError::not_held(lock.key())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stuck release of a key that ends after a later release of it ended leaves the entry of
+    /// a release started since: a `try_lock` still waits for that one (found by review).
+    #[test]
+    fn a_stuck_release_ending_late_leaves_a_newer_release_pending() {
+        let releasing = Releasing::default();
+        let (stuck, _) = releasing.start("k");
+        let (second, _) = releasing.start("k");
+        releasing.ended("k", second);
+        let (newest, _) = releasing.start("k");
+        releasing.ended("k", stuck);
+        assert!(releasing.lock().latest.contains_key("k"));
+        releasing.ended("k", newest);
+        assert!(releasing.lock().latest.is_empty());
     }
 }

@@ -166,6 +166,7 @@ impl LockBackend for MemoryBackend {
             Ok(Some(BackendLock::new(
                 handle,
                 ttl,
+                now,
                 Some(FencingToken::new(state.last_token)),
             )))
         })

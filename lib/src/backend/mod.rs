@@ -22,6 +22,7 @@ pub use memory::MemoryBackend;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::lock::{LockHandle, LockId};
+use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -105,6 +106,7 @@ pub trait LockBackend: Send + Sync {
 pub struct BackendLock {
     handle: LockHandle,
     ttl: Duration,
+    acquired_at: DateTime<Utc>,
     fencing_token: Option<FencingToken>,
 }
 
@@ -112,11 +114,13 @@ impl BackendLock {
     pub(crate) fn new(
         handle: LockHandle,
         ttl: Duration,
+        acquired_at: DateTime<Utc>,
         fencing_token: Option<FencingToken>,
     ) -> Self {
         BackendLock {
             handle,
             ttl,
+            acquired_at,
             fencing_token,
         }
     }
@@ -171,6 +175,24 @@ impl BackendLock {
     /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// When it was taken, by the clock the acquisition's condition compared the previous
+    /// holder's expiry with: a lock taken over from a lapsed holder was taken after that
+    /// holder's lease had ended by this reading.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use ddb_lock::{LockBackend, MemoryBackend};
+    /// let before = chrono::Utc::now();
+    /// let lock = MemoryBackend::new().try_lock("a", std::time::Duration::from_secs(5)).await?.unwrap();
+    /// assert!(lock.acquired_at() >= before);
+    /// # Ok::<(), ddb_lock::BackendError>(()) }).unwrap();
+    /// ```
+    pub fn acquired_at(&self) -> DateTime<Utc> {
+        self.acquired_at
     }
 
     /// Its fencing token, if the backend issues them ([`MemoryBackend`] always does,
