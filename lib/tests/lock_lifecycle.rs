@@ -2,8 +2,10 @@
 
 use chrono::TimeDelta;
 use ddb_lock::{AcquireOptions, ExtendOutcome, LockHandle, LockId, LockStatus, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
+    builder, dynamodb, dynamodb_at, endpoint, hold, lock_client, raw_item, stored, string_attr,
+    unique, OffsetClock,
 };
 use std::time::Duration;
 
@@ -316,4 +318,61 @@ async fn release_owned_releases_the_owners_lock_whatever_its_id_and_no_one_elses
             .unwrap(),
         ReleaseOutcome::NotFound
     );
+}
+
+/// A release (by lock, by owner, with a new payload) whose future is dropped at its first await
+/// (a timeout, a `select!`) still releases: it is sent from a task of the client, which `flush`
+/// waits for. Awaited in place, it was dropped before its request left (here: while it opened a
+/// connection, the one it had being busy), and the lock stayed held for its lease (found by
+/// review).
+#[tokio::test]
+async fn a_release_dropped_at_its_first_await_still_releases() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let deleting = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let keeping = builder(dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let alice = as_owner("alice").lease(Duration::from_secs(60));
+    for way in ["by lock", "by owner", "with a payload"] {
+        let resource = unique("dropped-release");
+        let client = if way == "with a payload" {
+            &keeping
+        } else {
+            &deleting
+        };
+        let lock = client
+            .try_acquire(&resource, &alice)
+            .await
+            .unwrap()
+            .unwrap();
+        // The client's connection is busy with a read whose answer is withheld.
+        let mut busy = proxy.withhold_next_answer("GetItem");
+        let reading = tokio::spawn({
+            let (client, resource) = (client.clone(), resource.clone());
+            async move { client.status(&resource).await }
+        });
+        busy.applied().await;
+        let dropped = match way {
+            "by lock" => tokio::time::timeout(Duration::ZERO, client.release(&lock)).await,
+            "by owner" => {
+                let release = client.release_owned(&resource, "alice");
+                tokio::time::timeout(Duration::ZERO, release).await
+            }
+            _ => {
+                let release = client.release_and_replace_data(&lock, Some(b"next".to_vec()));
+                tokio::time::timeout(Duration::ZERO, release).await
+            }
+        };
+        assert!(dropped.is_err(), "{way}: dropped before its answer");
+        busy.deliver();
+        reading.await.unwrap().unwrap();
+        client.flush().await;
+        assert_eq!(
+            client.status(&resource).await.unwrap(),
+            LockStatus::Free,
+            "{way}"
+        );
+    }
 }

@@ -133,8 +133,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, lock: impl AsRef<LockHandle>) -> Result<ReleaseOutcome, Error> {
-        self.release_changing_data(lock.as_ref(), DataChange::Keep)
-            .await
+        self.release_changing_data(lock.as_ref(), None).await
     }
 
     /// Releases a held lock as [`release`](Self::release) does, keeping the item (one
@@ -163,20 +162,50 @@ impl LockClient {
         if let Some(data) = &data {
             limits::data(data)?;
         }
-        let change = data
-            .as_deref()
-            .map_or(DataChange::Remove, DataChange::Replace);
-        self.release_changing_data(lock.as_ref(), change).await
+        self.release_changing_data(lock.as_ref(), Some(data)).await
     }
 
+    /// Releases `handle`, replacing the payload with `data` if given (`Some(None)` removes it).
     async fn release_changing_data(
         &self,
         handle: &LockHandle,
-        change: DataChange<'_>,
+        data: Option<Option<Vec<u8>>>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        let release = Release::of(handle);
-        release::send(&self.settings.table, &release, change).await
+        self.release_from_task(&Release::of(handle), data).await
+    }
+
+    /// Sends `release` from a task of the client, started at the call and marked as being
+    /// released at once: dropping the returned future (a timeout, a `select!`) cancels nothing,
+    /// and [`flush`](Self::flush) waits for it (awaited in place, a release dropped before its
+    /// request left sent none, and the lock stayed held for its lease; found by review). With
+    /// no runtime to spawn on, released in place.
+    async fn release_from_task(
+        &self,
+        release: &Release<'_>,
+        data: Option<Option<Vec<u8>>>,
+    ) -> Result<ReleaseOutcome, Error> {
+        let table = &self.settings.table;
+        release::start(table, release, &change_of(data.as_ref()))?;
+        let (client, (resource, owner)) = (
+            self.clone(),
+            (release.resource.to_owned(), release.owner.to_owned()),
+        );
+        let (lock_id, acquired_by, mode) = (release.lock_id, release.acquired_by, release.mode);
+        let spawned_data = data.clone();
+        let answered = self.detached(async move {
+            let release = Release {
+                resource: &resource,
+                owner: &owner,
+                lock_id,
+                acquired_by,
+                mode,
+            };
+            let change = change_of(spawned_data.as_ref());
+            release::send(&client.settings.table, &release, change).await
+        });
+        let in_place = release::send(table, release, change_of(data.as_ref()));
+        detached_outcome(answered, release.resource, in_place).await
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
@@ -199,8 +228,8 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        let release = Release::owned(resource, owner, None);
-        release::send(&self.settings.table, &release, DataChange::Keep).await
+        self.release_from_task(&Release::owned(resource, owner, None), None)
+            .await
     }
 
     /// [`release_owned`](Self::release_owned), sparing a lock of `owner` acquired after
@@ -235,7 +264,16 @@ impl LockClient {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
         let release = Release::owned(resource, owner, Some(acquired_by));
-        release::send(&self.settings.table, &release, DataChange::Keep).await
+        self.release_from_task(&release, None).await
+    }
+}
+
+/// The payload change of a release: none (`None`), or the new payload (`Some(None)` removes it).
+fn change_of(data: Option<&Option<Vec<u8>>>) -> DataChange<'_> {
+    match data {
+        None => DataChange::Keep,
+        Some(None) => DataChange::Remove,
+        Some(Some(data)) => DataChange::Replace(data),
     }
 }
 

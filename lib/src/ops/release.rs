@@ -86,14 +86,15 @@ impl<'a> Release<'a> {
     }
 }
 
-/// The release: a DeleteItem, or on a client that keeps items an UpdateItem that clears the
-/// holder and makes `change` to the payload (only [`DataChange::Keep`] on a client that deletes:
-/// checked by the caller).
-pub(crate) async fn send(
+/// Starts `release` at the call, before its request: refuses a payload change for a mode that
+/// takes none, and marks the lock as being released (see [`send`], which starts it too, for a
+/// caller that did not). Whether the handle is of another mode than this client's hold, which the
+/// release leaves to its client.
+pub(crate) fn start(
     table: &LockTable,
     release: &Release<'_>,
-    change: DataChange<'_>,
-) -> Result<ReleaseOutcome, Error> {
+    change: &DataChange<'_>,
+) -> Result<bool, Error> {
     let Release {
         resource,
         owner,
@@ -129,6 +130,25 @@ pub(crate) async fn send(
             .holds
             .releases_start_on(resource, Some(owner), acquired_by),
     }
+    Ok(mismatched)
+}
+
+/// The release: a DeleteItem, or on a client that keeps items an UpdateItem that clears the
+/// holder and makes `change` to the payload (only [`DataChange::Keep`] on a client that deletes:
+/// checked by the caller).
+pub(crate) async fn send(
+    table: &LockTable,
+    release: &Release<'_>,
+    change: DataChange<'_>,
+) -> Result<ReleaseOutcome, Error> {
+    let Release {
+        resource,
+        owner,
+        lock_id,
+        acquired_by,
+        mode,
+    } = *release;
+    let mismatched = start(table, release, &change)?;
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle, mismatched).await;
