@@ -260,10 +260,12 @@ fn holders(status: &LockStatus) -> String {
 
 /// Releases the guard's lock. False if the release found it released, taken or expired: then
 /// it was lost at some point while held. A failed release is said on standard error (the lock
-/// ends with its lease) and does not count as a loss.
+/// ends with its lease) and does not count as a loss, nor does a release sent again after a lost
+/// answer that found the lock gone (its first send released it, or it was lost: exit 76 then
+/// had the job run again for a network fault).
 async fn release(key: &str, guard: LockGuard) -> bool {
     match guard.release().await {
-        Ok(ReleaseOutcome::Released) => true,
+        Ok(ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed) => true,
         Ok(
             ReleaseOutcome::NotFound
             | ReleaseOutcome::NotOwner { .. }

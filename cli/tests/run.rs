@@ -344,6 +344,33 @@ async fn a_lock_lost_unnoticed_before_the_command_exits_is_reported_lost() {
     );
 }
 
+/// The release after the command applied, its answer lost: the SDK's resend finds the lock gone,
+/// which its first send did. The command's exit code stands (it was 76, "lock lost", and a
+/// wrapper retrying on it ran the job again; found by review).
+#[tokio::test]
+async fn a_release_whose_answer_was_lost_is_not_a_lost_lock() {
+    let client = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let key = unique("cli-release-answer-lost");
+    let script = "echo started; read go; echo done";
+    let mut command = ddb_lock_at(
+        &proxy.endpoint(),
+        &["run", &key, "--lease", "10m", "--", "sh", "-c", script],
+    );
+    command.stdin(std::process::Stdio::piped());
+    let mut running = Running::start(command);
+    let mut stdin = running.child.stdin.take().unwrap();
+    assert_eq!(running.line().await, "started");
+    proxy.drop_next_answer("DeleteItem");
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"go\n").await.unwrap();
+    let (status, rest) = running.exit().await;
+    assert_eq!(rest, ["done"]);
+    assert_eq!(status.code(), Some(0));
+    assert!(proxy.counts("DeleteItem").requests >= 2, "sent again");
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
+}
+
 #[tokio::test]
 async fn a_wait_at_a_terminal_shows_who_holds_the_lock() {
     let client = lock_client().await;

@@ -44,6 +44,10 @@ pub mod reason {
     /// taken the lock since: the table keeps released items (`DDB_LOCK_DELETE_ON_RELEASE=false`
     /// or `DDB_LOCK_KEEP_RELEASED_FOR_MS`).
     pub const ALREADY_RELEASED: &str = "already_released";
+    /// The release was sent again after its answer was lost and found the lock gone: the first
+    /// send released it, or it was gone already. Not held either way.
+    pub const UNCONFIRMED: &str =
+        "unconfirmed: sent again after a lost answer, and the lock was gone";
     /// `release_execution`: another owner holds the lock, and this execution holds nothing on the
     /// resource to release (it never took the lock, or its lock ended and another was taken).
     pub const NOT_HELD: &str = "not_held: another owner holds the lock";
@@ -155,6 +159,7 @@ impl HandlerError {
             ReleaseOutcome::Released => Ok(None),
             ReleaseOutcome::NotFound => Ok(Some(reason::NOT_FOUND)),
             ReleaseOutcome::AlreadyReleased { .. } => Ok(Some(reason::ALREADY_RELEASED)),
+            ReleaseOutcome::Unconfirmed => Ok(Some(reason::UNCONFIRMED)),
             ReleaseOutcome::NotOwner { holder } => Err(HandlerError::OwnershipMismatch {
                 resource: resource.to_owned(),
                 owner: owner.to_owned(),

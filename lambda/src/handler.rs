@@ -512,6 +512,7 @@ fn release_answer(
     let outcome = match answer.reason {
         None => "released",
         Some(reason::ALREADY_RELEASED) => "already_released",
+        Some(reason::UNCONFIRMED) => "unconfirmed",
         Some(_) => "not_found",
     };
     Ok(Done::new(answer, outcome))

@@ -153,7 +153,9 @@ impl SystemFunctions {
     /// released items only).
     pub async fn release(&self, key: &str, owner: &str) -> Result<Released, LockError> {
         match self.client.release_owned(key, owner).await? {
-            ReleaseOutcome::Released => Ok(Released {
+            // Sent again after a lost answer, it found the lock gone: released by its first send,
+            // or gone already; not held either way.
+            ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed => Ok(Released {
                 released: true,
                 key: key.to_owned(),
             }),

@@ -66,6 +66,23 @@ where
     }
 }
 
+/// [`retrying`], telling each attempt whether an earlier one failed in DynamoDB: that request
+/// may have been applied (its answers lost, after the SDK's own retries), so the next attempt is
+/// a resend, and reads a refusal as a resend's.
+pub(crate) async fn retrying_resent<T, F, Fut>(mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut(bool) -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut resent = false;
+    retrying(|| {
+        let this = attempt(resent);
+        resent = true;
+        this
+    })
+    .await
+}
+
 /// The count of background releases of one client (and its clones) still running.
 #[derive(Debug)]
 pub(crate) struct BackgroundReleases {

@@ -30,6 +30,7 @@ pub enum AcquireAttempt {
 ///     ReleaseOutcome::NotFound => eprintln!("already released, or expired and taken away"),
 ///     ReleaseOutcome::NotOwner { holder } => eprintln!("{} holds it now", holder.owner),
 ///     ReleaseOutcome::AlreadyReleased { released_at } => eprintln!("released at {released_at}"),
+///     ReleaseOutcome::Unconfirmed => eprintln!("released, by a request whose answer was lost"),
 /// }
 /// # Ok(()) }
 /// ```
@@ -38,8 +39,15 @@ pub enum ReleaseOutcome {
     /// The lock item of this acquisition was deleted.
     Released,
     /// No live lock of this acquisition exists: it was released already, or it expired and was
-    /// deleted, or it expired and someone else's lock on it has expired too.
+    /// deleted, or it expired and someone else's lock on it has expired too. The release was sent
+    /// once, so the lock was gone before it: while held, it was lost.
     NotFound,
+    /// The release was sent more than once (an answer was lost, and the request sent again, by
+    /// the SDK or by the client's background release) and the last send found this acquisition's
+    /// lock gone: an earlier send released it, or it was gone already. Not held either way;
+    /// whether it was held until the release cannot be told, and it is not taken for a loss
+    /// ([`NotFound`](Self::NotFound) is). Someone else may hold the lock since, and is not named.
+    Unconfirmed,
     /// Someone else holds the lock now (or the owner given does not match the acquisition); the
     /// item was left untouched.
     NotOwner {

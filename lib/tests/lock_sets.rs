@@ -577,3 +577,37 @@ async fn a_set_whose_resend_was_cancelled_unread_leaves_nothing_held() {
     client.flush().await;
     all_free(&client, &members).await;
 }
+
+/// A member's release applied, its answer lost, and the SDK sending it no more: the client sends
+/// it again, and finds the lock taken by bob since. Its own first send released the member: the
+/// outcome is unconfirmed, never bob's (`NotOwner` named him, found by review).
+#[tokio::test]
+async fn a_set_release_sent_again_by_the_client_never_names_the_next_holder() {
+    let bob = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let a = unique("set-resent");
+    let SetAttempt::Acquired(set) = client
+        .try_acquire_set(&[(&a, Mode::Exclusive)], &opts("alice"))
+        .await
+        .unwrap()
+    else {
+        panic!("a free lock is taken");
+    };
+    let mut withheld = proxy.withhold_next_answer("DeleteItem");
+    let releasing = tokio::spawn({
+        let client = client.clone();
+        async move { client.release_set(&set).await }
+    });
+    withheld.applied().await;
+    ddb_lock_test_kit::hold(&bob, &a, "bob", Duration::from_secs(60)).await;
+    withheld.drop_it();
+    let outcomes = releasing.await.unwrap();
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(
+        outcomes[0].1.as_ref().unwrap(),
+        &ReleaseOutcome::Unconfirmed,
+        "{outcomes:?}"
+    );
+    assert!(proxy.counts("DeleteItem").requests >= 2, "sent again");
+}

@@ -4,7 +4,6 @@
 //! [`delete_expired`](LockClient::delete_expired), which scans, when you call it).
 
 use super::{BackendError, BackendFuture, BackendLock, LockBackend};
-use crate::background::retrying;
 use crate::client::LockClient;
 use crate::error::Error;
 use crate::options::AcquireOptions;
@@ -194,7 +193,7 @@ impl LockBackend for DynamoDbBackend {
         let spawned = self.client.release_in_background(async move {
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
-            let released = retrying(|| client.release(spawned_lock.handle())).await;
+            let released = client.release_retrying(spawned_lock.handle()).await;
             releasing.ended(spawned_lock.key(), number);
             let _ = ended.send(());
             let _ = answer.send(released_or_not(released, &spawned_lock));

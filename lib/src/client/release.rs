@@ -2,7 +2,6 @@
 //! and [`LockClient::release_all`].
 
 use super::LockClient;
-use crate::background::retrying;
 use crate::error::{Error, InvalidInput};
 use crate::holds::Held;
 use crate::limits;
@@ -96,9 +95,29 @@ impl LockClient {
         &'a self,
         lock: &'a Lock,
     ) -> impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + 'a {
+        // Marked as being released at the call, not when the task first runs: meanwhile an
+        // extension answered said the lock extended, and an idempotent acquisition was handed it
+        // back (found by review). Keeping the payload, no mode refuses it.
+        let _ = release::start(
+            &self.settings.table,
+            &Release::of(lock.handle()),
+            &DataChange::Keep,
+        );
         let (client, spawned) = (self.clone(), lock.clone());
-        let answered = self.detached(async move { retrying(|| client.release(&spawned)).await });
+        let answered =
+            self.detached(async move { client.release_retrying(spawned.handle()).await });
         detached_outcome(answered, lock.resource(), self.release(lock))
+    }
+
+    /// Releases `handle` in place, sent again when DynamoDB fails it, each resend read as one
+    /// ([`release::send_retrying`]): for releases nobody else sends again (a guard's, a set's, a
+    /// backend's).
+    pub(crate) async fn release_retrying(
+        &self,
+        handle: &LockHandle,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.settings.table.check_handle(handle)?;
+        release::send_retrying(&self.settings.table, &Release::of(handle)).await
     }
 
     /// Releases `lock`, remembering it again if the release failed.
@@ -200,6 +219,7 @@ impl LockClient {
                 lock_id,
                 acquired_by,
                 mode,
+                resent: false,
             };
             let change = change_of(spawned_data.as_ref());
             release::send(&client.settings.table, &release, change).await

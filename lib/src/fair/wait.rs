@@ -22,7 +22,6 @@ use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
 use crate::ops::attempt_acquire;
-use crate::ops::extend::DataChange;
 use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
@@ -359,7 +358,7 @@ async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<boo
     match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
         Left::Granted(_) => {
             let release = Release::of(handle);
-            let outcome = retrying(|| release::send(table, &release, DataChange::Keep)).await?;
+            let outcome = release::send_retrying(table, &release).await?;
             debug!(
                 resource,
                 ?outcome,

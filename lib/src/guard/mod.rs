@@ -19,7 +19,6 @@ mod state;
 pub use lock_watch::LockWatch;
 pub(crate) use scoped::taken_at_release;
 
-use crate::background::retrying;
 use crate::client::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
@@ -347,7 +346,7 @@ pub(crate) fn release_unattended(client: &LockClient, lock: Lock, whose: &'stati
     client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        match retrying(|| releaser.release(&lock)).await {
+        match releaser.release_retrying(lock.handle()).await {
             Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
             Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
         }

@@ -13,16 +13,23 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 use tracing::warn;
 
-/// The loss that the release ending scoped work found, if the lock was someone else's by then
-/// (the end of the work was not under the lock). A release that failed is logged: the lock
-/// expires with its lease.
+/// The loss that the release ending scoped work found, if the lock was not ours by then (the end
+/// of the work was not under the lock): someone else's, or gone before a release sent once (force
+/// released, or expired by a clock ahead and deleted; answered the work's `Ok`, found by review).
+/// A release sent again after a lost answer that finds the lock gone is no loss: its first send
+/// may have released it. A release that failed is logged: the lock expires with its lease.
 pub(crate) fn taken_at_release(
     resource: &str,
     released: Result<ReleaseOutcome, Error>,
 ) -> Option<LockLost> {
     match released {
         Ok(ReleaseOutcome::NotOwner { holder }) => Some(LockLost::TakenOver { holder }),
-        Ok(_) => None,
+        Ok(ReleaseOutcome::NotFound) => Some(LockLost::NotFound),
+        Ok(
+            ReleaseOutcome::Released
+            | ReleaseOutcome::Unconfirmed
+            | ReleaseOutcome::AlreadyReleased { .. },
+        ) => None,
         Err(err) => {
             warn!(resource, %err, "could not release after the work; the lock expires with its lease");
             None

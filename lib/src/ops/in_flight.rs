@@ -14,10 +14,9 @@
 //! nothing of its own looks again 50 and 200 ms later, for a write still on its way; one delayed
 //! longer is not caught: it expires with its lease.
 
-use crate::background::{looking_again, retrying};
+use crate::background::looking_again;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
-use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::ReleaseOutcome;
 use std::sync::Arc;
@@ -68,11 +67,13 @@ impl Drop for InFlightAcquisition<'_> {
             let release = Release::of(&handle);
             // Nothing of ours yet: the write may still be on its way; look again.
             let released = looking_again(
-                || retrying(|| release::send(&table, &release, DataChange::Keep)),
+                || release::send_retrying(&table, &release),
                 |released| {
                     matches!(
                         released,
-                        Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. })
+                        Ok(ReleaseOutcome::NotFound
+                            | ReleaseOutcome::Unconfirmed
+                            | ReleaseOutcome::NotOwner { .. })
                     )
                 },
             )

@@ -15,6 +15,7 @@
 
 use super::extend::DataChange;
 use super::kept;
+use crate::background::retrying_resent;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
@@ -47,6 +48,7 @@ pub(crate) const RELEASE_OWNED_BY_CONDITION: &str =
 
 /// Which hold a release ends: one acquisition (`lock_id`), else any lock of `owner`, perhaps only
 /// one acquired no later than `acquired_by`.
+#[derive(Clone, Copy)]
 pub(crate) struct Release<'a> {
     pub(crate) resource: &'a str,
     pub(crate) owner: &'a str,
@@ -55,6 +57,9 @@ pub(crate) struct Release<'a> {
     /// A shared hold is released from its entry ([`shared::hold`](crate::shared::hold)); only
     /// by its lock id.
     pub(crate) mode: Mode,
+    /// An earlier send of this release failed without a definite answer (the client's own
+    /// resend, after the SDK gave up): it may have been applied, as an SDK retry's may.
+    pub(crate) resent: bool,
 }
 
 impl<'a> Release<'a> {
@@ -66,7 +71,13 @@ impl<'a> Release<'a> {
             lock_id: Some(handle.lock_id()),
             acquired_by: None,
             mode: handle.mode(),
+            resent: false,
         }
+    }
+
+    /// The same release, sent again after a send that failed if `resent`.
+    pub(crate) fn resent_if(self, resent: bool) -> Self {
+        Release { resent, ..self }
     }
 
     /// The release of `owner`'s exclusive lock whatever its id, perhaps only if acquired no
@@ -82,8 +93,23 @@ impl<'a> Release<'a> {
             lock_id: None,
             acquired_by,
             mode: Mode::Exclusive,
+            resent: false,
         }
     }
+}
+
+/// [`send`], with no payload change, sent again when DynamoDB fails it ([`retrying_resent`]): a
+/// resend's refusal is read as one (a request that failed may have been applied), and never names
+/// a next holder, nor a loss, that the client's own earlier send made.
+pub(crate) async fn send_retrying(
+    table: &LockTable,
+    release: &Release<'_>,
+) -> Result<ReleaseOutcome, Error> {
+    retrying_resent(|resent| {
+        let release = release.resent_if(resent);
+        async move { send(table, &release, DataChange::Keep).await }
+    })
+    .await
 }
 
 /// Starts `release` at the call, before its request: refuses a payload change for a mode that
@@ -101,6 +127,7 @@ pub(crate) fn start(
         lock_id,
         acquired_by,
         mode,
+        ..
     } = *release;
     // Refused before anything changes: a release so refused stopped the lock's guards, and the
     // lock stayed taken by nobody for its lease.
@@ -147,11 +174,12 @@ pub(crate) async fn send(
         lock_id,
         acquired_by,
         mode,
+        resent,
     } = *release;
     let mismatched = start(table, release, &change)?;
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
-        return shared::hold::release(table, &handle, mismatched).await;
+        return shared::hold::release(table, &handle, mismatched, resent).await;
     }
     let condition = match (lock_id, acquired_by) {
         // A lock with a line is handed over rather than deleted (below). A payload change is
@@ -252,6 +280,7 @@ pub(crate) async fn send(
                 return Ok(outcome);
             }
             let record = table.record(resource, item.as_ref())?;
+            let retried = retried || resent;
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
             }
@@ -387,15 +416,16 @@ pub(crate) fn read_refused(
     retried: bool,
     now: DateTime<Utc>,
 ) -> ReleaseOutcome {
-    // A retry may have failed on what our own earlier attempt did. Never call that a mismatch; it
-    // is at most "not found".
+    // A retry may have failed on what our own earlier attempt did. Never call that a mismatch or
+    // a loss: it is unconfirmed.
     if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
-        return ReleaseOutcome::NotFound;
+        return ReleaseOutcome::Unconfirmed;
     }
     match record {
         Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
             holder: record.holder,
         },
+        _ if retried => ReleaseOutcome::Unconfirmed,
         _ => ReleaseOutcome::NotFound,
     }
 }
@@ -413,12 +443,15 @@ mod tests {
     }
 
     #[test]
-    fn no_item_is_not_found() {
+    fn no_item_is_not_found_and_after_a_retry_unconfirmed() {
         let ours = LockId::generate();
-        for retried in [false, true] {
+        for (retried, outcome) in [
+            (false, ReleaseOutcome::NotFound),
+            (true, ReleaseOutcome::Unconfirmed),
+        ] {
             assert_eq!(
                 read_refused("me", Some(ours), None, retried, now()),
-                ReleaseOutcome::NotFound
+                outcome
             );
         }
     }
@@ -462,10 +495,10 @@ mod tests {
     }
 
     #[test]
-    fn after_a_retry_another_acquisitions_item_is_not_found_never_not_owner() {
+    fn after_a_retry_another_acquisitions_item_is_unconfirmed_never_not_owner() {
         let other = record(LockId::generate(), "them", 5);
         let outcome = read_refused("me", Some(LockId::generate()), Some(other), true, now());
-        assert_eq!(outcome, ReleaseOutcome::NotFound);
+        assert_eq!(outcome, ReleaseOutcome::Unconfirmed);
     }
 
     #[test]
@@ -486,7 +519,7 @@ mod tests {
             true,
             now(),
         );
-        assert_eq!(retried, ReleaseOutcome::NotFound);
+        assert_eq!(retried, ReleaseOutcome::Unconfirmed);
     }
 
     #[test]

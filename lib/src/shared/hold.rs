@@ -108,11 +108,13 @@ fn own_entry(
 
 /// Releases the shared hold `handle`: one UpdateItem, and one DeleteItem of an item left empty
 /// on a client that deletes on release. `mismatched`: this client holds the lock in another mode
-/// than the handle's, and keeps remembering it (the request changes nothing of it).
+/// than the handle's, and keeps remembering it (the request changes nothing of it). `resent`: an
+/// earlier send of this release failed without an answer, and may have been applied.
 pub(crate) async fn release(
     table: &LockTable,
     handle: &LockHandle,
     mismatched: bool,
+    resent: bool,
 ) -> Result<ReleaseOutcome, Error> {
     let resource = handle.resource();
     let values = Item::from([
@@ -143,11 +145,12 @@ pub(crate) async fn release(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
-            // Resent by the SDK, and the item holds nothing: this release's own first attempt
-            // emptied it, and its answer was lost. Nothing else would ever delete it (it has no
+            // Resent (by the SDK, or by the client after the SDK gave up), and the item holds
+            // nothing: this release's own earlier attempt emptied it, and its answer was lost. Nothing else would ever delete it (it has no
             // lease). (Not on a refusal of a first send: an item kept by a client that keeps
             // items, or made by `create_lock_item`, holds nothing either.)
-            if transmissions.retried() {
+            let retried = transmissions.retried() || resent;
+            if retried {
                 delete_if_empty(table, resource, item.as_ref()).await;
             }
             // The entry is keyed by this hold's id: a refusal finds it gone, or (a handle with
@@ -156,6 +159,7 @@ pub(crate) async fn release(
                 Some(entry) if entry.holder.owner != handle.owner() => ReleaseOutcome::NotOwner {
                     holder: entry.holder,
                 },
+                _ if retried => ReleaseOutcome::Unconfirmed,
                 _ => ReleaseOutcome::NotFound,
             };
             info!(

@@ -175,6 +175,9 @@ pub(crate) enum Expect {
 pub(crate) enum ReleaseAnswer {
     Released,
     NotFound,
+    /// Sent again after a lost answer, the release found the lock gone: its first send's doing,
+    /// or not.
+    Unconfirmed,
     NotOwner(Stored),
     /// The kept item records the release of this lock (by id) or of this owner's lock, at this
     /// time.
@@ -198,12 +201,18 @@ pub(crate) fn acquire_wins(item: Option<&Stored>, now: i64) -> bool {
 }
 
 /// A release whose answer was lost is retried, and the retry cannot tell our own first attempt's
-/// deletion from anything else: it may answer `NotFound` instead of what the first attempt found
-/// (but never `NotOwner` for its own lock, which `allowed` then does not contain).
-pub(crate) fn with_lost_answer(mut allowed: Vec<ReleaseAnswer>, lost: bool) -> Vec<ReleaseAnswer> {
-    if lost && !allowed.contains(&ReleaseAnswer::NotFound) {
-        allowed.push(ReleaseAnswer::NotFound);
+/// deletion from anything else: it answers `Unconfirmed` where the lock is gone, whatever the
+/// first attempt found, and never `NotFound` (a loss) nor `NotOwner` for its own lock (which
+/// `allowed` then does not contain).
+pub(crate) fn with_lost_answer(allowed: Vec<ReleaseAnswer>, lost: bool) -> Vec<ReleaseAnswer> {
+    if !lost {
+        return allowed;
     }
+    let mut allowed: Vec<_> = allowed
+        .into_iter()
+        .filter(|answer| *answer != ReleaseAnswer::NotFound)
+        .collect();
+    allowed.push(ReleaseAnswer::Unconfirmed);
     allowed
 }
 

@@ -460,6 +460,7 @@ impl Sut {
             .map(|r| match r {
                 ReleaseAnswer::Released => ReleaseOutcome::Released,
                 ReleaseAnswer::NotFound => ReleaseOutcome::NotFound,
+                ReleaseAnswer::Unconfirmed => ReleaseOutcome::Unconfirmed,
                 ReleaseAnswer::NotOwner(s) => ReleaseOutcome::NotOwner {
                     holder: self.holder(s),
                 },
