@@ -40,7 +40,22 @@ impl World {
         if held.is_empty() {
             return;
         }
-        let item = raw_item(&self.resource).await.unwrap_or_else(|| {
+        let item = raw_item(&self.resource).await;
+        // Held still after the read: a release that started meanwhile (a twin guard's, given up
+        // at its lease end) turned the guard lost before its request was sent, so a guard still
+        // held after the item was read is held in what was read.
+        let held: Vec<_> = held
+            .into_iter()
+            .filter(|(taken, _)| {
+                self.guards
+                    .iter()
+                    .any(|(step, _, guard)| step == taken && guard.is_held())
+            })
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        let item = item.unwrap_or_else(|| {
             panic!("{context}: guards say held but the lock item is gone: {held:?}")
         });
         for (taken, lock) in &held {
