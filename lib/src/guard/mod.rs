@@ -192,9 +192,20 @@ impl LockGuard {
             return Err(lost(&lock));
         }
         let Some(_turn) = turn else {
-            // Whoever holds the turn releases when it gives up in its turn (a `replace_data`
-            // dropped with its extension on the way hands the turn on with its future).
+            // The lease ran out while another extension held the turn, which may have landed.
+            // Its holder may be dropped before it gives up (a `select!` on the guard's loss,
+            // which this makes ready), and the heartbeat, finding the guard lost, ends: released
+            // here, from a task of the client and not awaited (the turn's holder may wait on its
+            // answer still), rather than left held for the lease that extension wrote (found by
+            // review). A second release, the turn holder's, finds it gone.
             lose(&self.state, LockLost::LeaseRanOut { last_error: None });
+            if !release_unattended(
+                &self.client,
+                lock.clone(),
+                "guard whose data replacement gave up",
+            ) {
+                warn!(resource = lock.resource(), "a lock given up on could not be released outside a runtime; it ends with its lease");
+            }
             return Err(lost(&lock));
         };
         let answer = tokio::time::timeout_at(

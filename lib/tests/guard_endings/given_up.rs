@@ -127,3 +127,45 @@ async fn a_guard_found_expired_by_another_extension_releases_its_lock() {
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
     drop(guard);
 }
+
+/// A data replacement applied (its answer withheld) holds the guard's turn; a second one waits
+/// for it and gives up when the lease runs out, and the first is dropped then, unpolled (a
+/// `select!` on the guard's loss). Its extension, sent with the wall clock ahead, keeps the item
+/// held well past the guard's lease. The heartbeat, finding the guard lost, released nothing, nor
+/// did the replacement that gave up: the lock stayed held for that lease while the guard stayed
+/// open (found by review). Which timer fires first at the lease end decided it: three rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_replacement_given_up_behind_another_releases_the_lock() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    for round in 0..3 {
+        let resource = unique("replacement-behind-another");
+        let guard = client
+            .lock(&resource, &guard_options("alice", 4_000, 3_000))
+            .await
+            .unwrap();
+        clock.advance(Duration::from_secs(3));
+        let mut withheld = proxy.withhold_next_answer("UpdateItem");
+        let mut first = Box::pin(guard.replace_data(Some(b"first".to_vec())));
+        tokio::select! {
+            answer = &mut first => panic!("answered, its answer withheld: {answer:?}"),
+            () = withheld.applied() => {}
+        }
+        let second = timeout(PATIENCE, guard.replace_data(Some(b"second".to_vec())))
+            .await
+            .expect("given up at the lease end");
+        assert!(matches!(second, Err(Error::Lost { .. })), "{second:?}");
+        drop(first);
+        withheld.drop_it();
+        timeout(PATIENCE, client.flush()).await.expect("flushed");
+        clock.set_back(Duration::from_secs(3));
+        assert_eq!(
+            lock_client().await.status(&resource).await.unwrap(),
+            LockStatus::Free,
+            "round {round}: released while the guard stays open"
+        );
+        drop(guard);
+    }
+}
