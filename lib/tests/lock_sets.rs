@@ -611,3 +611,36 @@ async fn a_set_release_sent_again_by_the_client_never_names_the_next_holder() {
     );
     assert!(proxy.counts("DeleteItem").requests >= 2, "sent again");
 }
+
+/// A set's try cancelled by a transaction conflict, sent once, wrote nothing: no clean-up is sent
+/// for its members, and `flush` has nothing to wait for. Each conflicted try sent a few writes per
+/// member, and held `flush` up a quarter second (found by review).
+#[tokio::test]
+async fn a_set_try_cancelled_by_a_conflict_sends_no_clean_up() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = proxied(&proxy);
+    let (a, b) = (unique("set-conflict-a"), unique("set-conflict-b"));
+    proxy.cancel_next_transaction(&["TransactionConflict", "None"]);
+    let attempt = client
+        .try_acquire_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+            &opts("alice"),
+        )
+        .await;
+    client.flush().await;
+    let (deletes, updates) = (
+        proxy.counts("DeleteItem").requests,
+        proxy.counts("UpdateItem").requests,
+    );
+    assert_eq!(
+        (deletes, updates),
+        (0, 0),
+        "clean-ups sent; the try: {attempt:?}"
+    );
+    assert_eq!(
+        proxy.counts("TransactWriteItems").throttled,
+        1,
+        "{attempt:?}"
+    );
+}

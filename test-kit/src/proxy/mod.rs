@@ -86,11 +86,15 @@ pub struct Faults {
 /// What DynamoDB answers when it throttles a request; the SDK retries it.
 const THROTTLED: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: ddb-lock-proxy\r\nConnection: close\r\nContent-Length: 91\r\n\r\n{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\",\"message\":\"Rate exceeded\"}";
 
-/// An HTTP 400 answer carrying DynamoDB's error `error_type`.
-fn service_error(error_type: &str) -> String {
-    let body = format!(
+/// The body of DynamoDB's error `error_type`.
+fn error_body(error_type: &str) -> String {
+    format!(
         "{{\"__type\":\"com.amazonaws.dynamodb.v20120810#{error_type}\",\"message\":\"refused by the test proxy\"}}"
-    );
+    )
+}
+
+/// An HTTP 400 answer carrying the error `body`.
+fn service_error(body: &str) -> String {
     format!(
         "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: ddb-lock-proxy\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
@@ -227,20 +231,36 @@ impl Proxy {
     /// `TransactionConflictException`, which DynamoDB answers a write to an item a transaction is
     /// writing), without forwarding it. Counted as throttled.
     pub fn refuse_next(&self, operation: &str, error_type: &str) {
-        self.refuse(operation, None, error_type);
+        self.refuse(operation, None, error_body(error_type));
+    }
+
+    /// Answers the next TransactWriteItems with a `TransactionCanceledException` whose
+    /// cancellation reasons have the codes `codes` (`"None"` for an item that passed), one per
+    /// item in order, as DynamoDB cancels a transaction, without forwarding it: nothing of it is
+    /// written. Counted as throttled.
+    pub fn cancel_next_transaction(&self, codes: &[&str]) {
+        let reasons: Vec<String> = codes
+            .iter()
+            .map(|code| format!("{{\"Code\":\"{code}\"}}"))
+            .collect();
+        let body = format!(
+            "{{\"__type\":\"com.amazonaws.dynamodb.v20120810#TransactionCanceledException\",\"message\":\"Transaction cancelled by the test proxy\",\"CancellationReasons\":[{}]}}",
+            reasons.join(",")
+        );
+        self.refuse("TransactWriteItems", None, body);
     }
 
     /// [`refuse_next`](Self::refuse_next) for the next `operation` request whose bytes contain
     /// `text` (a resource's name, say).
     pub fn refuse_next_containing(&self, operation: &str, text: &str, error_type: &str) {
-        self.refuse(operation, Some(text), error_type);
+        self.refuse(operation, Some(text), error_body(error_type));
     }
 
-    fn refuse(&self, operation: &str, containing: Option<&str>, error_type: &str) {
+    fn refuse(&self, operation: &str, containing: Option<&str>, body: String) {
         self.shared.refuse_next.lock().expect("proxy lock").push((
             operation.to_owned(),
             containing.map(str::to_owned),
-            error_type.to_owned(),
+            body,
         ));
     }
 
@@ -355,9 +375,9 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                             })
                             .map(|i| refuse_next.remove(i).2)
                     };
-                    if let Some(error_type) = refusal {
+                    if let Some(body) = refusal {
                         shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().throttled += 1);
-                        let _ = client.write_all(service_error(&error_type).as_bytes()).await;
+                        let _ = client.write_all(service_error(&body).as_bytes()).await;
                         return;
                     }
                     if faults.throttle_every > 0 && nth % faults.throttle_every == 0 {
