@@ -245,3 +245,46 @@ async fn a_namespace_holds_at_most_100_path_locks_of_one_intention_mode() {
     };
     client.release_set(&set).await;
 }
+
+/// An exclusive acquirer of an item that only path locks below hold with intentions places its
+/// marker there, as it does behind readers, and new path locks below stop taking their
+/// intentions: its announce required readers of the item itself, was refused, and overlapping
+/// path locks below kept it out until its deadline (found by review).
+#[tokio::test]
+async fn an_exclusive_acquirer_behind_intentions_stops_new_path_locks_below() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writer = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let root = unique("intended");
+    let (ab, ac) = (path(&root, &["B"]), path(&root, &["C"]));
+    let SetAttempt::Acquired(reading) = try_path(&direct, &ab, Mode::Shared, "r1").await else {
+        panic!("a free path is taken");
+    };
+    let item = path(&root, &[]).resource();
+    let waiting = tokio::spawn({
+        let (writer, item) = (writer.clone(), item.clone());
+        async move {
+            writer
+                .acquire(&item, &opts("w").timeout(Duration::from_secs(60)))
+                .await
+        }
+    });
+    proxy
+        .wait_for("UpdateItem", |counts| counts.answered >= 1)
+        .await;
+    let marked = ddb_lock_test_kit::raw_item(&item).await.expect("the item");
+    assert!(
+        marked.contains_key("WriterWaiting"),
+        "no marker: {marked:?}"
+    );
+    assert!(
+        matches!(
+            try_path(&direct, &ac, Mode::Shared, "r2").await,
+            SetAttempt::Held { .. }
+        ),
+        "a new path lock below took its intention past the waiting writer"
+    );
+    direct.release_set(&reading).await;
+    let w = waiting.await.unwrap().expect("the writer gets the item");
+    assert_eq!(w.owner(), "w");
+}
