@@ -483,16 +483,20 @@ impl Holds {
         }
     }
 
-    /// Whether this client holds the lock of `handle` in another mode than the handle's (an
-    /// intention's id labelled shared, a shared hold's id in a handle left exclusive): a request
-    /// made with such a handle changes nothing of the hold, and must neither forget it nor stop
-    /// its guards (a release or an extension answered `NotFound` or `ModeMismatch` for it did,
-    /// and `release_all` then left the real hold, its guard saying held, to its lease).
-    pub(crate) fn held_in_another_mode(&self, handle: &LockHandle) -> bool {
+    /// Whether this client holds the lock of `handle`'s id under another handle: in another mode
+    /// than the handle's (an intention's id labelled shared, a shared hold's id in a handle left
+    /// exclusive), or for another owner (a handle rebuilt with a default owner). A request made
+    /// with such a handle changes nothing of the hold (its condition names the mode's entry and
+    /// the owner), and must neither forget it nor stop its guards (a release or an extension
+    /// answered `NotFound`, `NotOwner` or `ModeMismatch` for it did, and the real hold, its guard
+    /// stopped or saying held, was left to its lease).
+    pub(crate) fn held_by_another_handle(&self, handle: &LockHandle) -> bool {
         self.inner()
             .held
             .get(&handle.lock_id())
-            .is_some_and(|hold| hold.handle.mode() != handle.mode())
+            .is_some_and(|hold| {
+                hold.handle.mode() != handle.mode() || hold.handle.owner() != handle.owner()
+            })
     }
 
     /// The client no longer holds the lock `lock_id`.

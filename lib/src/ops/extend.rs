@@ -132,13 +132,14 @@ pub(crate) async fn extend(
         // its caller counted on while the release took the lock away.
         Ok(_) if ended_here(table, handle) => Ok(ExtendOutcome::NotFound),
         Ok(record) => Ok(extended(table, &extension, record, sent)),
-        // A handle of another mode than this client's hold finds nothing of its own: the hold
-        // is left as it is (it was stopped and forgotten, its guard saying lost while it stood).
-        Err(outcome) if table.holds.held_in_another_mode(handle) => {
+        // A handle of another mode or owner than this client's hold finds nothing of its own:
+        // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
+        // it stood).
+        Err(outcome) if table.holds.held_by_another_handle(handle) => {
             warn!(
                 resource = handle.resource(),
                 ?outcome,
-                "lock not extended: the handle's mode is not the one it was taken in"
+                "lock not extended: the handle's mode or owner is not the one it was taken with"
             );
             Ok(outcome)
         }
@@ -163,7 +164,7 @@ pub(crate) async fn extend(
 /// release's outcome may be unknown), for a handle of the mode it holds it in (one of another mode
 /// changes nothing of the hold).
 fn ended_here(table: &LockTable, handle: &LockHandle) -> bool {
-    table.holds.being_released(handle.lock_id()) && !table.holds.held_in_another_mode(handle)
+    table.holds.being_released(handle.lock_id()) && !table.holds.held_by_another_handle(handle)
 }
 
 /// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with

@@ -141,12 +141,13 @@ pub(crate) fn start(
     // From here the lock may be free at any moment: no guard of it says "held" any more, and
     // this client hands it back to no idempotent acquisition. Not for a handle of another mode
     // than the hold this client took, which the item refuses (a set mode's, with
-    // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`): marked first, the real
-    // hold's guards turned lost and its heartbeat stopped, for a release that changed nothing.
+    // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`), nor of another owner
+    // (`NotOwner`): marked first, the real hold's guards turned lost and its heartbeat stopped,
+    // for a release that changed nothing.
     let mismatched = lock_id.is_some_and(|lock_id| {
         table
             .holds
-            .held_in_another_mode(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
+            .held_by_another_handle(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
     });
     match lock_id {
         _ if mismatched => {}

@@ -445,3 +445,43 @@ async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_meanwhile()
         ReleaseOutcome::Released
     );
 }
+
+/// A release or an extension by a handle with the lock's id but another owner (a caller that
+/// rebuilt the handle with its default owner) changes nothing of the lock, and the client keeps
+/// it: its guard stays held, and `release_all` ends it. The client stopped the guard (taken over,
+/// by its own holder) and forgot the hold, which stayed held by nobody for its lease (found by
+/// review).
+#[tokio::test]
+async fn a_handle_of_another_owner_leaves_the_hold_to_its_client() {
+    let client = lock_client().await;
+    let resource = unique("owner-mismatch-kept");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let lock_id = guard.lock().unwrap().lock_id();
+    let wrong = ddb_lock::LockHandle::new(&resource, "bob", lock_id);
+    let extended = client
+        .extend(&wrong, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(
+        matches!(extended, ExtendOutcome::NotOwner { .. }),
+        "{extended:?}"
+    );
+    let released = client.release(&wrong).await.unwrap();
+    assert!(
+        matches!(released, ReleaseOutcome::NotOwner { .. }),
+        "{released:?}"
+    );
+    assert!(guard.is_held(), "the guard of the real hold was stopped");
+    let ended = client.release_all().await;
+    assert!(
+        ended
+            .iter()
+            .any(|(handle, outcome)| handle.lock_id() == lock_id
+                && matches!(outcome, Ok(ReleaseOutcome::Released))),
+        "release_all did not end the hold: {ended:?}"
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
