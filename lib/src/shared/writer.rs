@@ -27,9 +27,8 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tracing::debug;
 
-/// The marker is set only over shared or intention holders (path locks below), and never shortens
-/// another writer's.
-const ANNOUNCE_CONDITION: &str = "attribute_exists(#lock_id) AND (attribute_exists(#shared) OR attribute_exists(#intent_shared) OR attribute_exists(#intent_exclusive)) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :until)";
+/// The marker is set only over shared holders, and never shortens another writer's.
+const ANNOUNCE_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_exists(#shared) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :until)";
 const ANNOUNCE_UPDATE: &str = "SET #writer_waiting = :writer";
 /// A writer withdraws only its own marker.
 const WITHDRAW_CONDITION: &str =
