@@ -91,10 +91,14 @@ pub async fn release(
         println!("released `{key}`");
     } else if answer.reason == Some(reason::ALREADY_RELEASED) {
         println!("nothing to release: `{key}` of `{owner}` was released already");
+    } else if answer.reason == Some(reason::UNCONFIRMED) {
+        println!("released `{key}`, unconfirmed: its answer was lost, and sent again it found the lock gone");
     } else {
         println!("nothing to release: `{key}` of `{owner}` was already released, or expired");
     }
-    Ok(if answer.released { 0 } else { NOT_DONE })
+    // Unconfirmed: gone either way, most likely by its first send; not "nothing done".
+    let gone = answer.released || answer.reason == Some(reason::UNCONFIRMED);
+    Ok(if gone { 0 } else { NOT_DONE })
 }
 
 /// `force-release KEY --yes`.

@@ -245,6 +245,10 @@ async fn acquire<R>(
 async fn release(guard: LockGuard, full_key: &str) {
     match guard.release().await {
         Ok(ReleaseOutcome::Released) => debug!(full_key, "invocation's lock released"),
+        Ok(ReleaseOutcome::Unconfirmed) => debug!(
+            full_key,
+            "invocation's lock released, unconfirmed (sent again after a lost answer, it found the lock gone)"
+        ),
         Ok(outcome) => warn!(
             full_key,
             ?outcome,

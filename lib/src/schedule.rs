@@ -361,7 +361,9 @@ impl Scheduler {
         // Taken more than a lease after the tick's start, by the reading its condition compared:
         // the lock it found had lapsed, and its holder may have run the tick (a node held up
         // between the check above and its request ran the tick again; found by review). The
-        // lock is kept until its expiry, as a tick's lock always is.
+        // lock is kept until its expiry, as a tick's lock always is. (Read on the backend's
+        // clock, which the scheduler's must agree with to within a lease, as both reading the
+        // system clock do: one behind by more would find every tick missed.)
         let late_at_lock = (lock.acquired_at() - job.tick_start(tick)).to_std();
         if late_at_lock.is_ok_and(|late| late > job.lease()) {
             info!(job = %job.id, tick, "tick missed: its lock was taken after a lease past its start");

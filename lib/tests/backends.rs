@@ -457,3 +457,19 @@ async fn a_try_lock_behind_a_stuck_release_still_answers() {
     assert!(stuck.deliver().await);
     locks.flush().await;
 }
+
+/// A release whose answer was lost, sent again and finding the lock gone (its first send's
+/// doing, as far as anyone can tell), is a release, as the memory backend, which loses no
+/// answer, says: the DynamoDB backend said not held.
+#[tokio::test]
+async fn a_release_whose_answer_was_lost_is_released() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let locks = DynamoDbBackend::new(ddb_lock_test_kit::client_through(&proxy, None));
+    let key = unique("backend/release-answer-lost");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    proxy.drop_next_answer("DeleteItem");
+    locks.release(a).await.expect("released");
+    assert!(proxy.counts("DeleteItem").requests >= 2, "sent again");
+    assert!(locks.try_lock(&key, TTL).await.unwrap().is_some());
+}

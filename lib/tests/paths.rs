@@ -245,3 +245,42 @@ async fn a_namespace_holds_at_most_100_path_locks_of_one_intention_mode() {
     };
     client.release_set(&set).await;
 }
+
+/// A holder of a path lock takes another below the same ancestor while an exclusive acquirer of
+/// that ancestor waits for it: the waiter places no marker over intentions, which would hold the
+/// second path lock until the waiter's deadline while the waiter waits for the first (tried and
+/// reverted: a review found it; the waiter is not preferred over path locks below).
+#[tokio::test]
+async fn a_path_holder_takes_a_sibling_while_a_writer_waits_for_their_ancestor() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writer = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let root = unique("nested");
+    let (ab, ac) = (path(&root, &["B"]), path(&root, &["C"]));
+    let SetAttempt::Acquired(first) = try_path(&direct, &ab, Mode::Exclusive, "r1").await else {
+        panic!("a free path is taken");
+    };
+    let ancestor = path(&root, &[]).resource();
+    let waiting = tokio::spawn({
+        let (writer, ancestor) = (writer.clone(), ancestor.clone());
+        async move {
+            writer
+                .acquire(&ancestor, &opts("w").timeout(Duration::from_secs(60)))
+                .await
+        }
+    });
+    // Its announce answered (refused, for intentions alone).
+    proxy
+        .wait_for("UpdateItem", |counts| counts.answered >= 1)
+        .await;
+    let SetAttempt::Acquired(second) = try_path(&direct, &ac, Mode::Exclusive, "r1").await else {
+        panic!("the sibling waited behind the writer that waits for its holder");
+    };
+    direct.release_set(&first).await;
+    direct.release_set(&second).await;
+    let w = waiting
+        .await
+        .unwrap()
+        .expect("the writer gets the ancestor");
+    assert_eq!(w.owner(), "w");
+}

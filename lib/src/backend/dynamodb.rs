@@ -222,13 +222,15 @@ impl LockBackend for DynamoDbBackend {
     }
 }
 
-/// A release's outcome as the trait answers it: `NotHeld` unless it released.
+/// A release's outcome as the trait answers it: `NotHeld` unless it released, or was sent again
+/// after a lost answer and found the lock gone (its first send's doing, as far as anyone can
+/// tell: the memory backend, which loses no answer, says released).
 fn released_or_not(
     released: Result<ReleaseOutcome, Error>,
     lock: &BackendLock,
 ) -> Result<(), BackendError> {
     match released? {
-        ReleaseOutcome::Released => Ok(()),
+        ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed => Ok(()),
         _ => Err(BackendError::not_held(lock.key())),
     }
 }

@@ -153,8 +153,10 @@ async fn main() {
             let seq = history.invoke(Op::Release, lock.resource(), token);
             let outcome = match client.release(lock).await {
                 Ok(ReleaseOutcome::Released) => Outcome::Ok,
+                // Sent again after a lost answer, the lock gone: released by its first send,
+                // or lost before; unknown.
+                Ok(ReleaseOutcome::Unconfirmed) | Err(_) => Outcome::Info,
                 Ok(_) => Outcome::Fail,
-                Err(_) => Outcome::Info,
             };
             history.complete(seq, Op::Release, lock.resource(), outcome, token, None);
         }
