@@ -95,6 +95,23 @@ pub async fn hold(client: &LockClient, resource: &str, owner: &str, lease: Durat
         .unwrap_or_else(|| panic!("{resource} should have been free for {owner}"))
 }
 
+/// Releases everything `client` holds ([`LockClient::release_all`]) and asserts that it released
+/// the lock `lock_id` (`context` names the case in a failure).
+pub async fn assert_release_all_releases(
+    client: &LockClient,
+    lock_id: ddb_lock::LockId,
+    context: &str,
+) {
+    let ended = client.release_all().await;
+    assert!(
+        ended
+            .iter()
+            .any(|(handle, outcome)| handle.lock_id() == lock_id
+                && matches!(outcome, Ok(ddb_lock::ReleaseOutcome::Released))),
+        "{context}: release_all did not end the hold: {ended:?}"
+    );
+}
+
 /// A resource name no other test uses.
 pub fn unique(name: &str) -> String {
     format!("{name}-{}", uuid::Uuid::new_v4())

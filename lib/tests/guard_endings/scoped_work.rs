@@ -30,23 +30,79 @@ fn taken_by_bob(result: &Result<u32, Error>) -> bool {
         if matches!(&**reason, LockLost::TakenOver { holder } if holder.owner == "bob"))
 }
 
-#[tokio::test]
-async fn with_lock_whose_lock_was_taken_during_the_work_is_lost() {
-    let client = lock_client().await;
-    let resource = unique("with-lock-taken-during-work");
-    // A heartbeat too slow to notice within the work: only the release can tell.
+/// How the work takes its lock away from under itself.
+#[derive(Clone, Copy)]
+enum Away {
+    /// [`take_away`]: bob holds it at the release.
+    ToBob,
+    /// [`force_away`]: free at the release.
+    Forced,
+}
+
+impl Away {
+    async fn run(self, resource: &str) {
+        match self {
+            Away::ToBob => take_away(resource).await,
+            Away::Forced => force_away(resource).await,
+        }
+    }
+}
+
+/// `with_lock` on a resource of its own (named after `name`) whose work takes its lock away,
+/// with a heartbeat too slow to notice within the work: only the release can tell. Its result,
+/// and the resource.
+async fn with_lock_losing(
+    client: &LockClient,
+    name: &str,
+    away: Away,
+) -> (Result<u32, Error>, String) {
+    let resource = unique(name);
     let result = timeout(
         PATIENCE,
         client.with_lock(&resource, &guard_options("alice", 60_000, 20_000), |_| {
             let resource = resource.clone();
             async move {
-                take_away(&resource).await;
+                away.run(&resource).await;
                 Ok::<_, Error>(42)
             }
         }),
     )
     .await
     .expect("the work ends");
+    (result, resource)
+}
+
+/// `with_lock_set` on two resources of their own whose work takes the second's lock away. Its
+/// result, and the two resources.
+async fn with_lock_set_losing(
+    client: &LockClient,
+    away: Away,
+) -> (Result<u32, Error>, String, String) {
+    let (first, second) = (unique("set-lost-a"), unique("set-lost-b"));
+    let result = timeout(
+        PATIENCE,
+        client.with_lock_set(
+            &[(&first, Mode::Exclusive), (&second, Mode::Exclusive)],
+            &guard_options("alice", 60_000, 20_000),
+            |_| {
+                let second = second.clone();
+                async move {
+                    away.run(&second).await;
+                    Ok::<_, Error>(42)
+                }
+            },
+        ),
+    )
+    .await
+    .expect("the work ends");
+    (result, first, second)
+}
+
+#[tokio::test]
+async fn with_lock_whose_lock_was_taken_during_the_work_is_lost() {
+    let client = lock_client().await;
+    let (result, resource) =
+        with_lock_losing(&client, "with-lock-taken-during-work", Away::ToBob).await;
     assert!(taken_by_bob(&result), "{result:?}");
     let status = client.status(&resource).await.unwrap();
     assert!(
@@ -58,23 +114,7 @@ async fn with_lock_whose_lock_was_taken_during_the_work_is_lost() {
 #[tokio::test]
 async fn with_lock_set_whose_member_was_taken_during_the_work_is_lost() {
     let client = lock_client().await;
-    let (first, second) = (unique("set-taken-a"), unique("set-taken-b"));
-    let result = timeout(
-        PATIENCE,
-        client.with_lock_set(
-            &[(&first, Mode::Exclusive), (&second, Mode::Exclusive)],
-            &guard_options("alice", 60_000, 20_000),
-            |_| {
-                let second = second.clone();
-                async move {
-                    take_away(&second).await;
-                    Ok::<_, Error>(42)
-                }
-            },
-        ),
-    )
-    .await
-    .expect("the work ends");
+    let (result, first, second) = with_lock_set_losing(&client, Away::ToBob).await;
     assert!(taken_by_bob(&result), "{result:?}");
     assert!(
         matches!(&result, Err(Error::Lost { resource, .. }) if *resource == second),
@@ -89,37 +129,9 @@ async fn with_lock_set_whose_member_was_taken_during_the_work_is_lost() {
 #[tokio::test]
 async fn with_lock_and_with_lock_set_whose_lock_was_force_released_during_the_work_are_lost() {
     let client = lock_client().await;
-    let resource = unique("with-lock-forced-during-work");
-    let result = timeout(
-        PATIENCE,
-        client.with_lock(&resource, &guard_options("alice", 60_000, 20_000), |_| {
-            let resource = resource.clone();
-            async move {
-                force_away(&resource).await;
-                Ok::<_, Error>(42)
-            }
-        }),
-    )
-    .await
-    .expect("the work ends");
+    let (result, _) = with_lock_losing(&client, "with-lock-forced-during-work", Away::Forced).await;
     assert!(not_found(&result), "{result:?}");
-    let (first, second) = (unique("set-forced-a"), unique("set-forced-b"));
-    let result = timeout(
-        PATIENCE,
-        client.with_lock_set(
-            &[(&first, Mode::Exclusive), (&second, Mode::Exclusive)],
-            &guard_options("alice", 60_000, 20_000),
-            |_| {
-                let second = second.clone();
-                async move {
-                    force_away(&second).await;
-                    Ok::<_, Error>(42)
-                }
-            },
-        ),
-    )
-    .await
-    .expect("the work ends");
+    let (result, first, second) = with_lock_set_losing(&client, Away::Forced).await;
     assert!(
         matches!(&result, Err(Error::Lost { resource, .. }) if *resource == second)
             && not_found(&result),

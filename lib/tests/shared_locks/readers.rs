@@ -567,14 +567,8 @@ async fn a_handle_of_another_mode_leaves_the_hold_to_its_client() {
             guard.is_held(),
             "{taken:?} as {given:?}: the guard was stopped"
         );
-        let ended = client.release_all().await;
-        assert!(
-            ended
-                .iter()
-                .any(|(handle, outcome)| handle.lock_id() == lock_id
-                    && matches!(outcome, Ok(ReleaseOutcome::Released))),
-            "{taken:?} as {given:?}: release_all did not end the hold: {ended:?}"
-        );
+        let context = format!("{taken:?} as {given:?}");
+        ddb_lock_test_kit::assert_release_all_releases(&client, lock_id, &context).await;
         assert!(
             !guard.is_held(),
             "{taken:?} as {given:?}: the guard says held"
