@@ -121,14 +121,7 @@ pub(crate) fn start(
     release: &Release<'_>,
     change: &DataChange<'_>,
 ) -> Result<bool, Error> {
-    let Release {
-        resource,
-        owner,
-        lock_id,
-        acquired_by,
-        mode,
-        ..
-    } = *release;
+    let (resource, owner, mode) = (release.resource, release.owner, release.mode);
     // Refused before anything changes: a release so refused stopped the lock's guards, and the
     // lock stayed taken by nobody for its lease.
     if mode != Mode::Exclusive && !matches!(change, DataChange::Keep) {
@@ -144,19 +137,19 @@ pub(crate) fn start(
     // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`), nor of another owner
     // (`NotOwner`): marked first, the real hold's guards turned lost and its heartbeat stopped,
     // for a release that changed nothing.
-    let mismatched = lock_id.is_some_and(|lock_id| {
+    let mismatched = release.lock_id.is_some_and(|lock_id| {
         table
             .holds
             .held_by_another_handle(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
     });
-    match lock_id {
+    match release.lock_id {
         _ if mismatched => {}
         Some(lock_id) => table
             .holds
             .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
         None => table
             .holds
-            .releases_start_on(resource, Some(owner), acquired_by),
+            .releases_start_on(resource, Some(owner), release.acquired_by),
     }
     Ok(mismatched)
 }
