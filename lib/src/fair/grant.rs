@@ -269,6 +269,12 @@ fn grant_write(
     if table.delete_on_release {
         // A fresh holder has no payload; a client that keeps items keeps it for the next one.
         remove.push("#data".to_owned());
+    } else {
+        // The record of the previous holder's release (one that replaced the payload clears the
+        // holder and keeps the line): left on the granted item, a release of the grantee that
+        // found its lock lost answered `AlreadyReleased` with that time, and `with_lock` took
+        // it for no loss (found by review), as a kept acquisition removes it.
+        remove.extend(["#released_by".to_owned(), "#released_at".to_owned()]);
     }
     let update = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
     let condition = clauses.join(" AND ");

@@ -1,11 +1,15 @@
 //! Waiters are granted in the order they joined, and a holder hands the lock over in its
 //! release: in one more request, or in one where its grant showed the line; a line gone stale by
-//! the release still goes to the waiter there; a free lock is taken in one request.
+//! the release still goes to the waiter there; a free lock is taken in one request; a grant
+//! carries no record of the previous holder's release.
 
 use super::{fair, join_as_middle, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::{Error, LockStatus, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{endpoint, hold, lock_client, quickly_retrying_client, raw_item, unique};
+use ddb_lock_test_kit::{
+    builder, dynamodb, endpoint, hold, lock_client, quickly_retrying_client, raw_item, string_attr,
+    unique,
+};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -294,4 +298,36 @@ async fn a_lapsed_holders_release_meets_the_waiter_that_took_over() {
         "the release left the new holder's lock as it was"
     );
     last.release(&took_over).await.unwrap();
+}
+
+/// On a client that keeps items, a holder's release that replaces the payload clears the holder
+/// and records its release, keeping the line; the waiter grants itself the lock. The grant
+/// removes that record, as a kept acquisition does: left on the granted item, a release of the
+/// grantee that found its lock lost said `AlreadyReleased` at the previous holder's time, which
+/// `with_lock` took for no loss (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_after_a_release_with_a_payload_carries_no_release_record() {
+    let _ = lock_client().await;
+    let kept = || {
+        builder(dynamodb())
+            .delete_on_release(false)
+            .build()
+            .unwrap()
+    };
+    let (first, middle) = (kept(), kept());
+    let resource = unique("fair-grant-release-record");
+    let lock = first.acquire(&resource, &fair("first")).await.unwrap();
+    let waiting = join_as_middle(&first, &middle, &resource).await;
+    first
+        .release_and_replace_data(&lock, Some(b"next".to_vec()))
+        .await
+        .unwrap();
+    let granted = waiting.await.unwrap().unwrap();
+    let item = raw_item(&resource).await.unwrap();
+    assert_eq!(string_attr(&item, "Owner"), "middle");
+    assert!(
+        !item.contains_key("ReleasedAt") && !item.contains_key("ReleasedBy"),
+        "the granted item carries the previous release: {item:?}"
+    );
+    middle.release(&granted).await.unwrap();
 }
