@@ -167,6 +167,9 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
     // the look before (if that one showed another holder), before the send of the first look that
     // showed it.
     let (mut seen_holder, mut granted_between, mut previous_sent) = (None, None, None);
+    // The last live reader seen holding the lapsed lock: who the waiter waited for, when it times
+    // out without an exclusive holder (it said the wait failed in transaction conflicts).
+    let mut reader_seen = None;
     loop {
         let (sent, item) = match seen.take() {
             Some(seen) => seen,
@@ -218,6 +221,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
                 // deadlines; found by review). The grant that ends the wait removes it.
                 Some(SharedRefusal::Live(reader)) => {
                     marker.refused_by_readers(&reader, wait.deadline).await;
+                    reader_seen = Some(reader);
                     None
                 }
                 None => Some(grant::send(table, resource, &item, Over::Lapsed).await?),
@@ -258,7 +262,9 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
             }
             return match left {
                 Left::Granted(item) => granted(table, &handle, &item, sent).map(Turn::Granted),
-                Left::Gone | Left::NotInLine | Left::Stuck => Ok(Turn::TimedOut(holder)),
+                Left::Gone | Left::NotInLine | Left::Stuck => {
+                    Ok(Turn::TimedOut(holder.or(reader_seen)))
+                }
             };
         }
         last_sent = sent;

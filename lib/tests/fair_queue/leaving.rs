@@ -303,3 +303,38 @@ async fn waiter_behind_a_holder() -> (
     line_becomes(&holder, &resource, &["w"]).await;
     (holder, resource, task, granted)
 }
+
+/// A waiter that joined first (its client last saw the line) and whose deadline passes while a
+/// live reader holds the lapsed lock, no exclusive holder left, times out naming the reader: it
+/// said the wait failed in transaction conflicts (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_joined_first_times_out_behind_a_reader_of_the_lapsed_lock() {
+    let holder = lock_client().await;
+    let resource = unique("fair-timeout-behind-reader");
+    hold(&holder, &resource, "holder", LEASE).await;
+    let waiter = lock_client().await;
+    // Refused, it joins and times out: its client has seen the line, and joins first next time.
+    let first = waiter
+        .acquire(&resource, &fair("w").timeout(Duration::from_millis(100)))
+        .await;
+    assert!(matches!(first, Err(Error::Timeout { .. })), "{first:?}");
+    let waiting = tokio::spawn({
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        async move {
+            waiter
+                .acquire(&resource, &fair("w").timeout(Duration::from_secs(2)))
+                .await
+        }
+    });
+    line_becomes(&holder, &resource, &["w"]).await;
+    reader_took_the_lapsed_lock(
+        &resource,
+        chrono::Utc::now() + chrono::TimeDelta::seconds(60),
+    )
+    .await;
+    let result = waiting.await.unwrap();
+    assert!(
+        matches!(&result, Err(Error::Timeout { holder, .. }) if holder.owner == "reader"),
+        "{result:?}"
+    );
+}
