@@ -94,6 +94,23 @@ pub(crate) fn first_live(
         .find(|(_, entry)| !entry.gave_up_at(now) && Some(entry.lock_id) != holder)
 }
 
+/// The most dead entries one grant removes (those before the grantee; the others stay in line,
+/// passed over by the grants after it): each adds a clause and a name, and an expression over
+/// DynamoDB's 4 KB (about 170 of them) was refused, and the line with it, until a force release
+/// (found by review).
+const MAX_REMOVED_DEAD: usize = 40;
+
+/// The places in a line of `len` a grant to the waiter at `place` removes, in order: the dead
+/// entries before it, the first [`MAX_REMOVED_DEAD`] of them, and its own. Whether they are the
+/// whole line.
+fn removed_places(place: usize, len: usize) -> (Vec<usize>, bool) {
+    let places: Vec<usize> = (0..place.min(MAX_REMOVED_DEAD))
+        .chain(std::iter::once(place))
+        .collect();
+    let whole = places.len() == len;
+    (places, whole)
+}
+
 /// One grant's update of the lock item, its condition and their names and values.
 struct GrantWrite {
     update: String,
@@ -213,6 +230,7 @@ fn grant_write(
     timing: Option<LineTiming>,
 ) -> Result<GrantWrite, Error> {
     let to = &line[place];
+    let (removed, whole_line) = removed_places(place, line.len());
     let mut values = Item::from([
         (":to".to_owned(), s(to.lock_id.to_string())),
         (":to_owner".to_owned(), s(&to.waiter.owner)),
@@ -222,7 +240,7 @@ fn grant_write(
         (":lease_ms".to_owned(), item::millis(to.waiter.lease)),
         (
             ":removed".to_owned(),
-            AttributeValue::N((place + 1).to_string()),
+            AttributeValue::N(removed.len().to_string()),
         ),
     ]);
     let mut set = vec![
@@ -240,7 +258,7 @@ fn grant_write(
     if let Some(timing) = timing {
         timing.write(&mut set, &mut values);
     }
-    let mut remove: Vec<String> = (0..=place).map(|i| format!("#e{i}")).collect();
+    let mut remove: Vec<String> = removed.iter().map(|i| format!("#e{i}")).collect();
     let mut clauses = vec![match over {
         Over::Released { lock_id, owner, .. } => {
             values.insert(":holder".to_owned(), s(lock_id.to_string()));
@@ -249,16 +267,16 @@ fn grant_write(
         }
         Over::Lapsed => LAPSED.to_owned(),
     }];
-    for (i, entry) in line.iter().take(place + 1).enumerate() {
+    for &i in &removed {
         clauses.push(format!("#queue[{i}] = :q{i}"));
-        values.insert(format!(":q{i}"), s(entry.lock_id.to_string()));
+        values.insert(format!(":q{i}"), s(line[i].lock_id.to_string()));
     }
-    if line.len() == place + 1 {
+    if whole_line {
         clauses.push("size(#queue) = :removed".to_owned());
         remove.push("#queue".to_owned());
     } else {
         clauses.push("size(#queue) > :removed".to_owned());
-        remove.extend((0..=place).map(|i| format!("#queue[{i}]")));
+        remove.extend(removed.iter().map(|i| format!("#queue[{i}]")));
     }
     if to.fenced {
         set.push("#fencing_token = :fencing_token");
@@ -279,8 +297,8 @@ fn grant_write(
     let update = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
     let condition = clauses.join(" AND ");
     let mut names = table.names_for(&[&update, &condition]);
-    for (i, entry) in line.iter().take(place + 1).enumerate() {
-        names.insert(format!("#e{i}"), line::attribute(entry.lock_id));
+    for &i in &removed {
+        names.insert(format!("#e{i}"), line::attribute(line[i].lock_id));
     }
     Ok(GrantWrite {
         update,
@@ -460,6 +478,17 @@ mod tests {
     use crate::schema::tests::assert_every_placeholder_named;
     use chrono::{TimeDelta, TimeZone};
     use std::time::Duration;
+
+    #[test]
+    fn a_grant_removes_at_most_forty_dead_entries_before_its_own() {
+        assert_eq!(removed_places(0, 1), (vec![0], true));
+        assert_eq!(removed_places(2, 5), (vec![0, 1, 2], false));
+        let (places, whole) = removed_places(200, 201);
+        assert_eq!(places.len(), MAX_REMOVED_DEAD + 1);
+        assert_eq!(places.last(), Some(&200));
+        assert_eq!(places[MAX_REMOVED_DEAD - 1], MAX_REMOVED_DEAD - 1);
+        assert!(!whole);
+    }
 
     fn entry(until: Option<DateTime<Utc>>) -> Entry {
         Entry {

@@ -4,7 +4,8 @@
 //! holder is taken by a fair acquirer.
 
 use super::{
-    add_dead_waiter, fair, line, line_becomes, reader_took_the_lapsed_lock, spawn_waiter, LEASE,
+    add_dead_waiter, add_dead_waiters, fair, line, line_becomes, reader_took_the_lapsed_lock,
+    spawn_waiter, LEASE,
 };
 use ddb_lock::{Error, ReleaseOutcome};
 use ddb_lock_test_kit::{
@@ -336,5 +337,43 @@ async fn a_waiter_that_joined_first_times_out_behind_a_reader_of_the_lapsed_lock
     assert!(
         matches!(&result, Err(Error::Timeout { holder, .. }) if holder.owner == "reader"),
         "{result:?}"
+    );
+}
+
+/// Two hundred waiters vanished without leaving stand before a live one: the holder's release
+/// grants the lock to it past them, removing forty of them, and the next grants pass over the
+/// rest. A grant that removed them all went over DynamoDB's 4 KB expression size and was refused,
+/// and the lock with its line stayed unusable to fair acquirers (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_grants_past_a_long_line_of_dead_waiters() {
+    let holder = lock_client().await;
+    let resource = unique("fair-long-dead-line");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    add_dead_waiters(&resource, 200).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let task = spawn_waiter(&resource, "live", fair("live"), granted_tx);
+    loop {
+        let waiting = line(&holder, &resource).await;
+        if waiting.last().is_some_and(|w| w.owner == "live") {
+            assert_eq!(waiting.len(), 201);
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let (owner, live, client) = granted.recv().await.expect("the live waiter is granted");
+    assert_eq!(owner, "live");
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        line(&holder, &resource).await.len(),
+        160,
+        "forty dead entries removed"
+    );
+    assert_eq!(
+        client.release(&live).await.unwrap(),
+        ReleaseOutcome::Released
     );
 }

@@ -80,54 +80,56 @@ async fn join_as_middle(
 /// Puts in `resource`'s line a waiter that vanished without leaving (its process died): its entry
 /// stays, with its deadline, which is already gone. Its `LockID`.
 async fn add_dead_waiter(resource: &str) -> String {
-    let dead = uuid::Uuid::new_v4().to_string();
+    add_dead_waiters(resource, 1).await.remove(0)
+}
+
+/// Puts `n` waiters that vanished without leaving at the end of `resource`'s line, forty to a
+/// request. Their `LockID`s.
+async fn add_dead_waiters(resource: &str, n: usize) -> Vec<String> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let dead: Vec<String> = (0..n).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let now = chrono::Utc::now();
-    let entry = |name: &str, value: String| {
-        (
-            name.to_owned(),
-            aws_sdk_dynamodb::types::AttributeValue::S(value),
-        )
-    };
-    let entry = aws_sdk_dynamodb::types::AttributeValue::M(
-        [
-            entry("LockID", dead.clone()),
-            entry("Owner", "dead".to_owned()),
-            entry("AcquiredAt", ddb_lock::timestamp::format(now)),
-            entry(
-                "ExpiresAt",
-                ddb_lock::timestamp::format(now - chrono::TimeDelta::seconds(1)),
-            ),
-            (
-                "LeaseMs".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::N("60000".to_owned()),
-            ),
-        ]
-        .into(),
-    );
-    dynamodb()
-        .update_item()
-        .table_name(TABLE)
-        .key(
-            "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("LOCK#{resource}")),
-        )
-        .key(
-            "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("LOCK".into()),
-        )
-        .update_expression("SET #queue = :line, #entry = :entry")
-        .expression_attribute_names("#queue", "Queue")
-        .expression_attribute_names("#entry", format!("Queued:{dead}"))
-        .expression_attribute_values(
-            ":line",
-            aws_sdk_dynamodb::types::AttributeValue::L(vec![
-                aws_sdk_dynamodb::types::AttributeValue::S(dead.clone()),
-            ]),
-        )
-        .expression_attribute_values(":entry", entry)
-        .send()
-        .await
-        .unwrap();
+    let s = |value: String| AttributeValue::S(value);
+    for chunk in dead.chunks(40) {
+        let mut update = dynamodb()
+            .update_item()
+            .table_name(TABLE)
+            .key("PK", s(format!("LOCK#{resource}")))
+            .key("SK", s("LOCK".into()))
+            .expression_attribute_names("#queue", "Queue")
+            .expression_attribute_values(
+                ":line",
+                AttributeValue::L(chunk.iter().map(|id| s(id.clone())).collect()),
+            )
+            .expression_attribute_values(":empty", AttributeValue::L(Vec::new()));
+        let mut set = vec!["#queue = list_append(if_not_exists(#queue, :empty), :line)".to_owned()];
+        for (i, id) in chunk.iter().enumerate() {
+            let entry = AttributeValue::M(
+                [
+                    ("LockID".to_owned(), s(id.clone())),
+                    ("Owner".to_owned(), s("dead".to_owned())),
+                    ("AcquiredAt".to_owned(), s(ddb_lock::timestamp::format(now))),
+                    (
+                        "ExpiresAt".to_owned(),
+                        s(ddb_lock::timestamp::format(
+                            now - chrono::TimeDelta::seconds(1),
+                        )),
+                    ),
+                    ("LeaseMs".to_owned(), AttributeValue::N("60000".to_owned())),
+                ]
+                .into(),
+            );
+            set.push(format!("#e{i} = :e{i}"));
+            update = update
+                .expression_attribute_names(format!("#e{i}"), format!("Queued:{id}"))
+                .expression_attribute_values(format!(":e{i}"), entry);
+        }
+        update
+            .update_expression(format!("SET {}", set.join(", ")))
+            .send()
+            .await
+            .unwrap();
+    }
     dead
 }
 
