@@ -2,7 +2,8 @@
 //!
 //! It writes the waiter's `LockID` and `Owner`, `AcquiredAt` now and `ExpiresAt` a lease (the
 //! waiter's) from now by the granting client's clock, a new `Version`, and removes the waiter's
-//! entry, with every waiter before it whose deadline is gone, from the line. Its condition pins
+//! entry, with the waiters before it whose deadline is gone (forty at most: the next grants pass
+//! over the others), and the previous holder's release record, from the line. Its condition pins
 //! what the grant was computed from: each removed waiter still at its place, and the line's size
 //! (exactly those, when the grant empties it and removes `Queue`; more, when some stay), besides
 //! who may grant: the holder releasing ([`Over::Released`]), or anyone once the holder's lease
@@ -287,13 +288,13 @@ fn grant_write(
     if table.delete_on_release {
         // A fresh holder has no payload; a client that keeps items keeps it for the next one.
         remove.push("#data".to_owned());
-    } else {
-        // The record of the previous holder's release (one that replaced the payload clears the
-        // holder and keeps the line): left on the granted item, a release of the grantee that
-        // found its lock lost answered `AlreadyReleased` with that time, and `with_lock` took
-        // it for no loss (found by review), as a kept acquisition removes it.
-        remove.extend(["#released_by".to_owned(), "#released_at".to_owned()]);
     }
+    // The record of the previous holder's release (one by a client that keeps items and replaced
+    // the payload clears the holder and keeps the line), whoever grants: left on the granted
+    // item, a release of the grantee that found its lock lost answered `AlreadyReleased` with
+    // that time, and `with_lock` took it for no loss (found by review), as a kept acquisition
+    // removes it.
+    remove.extend(["#released_by".to_owned(), "#released_at".to_owned()]);
     let update = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
     let condition = clauses.join(" AND ");
     let mut names = table.names_for(&[&update, &condition]);

@@ -197,6 +197,13 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
         let record = table.record(resource, Some(&item))?;
         let holder = record.as_ref().map(|record| record.holder.clone());
         let holder_id = record.as_ref().map(|record| record.lock_id);
+        // Its place among the live waiters: the dead ones ahead (grants remove forty at most)
+        // are passed over, and counted, they had it read at the backoff's largest delay.
+        let wall_now = table.now();
+        let place = waiters[..place]
+            .iter()
+            .filter(|entry| !entry.gave_up_at(wall_now) && Some(entry.lock_id) != holder_id)
+            .count();
         if holder_id != seen_holder || granted_between.is_none() {
             granted_between = Some((seen_holder.and(previous_sent), sent));
             seen_holder = holder_id;

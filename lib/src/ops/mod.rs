@@ -27,8 +27,9 @@ use acquire::{Attempt, Request};
 use std::sync::Arc;
 
 /// How many times an exclusive attempt is made again at once after clearing shared holders whose
-/// leases had ended (each clearing needs every holder it saw still lapsed).
-const MAX_CLEARINGS: usize = 2;
+/// leases had ended (each clearing needs every holder it saw still lapsed), or forty waiters of a
+/// dead line (a fair try: a line of up to two hundred is cleared in one try).
+const MAX_CLEARINGS: usize = 6;
 
 /// One acquisition attempt: a conditional PutItem of a new lock item, or with fencing a
 /// TransactWriteItems of that Put and the fence item's token; in shared mode, the shared
