@@ -250,10 +250,9 @@ impl LockGuard {
     /// first (a `select!`, a timeout), the release goes on, rather than leave the lock held for
     /// the lease the extension wrote while the guard, lost, stays open (found by review).
     async fn release_given_up(&self, lock: &Lock) {
-        // Marked at once, as every release a guard sends from the background: an idempotent
-        // acquisition read before the spawned task first ran was handed back the lock about to
-        // be deleted.
-        self.client.table().holds.release_starts(lock.handle());
+        // (`release_detached` marks the lock as being released at the call, as every release a
+        // guard sends from the background: an idempotent acquisition read before the spawned task
+        // first ran was handed back the lock about to be deleted.)
         if let Err(err) = self.client.release_detached(lock).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
