@@ -329,7 +329,7 @@ async fn release_owned_releases_the_owners_lock_whatever_its_id_and_no_one_elses
 async fn a_release_dropped_at_its_first_await_still_releases() {
     lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let deleting = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let deleting = ddb_lock_test_kit::client_at(&proxy.endpoint());
     let keeping = builder(dynamodb_at(&proxy.endpoint()))
         .delete_on_release(false)
         .build()

@@ -254,7 +254,7 @@ async fn a_namespace_holds_at_most_100_path_locks_of_one_intention_mode() {
 async fn a_path_holder_takes_a_sibling_while_a_writer_waits_for_their_ancestor() {
     let direct = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let writer = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let writer = ddb_lock_test_kit::client_at(&proxy.endpoint());
     let root = unique("nested");
     let (ab, ac) = (path(&root, &["B"]), path(&root, &["C"]));
     let SetAttempt::Acquired(first) = try_path(&direct, &ab, Mode::Exclusive, "r1").await else {

@@ -45,6 +45,13 @@ fn quickly_retrying_builder(endpoint: &str) -> LockClientBuilder {
 }
 
 /// A lock client of the shared table through `proxy`, whose requests the SDK retries quickly,
+/// A client of the shared table at `endpoint` (a proxy's, say), with the SDK's default retries.
+pub fn client_at(endpoint: &str) -> LockClient {
+    builder(crate::endpoint::dynamodb_at(endpoint))
+        .build()
+        .expect("a client")
+}
+
 /// on `clock` if given.
 pub fn client_through(proxy: &Proxy, clock: Option<Arc<AdjustableClock>>) -> LockClient {
     let builder = quickly_retrying_builder(&proxy.endpoint());

@@ -3,12 +3,11 @@
 //! the release still goes to the waiter there; a free lock is taken in one request; a grant
 //! carries no record of the previous holder's release.
 
-use super::{fair, join_as_middle, line, line_becomes, spawn_waiter, LEASE};
+use super::{client_keeping, fair, join_as_middle, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::{Error, LockStatus, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb, endpoint, hold, lock_client, quickly_retrying_client, raw_item, string_attr,
-    unique,
+    endpoint, hold, lock_client, quickly_retrying_client, raw_item, string_attr, unique,
 };
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -308,13 +307,7 @@ async fn a_lapsed_holders_release_meets_the_waiter_that_took_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_after_a_release_with_a_payload_carries_no_release_record() {
     let _ = lock_client().await;
-    let kept = || {
-        builder(dynamodb())
-            .delete_on_release(false)
-            .build()
-            .unwrap()
-    };
-    let (first, middle) = (kept(), kept());
+    let (first, middle) = (client_keeping(true), client_keeping(true));
     let resource = unique("fair-grant-release-record");
     let lock = first.acquire(&resource, &fair("first")).await.unwrap();
     let waiting = join_as_middle(&first, &middle, &resource).await;

@@ -4,8 +4,8 @@
 //! holder is taken by a fair acquirer.
 
 use super::{
-    add_dead_waiter, add_dead_waiters, fair, line, line_becomes, reader_took_the_lapsed_lock,
-    spawn_waiter, LEASE,
+    add_dead_waiter, add_dead_waiters, client_keeping, fair, line, line_becomes,
+    reader_took_the_lapsed_lock, spawn_waiter, LEASE,
 };
 use ddb_lock::{Error, ReleaseOutcome};
 use ddb_lock_test_kit::{
@@ -155,12 +155,7 @@ async fn a_waiter_whose_deadline_is_gone_is_passed_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_item_left_with_a_dead_line_is_taken_by_a_fair_acquirer() {
     let _ = lock_client().await;
-    let kept = || {
-        builder(dynamodb())
-            .delete_on_release(false)
-            .build()
-            .unwrap()
-    };
+    let kept = || client_keeping(true);
     let holder = kept();
     let resource = unique("fair-kept-dead-line");
     let lock = hold(&holder, &resource, "holder", LEASE).await;
@@ -238,10 +233,7 @@ async fn a_fair_try_takes_a_free_lock_whose_line_is_dead() {
     ahead.release(&lock).await.unwrap();
 
     // Keeping items: released with the dead waiter in line, the item stands with no holder.
-    let keeping = builder(dynamodb())
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let keeping = client_keeping(true);
     let resource = unique("fair");
     let kept = hold(&keeping, &resource, "holder", LEASE).await;
     add_dead_waiter(&resource).await;
@@ -351,12 +343,7 @@ async fn a_waiter_that_joined_first_times_out_behind_a_reader_of_the_lapsed_lock
 async fn a_release_grants_past_a_long_line_of_dead_waiters() {
     let _ = lock_client().await;
     for keeping in [false, true] {
-        let client = || {
-            builder(dynamodb())
-                .delete_on_release(!keeping)
-                .build()
-                .unwrap()
-        };
+        let client = || client_keeping(keeping);
         let holder = client();
         let resource = unique("fair-long-dead-line");
         let lock = holder.acquire(&resource, &fair("holder")).await.unwrap();

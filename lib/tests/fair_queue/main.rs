@@ -26,6 +26,15 @@ fn fair(owner: &str) -> AcquireOptions {
         .fair(true)
 }
 
+/// A client of its own that keeps released items (`delete_on_release(false)`) if `keeping`, else
+/// deletes them.
+fn client_keeping(keeping: bool) -> LockClient {
+    ddb_lock_test_kit::builder(dynamodb())
+        .delete_on_release(!keeping)
+        .build()
+        .unwrap()
+}
+
 /// The line of `resource` as `status` shows it (empty unless held).
 async fn line(client: &LockClient, resource: &str) -> Vec<QueuedWaiter> {
     match client.status(resource).await.expect("status") {
