@@ -87,7 +87,9 @@ pub enum ExtendOutcome {
     /// No lock of this acquisition exists any more.
     NotFound,
     /// The lease ended before the extension arrived; nobody has taken the lock yet, but the
-    /// holder's exclusivity lapsed, so the lock is not extended.
+    /// holder's exclusivity lapsed, so the lock is not extended. If an earlier extension of it
+    /// sent through this client may still land (unanswered, or dropped with its request on the
+    /// way), the client has released the lock, so that no late extension holds it again.
     Expired {
         /// When the lease ended.
         expired_at: DateTime<Utc>,

@@ -216,3 +216,45 @@ async fn an_extension_answered_after_its_clients_release_is_not_found() {
 
     assert!(raw_item(&resource).await.is_none());
 }
+
+/// An extension held in the network (its caller gave up on it), then a later one that finds the
+/// lease over (the clock moved past it): answered `Expired`, the lock is not held, yet the late
+/// request, sent while the lease stood, landed after and held the lock for a lease nobody used
+/// (the next acquirer, on the same clock, was refused until it ran out). The client now releases
+/// the lock it finds expired while an earlier extension of it may land.
+#[tokio::test]
+async fn a_late_extension_after_one_found_the_lease_over_holds_nothing() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("extension-late-after-expired");
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(10));
+    let lock = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    let mut late = proxy.delay_next_request("UpdateItem");
+    tokio::select! {
+        answer = client.extend(&lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.advance(Duration::from_secs(11));
+    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+
+    let bob = client_through(&proxy, Some(clock));
+    let taken = bob
+        .try_acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(
+        taken.is_some(),
+        "a lock answered expired is held: {:?}",
+        raw_item(&resource).await
+    );
+    client.flush().await;
+}

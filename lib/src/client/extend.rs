@@ -7,6 +7,7 @@ use crate::lock::LockHandle;
 use crate::ops::extend::{self, DataChange};
 use crate::outcome::ExtendOutcome;
 use std::time::Duration;
+use tracing::warn;
 
 impl LockClient {
     /// Extends a held lock so that its lease ends `lease` from now: one UpdateItem of `ExpiresAt`
@@ -34,7 +35,8 @@ impl LockClient {
         lock: impl AsRef<LockHandle>,
         lease: Duration,
     ) -> Result<ExtendOutcome, Error> {
-        extend::extend(&self.settings.table, lock.as_ref(), lease, DataChange::Keep).await
+        self.extend_changing_data(lock.as_ref(), lease, DataChange::Keep)
+            .await
     }
 
     /// [`extend`](Self::extend), also replacing the payload stored with the lock (`Some`) or
@@ -68,6 +70,27 @@ impl LockClient {
             Some(data) => DataChange::Replace(data),
             None => DataChange::Remove,
         };
-        extend::extend(&self.settings.table, lock.as_ref(), lease, change).await
+        self.extend_changing_data(lock.as_ref(), lease, change)
+            .await
+    }
+
+    /// Extends `handle`'s lock with `change`. An extension that finds the lease over while an
+    /// earlier one of the lock, sent through this client, may still land (unanswered, or dropped
+    /// with its request on the way) releases the lock before it answers: sent while the lease
+    /// stood, that one held the lock again for its lease, answered expired and used by nobody
+    /// (found by review). The release goes on if this future is dropped.
+    async fn extend_changing_data(
+        &self,
+        handle: &LockHandle,
+        lease: Duration,
+        change: DataChange<'_>,
+    ) -> Result<ExtendOutcome, Error> {
+        let answered = extend::extend(&self.settings.table, handle, lease, change).await?;
+        if answered.earlier_may_land {
+            if let Err(err) = self.release_detached(handle).await {
+                warn!(resource = handle.resource(), %err, "could not release a lock an earlier extension may still hold; it expires with that lease");
+            }
+        }
+        Ok(answered.outcome)
     }
 }

@@ -5,7 +5,7 @@ use super::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::holds::Held;
 use crate::limits;
-use crate::lock::{Lock, LockHandle};
+use crate::lock::LockHandle;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
@@ -93,20 +93,19 @@ impl LockClient {
     /// runtime to spawn on.
     pub(crate) fn release_detached<'a>(
         &'a self,
-        lock: &'a Lock,
+        handle: &'a LockHandle,
     ) -> impl std::future::Future<Output = Result<ReleaseOutcome, Error>> + 'a {
         // Marked as being released at the call, not when the task first runs: meanwhile an
         // extension answered said the lock extended, and an idempotent acquisition was handed it
         // back (found by review). Keeping the payload, no mode refuses it.
         let _ = release::start(
             &self.settings.table,
-            &Release::of(lock.handle()),
+            &Release::of(handle),
             &DataChange::Keep,
         );
-        let (client, spawned) = (self.clone(), lock.clone());
-        let answered =
-            self.detached(async move { client.release_retrying(spawned.handle()).await });
-        detached_outcome(answered, lock.resource(), self.release(lock))
+        let (client, spawned) = (self.clone(), handle.clone());
+        let answered = self.detached(async move { client.release_retrying(&spawned).await });
+        detached_outcome(answered, handle.resource(), self.release(handle))
     }
 
     /// Releases `handle` in place, sent again when DynamoDB fails it, each resend read as one

@@ -253,7 +253,7 @@ impl LockGuard {
         // (`release_detached` marks the lock as being released at the call, as every release a
         // guard sends from the background: an idempotent acquisition read before the spawned task
         // first ran was handed back the lock about to be deleted.)
-        if let Err(err) = self.client.release_detached(lock).await {
+        if let Err(err) = self.client.release_detached(lock.handle()).await {
             warn!(resource = lock.resource(), %err, "could not release a lock given up on; it expires with its lease");
         }
     }

@@ -200,6 +200,10 @@ pub(crate) struct LeaseToSend {
     pub(crate) asked: Duration,
     /// The lease written as `LeaseMs`, for waiters under the observed-lease rule.
     pub(crate) written: Duration,
+    /// The latest lease end an earlier extension of the lock sent through this client asked
+    /// for, if any: stored later than the lease end an extension finds, that one was not
+    /// applied, and may be yet (unanswered, or dropped with its request on the way).
+    pub(crate) earlier_end: Option<DateTime<Utc>>,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -456,6 +460,7 @@ impl Holds {
             return LeaseToSend {
                 asked: lease,
                 written: lease,
+                earlier_end: None,
             };
         };
         let past_sent = hold
@@ -476,10 +481,12 @@ impl Holds {
         let end = chrono::TimeDelta::from_std(asked)
             .ok()
             .and_then(|span| now.checked_add_signed(span));
+        let earlier_end = hold.latest_end_sent;
         hold.latest_end_sent = hold.latest_end_sent.max(end);
         LeaseToSend {
             asked,
             written: asked.max(counted_on),
+            earlier_end,
         }
     }
 

@@ -286,7 +286,10 @@ impl LockClient {
         &self,
         set: &LockSet,
     ) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
-        let releases = set.locks.iter().map(|lock| self.release_detached(lock));
+        let releases = set
+            .locks
+            .iter()
+            .map(|lock| self.release_detached(lock.handle()));
         let outcomes = join_all(releases).await;
         set.locks
             .iter()

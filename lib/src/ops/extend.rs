@@ -100,13 +100,24 @@ pub(crate) enum Refusal {
     Lost(ExtendOutcome),
 }
 
+/// An extension's outcome, and what it leaves behind.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) outcome: ExtendOutcome,
+    /// The extension found the lease over while an earlier extension of the lock, sent through
+    /// this client, was not applied: that one may land yet (unanswered, or dropped with its
+    /// request on the way), sent while the lease stood, and hold the lock again for its lease
+    /// while its caller was told it expired. The caller releases it.
+    pub(crate) earlier_may_land: bool,
+}
+
 /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
 pub(crate) async fn extend(
     table: &LockTable,
     handle: &LockHandle,
     lease: Duration,
     change: DataChange<'_>,
-) -> Result<ExtendOutcome, Error> {
+) -> Result<Answered, Error> {
     table.check_handle(handle)?;
     let lease = limits::lease(lease)?;
     if handle.mode() != Mode::Exclusive && !matches!(change, DataChange::Keep) {
@@ -126,12 +137,12 @@ pub(crate) async fn extend(
         change,
         now,
     };
-    match write(table, &extension).await? {
+    let outcome = match write(table, &extension).await? {
         // This client started the lock's release before the answer came:
         // applied ahead of the release's delete, the extension was answered `Extended`, a lease
         // its caller counted on while the release took the lock away.
-        Ok(_) if ended_here(table, handle) => Ok(ExtendOutcome::NotFound),
-        Ok(record) => Ok(extended(table, &extension, record, sent)),
+        Ok(_) if ended_here(table, handle) => ExtendOutcome::NotFound,
+        Ok(record) => extended(table, &extension, record, sent),
         // A handle of another mode or owner than this client's hold finds nothing of its own:
         // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
         // it stood).
@@ -141,7 +152,7 @@ pub(crate) async fn extend(
                 ?outcome,
                 "lock not extended: the handle's mode or owner is not the one it was taken with"
             );
-            Ok(outcome)
+            outcome
         }
         Err(outcome) => {
             if let Err(lost) = outcome.lock_or_lost() {
@@ -155,9 +166,17 @@ pub(crate) async fn extend(
                 ?outcome,
                 "lock not extended"
             );
-            Ok(outcome)
+            outcome
         }
-    }
+    };
+    let earlier_may_land = match &outcome {
+        ExtendOutcome::Expired { expired_at } => leases.earlier_end > Some(*expired_at),
+        _ => false,
+    };
+    Ok(Answered {
+        outcome,
+        earlier_may_land,
+    })
 }
 
 /// Whether this client has started to release `handle`'s lock (answered, failed or not: a failed

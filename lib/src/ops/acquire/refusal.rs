@@ -264,7 +264,7 @@ async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Optio
         lease,
         DataChange::Keep,
     ));
-    match extension.await? {
+    match extension.await?.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
         outcome => {
             debug!(
