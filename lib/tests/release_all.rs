@@ -210,3 +210,39 @@ async fn a_lock_only_extended_here_is_left_to_its_holder() {
         ReleaseOutcome::Released
     );
 }
+
+/// `release_all` while a release of one of the client's locks is on its way (`with_lock`'s, held
+/// in the network): it sent a second release of the lock, which landed first; the first, refused,
+/// found the lock gone, and `with_lock` answered that its work had lost the lock. The lock is now
+/// left to the release on its way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_all_leaves_a_lock_to_its_release_on_the_way() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("all/release-on-its-way");
+    let mut held = proxy.delay_next_request("DeleteItem");
+    let job = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        async move {
+            client
+                .with_lock(&resource, &AcquireOptions::new(), |_| async {
+                    Ok::<_, ddb_lock::Error>(7)
+                })
+                .await
+        }
+    });
+    held.captured().await;
+    let mut all = Box::pin(client.release_all());
+    // Polled once: it takes the client's locks at its first poll.
+    tokio::select! {
+        biased;
+        ended = &mut all => panic!("answered with a release held back: {ended:?}"),
+        () = std::future::ready(()) => {}
+    }
+    assert!(held.deliver().await, "the release reached the endpoint");
+    let ended = all.await;
+    assert!(ended.is_empty(), "released twice: {ended:?}");
+    assert_eq!(job.await.unwrap().unwrap(), 7);
+    assert!(is_free(&client, &resource).await);
+}

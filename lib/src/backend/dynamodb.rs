@@ -6,6 +6,7 @@
 use super::{BackendError, BackendFuture, BackendLock, LockBackend};
 use crate::client::LockClient;
 use crate::error::Error;
+use crate::ops::extend::DataChange;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
 use futures_util::future::{FutureExt, Shared};
@@ -181,7 +182,8 @@ impl LockBackend for DynamoDbBackend {
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
         // Ended at the call, as the memory backend ends it: a renewal made before the spawned
         // release has run is refused, not applied ahead of the delete.
-        self.client
+        let underway = self
+            .client
             .settings
             .table
             .holds
@@ -191,9 +193,12 @@ impl LockBackend for DynamoDbBackend {
         let releasing = self.releasing.clone();
         let (number, ended) = releasing.start(lock.key());
         let spawned = self.client.release_in_background(async move {
+            let _underway = underway;
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
-            let released = client.release_retrying(spawned_lock.handle()).await;
+            let released = client
+                .release_retrying(spawned_lock.handle(), DataChange::Keep)
+                .await;
             releasing.ended(spawned_lock.key(), number);
             let _ = ended.send(());
             let _ = answer.send(released_or_not(released, &spawned_lock));

@@ -98,25 +98,32 @@ impl LockClient {
         // Marked as being released at the call, not when the task first runs: meanwhile an
         // extension answered said the lock extended, and an idempotent acquisition was handed it
         // back (found by review). Keeping the payload, no mode refuses it.
-        let _ = release::start(
+        // On its way from here to the task's answer: `release_all` leaves the lock to it.
+        let underway = release::start(
             &self.settings.table,
             &Release::of(handle),
             &DataChange::Keep,
-        );
+        )
+        .ok()
+        .and_then(|started| started.underway);
         let (client, spawned) = (self.clone(), handle.clone());
-        let answered = self.detached(async move { client.release_retrying(&spawned).await });
+        let answered = self.detached(async move {
+            let _underway = underway;
+            client.release_retrying(&spawned, DataChange::Keep).await
+        });
         detached_outcome(answered, handle.resource(), self.release(handle))
     }
 
-    /// Releases `handle` in place, sent again when DynamoDB fails it, each resend read as one
-    /// ([`release::send_retrying`]): for releases nobody else sends again (a guard's, a set's, a
-    /// backend's).
+    /// Releases `handle` in place making `change` to the payload, sent again when DynamoDB fails
+    /// it, each resend read as one ([`release::send_retrying`]): for releases nobody else sends
+    /// again (a guard's, a set's, a backend's).
     pub(crate) async fn release_retrying(
         &self,
         handle: &LockHandle,
+        change: DataChange<'_>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        release::send_retrying(&self.settings.table, &Release::of(handle)).await
+        release::send_retrying(&self.settings.table, &Release::of(handle), change).await
     }
 
     /// Releases `lock`, remembering it again if the release failed.
@@ -204,7 +211,9 @@ impl LockClient {
         data: Option<Option<Vec<u8>>>,
     ) -> Result<ReleaseOutcome, Error> {
         let table = &self.settings.table;
-        release::start(table, release, &change_of(data.as_ref()))?;
+        // On its way from here to the task's answer: `release_all` leaves the lock to it.
+        let underway =
+            release::start(table, release, &DataChange::of_release(data.as_ref()))?.underway;
         let (client, (resource, owner)) = (
             self.clone(),
             (release.resource.to_owned(), release.owner.to_owned()),
@@ -212,6 +221,7 @@ impl LockClient {
         let (lock_id, acquired_by, mode) = (release.lock_id, release.acquired_by, release.mode);
         let spawned_data = data.clone();
         let answered = self.detached(async move {
+            let _underway = underway;
             let release = Release {
                 resource: &resource,
                 owner: &owner,
@@ -220,10 +230,10 @@ impl LockClient {
                 mode,
                 resent: false,
             };
-            let change = change_of(spawned_data.as_ref());
+            let change = DataChange::of_release(spawned_data.as_ref());
             release::send(&client.settings.table, &release, change).await
         });
-        let in_place = release::send(table, release, change_of(data.as_ref()));
+        let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
         detached_outcome(answered, release.resource, in_place).await
     }
 
@@ -284,15 +294,6 @@ impl LockClient {
         limits::owner(owner)?;
         let release = Release::owned(resource, owner, Some(acquired_by));
         self.release_from_task(&release, None).await
-    }
-}
-
-/// The payload change of a release: none (`None`), or the new payload (`Some(None)` removes it).
-fn change_of(data: Option<&Option<Vec<u8>>>) -> DataChange<'_> {
-    match data {
-        None => DataChange::Keep,
-        Some(None) => DataChange::Remove,
-        Some(Some(data)) => DataChange::Replace(data),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::ops::acquire::{self, Attempt};
 use crate::ops::attempt_acquire;
+use crate::ops::extend::DataChange;
 use crate::ops::inspect;
 use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
@@ -371,7 +372,7 @@ async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<boo
     match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
         Left::Granted(_) => {
             let release = Release::of(handle);
-            let outcome = release::send_retrying(table, &release).await?;
+            let outcome = release::send_retrying(table, &release, DataChange::Keep).await?;
             debug!(
                 resource,
                 ?outcome,

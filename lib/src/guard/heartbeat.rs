@@ -78,7 +78,7 @@ pub(super) async fn extend_until_lost(
     let lock = match &*state.borrow() {
         State::Held(lock) | State::Lost { lock, .. } => lock.clone(),
     };
-    if !super::release_unattended(&client, lock, "guard whose lease ran out") {
+    if !super::release_unattended(&client, lock, None, "guard whose lease ran out") {
         warn!("a guard whose lease ran out could not release outside a runtime; its lock ends with its lease");
     }
 }

@@ -24,6 +24,7 @@ use crate::error::{Error, InvalidInput};
 use crate::fencing::FencingToken;
 use crate::limits;
 use crate::lock::Lock;
+use crate::ops::extend::DataChange;
 use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
 use heartbeat::extend_until_lost;
 use state::{held, lose, settle, wait_for_turn, why_lost, State};
@@ -72,6 +73,9 @@ pub struct LockGuard {
     heartbeat: JoinHandle<()>,
     /// Set once [`release`](Self::release) has its answer: until then Drop releases (again).
     released: bool,
+    /// The payload change [`release_and_replace_data`](Self::release_and_replace_data) asked
+    /// for, if it did: Drop's release makes it too.
+    release_data: Option<Option<Vec<u8>>>,
 }
 
 impl LockGuard {
@@ -115,7 +119,7 @@ impl LockGuard {
             // for that lease while it stayed open; found by review).
             if let (true, Some(settings)) = (expired, settings.upgrade()) {
                 let client = LockClient { settings };
-                if !release_unattended(&client, expired_lock.clone(), "guard found expired") {
+                if !release_unattended(&client, expired_lock.clone(), None, "guard found expired") {
                     warn!("a guard found expired could not release outside a runtime; its lock ends with its lease");
                 }
             }
@@ -132,6 +136,7 @@ impl LockGuard {
             watch: LockWatch { state: receiver },
             heartbeat: task,
             released: false,
+            release_data: None,
         }
     }
 
@@ -202,6 +207,7 @@ impl LockGuard {
             if !release_unattended(
                 &self.client,
                 lock.clone(),
+                None,
                 "guard whose data replacement gave up",
             ) {
                 warn!(resource = lock.resource(), "a lock given up on could not be released outside a runtime; it ends with its lease");
@@ -308,10 +314,15 @@ impl LockGuard {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
+        // As for `release`: a release cancelled at its await, or failed, is covered by Drop,
+        // with the same payload (without it, Drop's copy, landing first, released the lock with
+        // the old payload and this one was refused as already released; found by review). A data
+        // change a shared hold cannot take is refused before anything is sent: Drop releases it
+        // without one, rather than leave the lock to its lease.
+        if lock.mode() == crate::mode::Mode::Exclusive {
+            self.release_data = Some(data.clone());
+        }
         let outcome = self.client.release_and_replace_data(&lock, data).await;
-        // As for `release`: a release cancelled at its await, or failed, is covered by Drop
-        // (without data): a data change a shared hold cannot take is refused before anything is
-        // sent, and the lock was left to its lease.
         self.released = outcome.is_ok();
         outcome
     }
@@ -343,20 +354,29 @@ impl Drop for LockGuard {
             State::Lost { .. } | State::Held(_) => return,
         };
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
-        release_unattended(&self.client, lock, "dropped guard");
+        let data = self.release_data.take();
+        release_unattended(&self.client, lock, data, "dropped guard");
     }
 }
 
 /// Sends the release of `lock`, which nobody waits for (a dropped guard's, a guard's whose lease
 /// ran out), from a task of the client ([`LockClient::flush`] waits for it), tried again when
-/// DynamoDB fails it; `whose` names it in the log. The lock is marked as being released at once,
-/// so that no idempotent acquisition of this client is handed it back before the release is
-/// sent. False if there is no runtime to send it from.
-pub(crate) fn release_unattended(client: &LockClient, lock: Lock, whose: &'static str) -> bool {
-    client.table().holds.release_starts(lock.handle());
+/// DynamoDB fails it, with the payload change `data` if given (`Some(None)` removes it); `whose`
+/// names it in the log. The lock is marked as being released at once, so that no idempotent
+/// acquisition of this client is handed it back before the release is sent. False if there is no
+/// runtime to send it from.
+pub(crate) fn release_unattended(
+    client: &LockClient,
+    lock: Lock,
+    data: Option<Option<Vec<u8>>>,
+    whose: &'static str,
+) -> bool {
+    let underway = client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        match releaser.release_retrying(lock.handle()).await {
+        let _underway = underway;
+        let change = DataChange::of_release(data.as_ref());
+        match releaser.release_retrying(lock.handle(), change).await {
             Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
             Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
         }

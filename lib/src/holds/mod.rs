@@ -32,6 +32,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
+pub(crate) use underway::ReleaseUnderway;
+use underway::Underway;
+
+mod underway;
 
 /// Stops a guard: its heartbeat, and its state to lost for the reason given.
 pub(crate) type StopGuard = Arc<dyn Fn(LockLost) + Send + Sync>;
@@ -46,7 +50,7 @@ pub(crate) const ENDED_KEPT: usize = 4096;
 /// The locks one client holds; clones of a client share one.
 #[derive(Default)]
 pub(crate) struct Holds {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
 }
 
 #[derive(Default)]
@@ -61,6 +65,8 @@ struct Inner {
     /// extended through it (taken for its own, a `release_all` released a lock taken elsewhere,
     /// a saga's, say; found by review).
     pruned: Latest<()>,
+    /// The locks whose releases are on their way, which `take_all` leaves to them.
+    underway: Underway,
 }
 
 /// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted (the oldest forgotten first).
@@ -304,9 +310,11 @@ impl Holds {
     }
 
     /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
-    /// client took it), and its guards turn lost, as released, before the request is sent.
-    pub(crate) fn release_starts(&self, handle: &LockHandle) {
+    /// client took it), and its guards turn lost, as released, before the request is sent. It is
+    /// on its way while the answer is kept (see [`underway`]).
+    pub(crate) fn release_starts(&self, handle: &LockHandle) -> ReleaseUnderway {
         self.end([handle.lock_id()], &LockLost::Released);
+        ReleaseUnderway::start(&self.inner, handle.lock_id())
     }
 
     /// A release through the client (a force release, a release by owner) is about to remove the
@@ -528,13 +536,19 @@ impl Holds {
     /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
     /// those whose release failed.
     /// Those kept to their lease end ([`keep_until_expiry`](Self::keep_until_expiry)) stay, and
-    /// so do those only extended through this client (taken elsewhere).
+    /// so do those only extended through this client (taken elsewhere), and those whose release
+    /// is on its way ([`underway`]; a failed one's lock is taken by the next call).
     pub(crate) fn take_all(&self) -> Vec<Held> {
         let mut inner = self.inner();
-        let Inner { held, ended, .. } = &mut *inner;
-        let (kept, taken): (Vec<_>, Vec<_>) = held
-            .drain()
-            .partition(|(_, hold)| hold.until_expiry || !hold.taken_here);
+        let Inner {
+            held,
+            ended,
+            underway,
+            ..
+        } = &mut *inner;
+        let (kept, taken): (Vec<_>, Vec<_>) = held.drain().partition(|(lock_id, hold)| {
+            hold.until_expiry || !hold.taken_here || underway.contains(*lock_id)
+        });
         held.extend(kept);
         taken
             .into_iter()

@@ -108,7 +108,7 @@ fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
     let (stop, calls) = counting_stop();
     assert!(holds.guarded(lock.lock_id(), stop));
     assert!(!holds.release_started(lock.lock_id()));
-    holds.release_starts(&lock);
+    drop(holds.release_starts(&lock));
     assert!(holds.release_started(lock.lock_id()));
     assert_eq!(*calls.lock().unwrap(), [LockLost::Released]);
     // Taken again meanwhile (an answer read late): still ended, no guard joins it.
@@ -129,19 +129,38 @@ fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
     assert!(holds.handles().is_empty());
     // A lock this client never took, released through it, is marked too.
     let elsewhere = handle("b");
-    holds.release_starts(&elsewhere);
+    drop(holds.release_starts(&elsewhere));
     assert!(holds.release_started(elsewhere.lock_id()));
     assert!(holds.handles().is_empty());
+}
+
+#[test]
+fn a_lock_whose_release_is_on_its_way_is_left_to_it_by_take_all() {
+    let holds = Holds::default();
+    let (a, b) = (handle("a"), handle("b"));
+    held_for_a_while(&holds, &a);
+    held_for_a_while(&holds, &b);
+    let first = holds.release_starts(&a);
+    let second = holds.release_starts(&a);
+    let taken: Vec<LockHandle> = holds.take_all().into_iter().map(|h| h.handle).collect();
+    assert_eq!(taken, [b], "only the lock with no release on its way");
+    // The first release answered, the second still on its way: still left.
+    drop(first);
+    assert!(holds.take_all().is_empty());
+    // Both failed (the hold stays, ended): the next call takes it.
+    drop(second);
+    let taken: Vec<LockHandle> = holds.take_all().into_iter().map(|h| h.handle).collect();
+    assert_eq!(taken, [a]);
 }
 
 #[test]
 fn the_latest_ended_acquisitions_are_kept() {
     let holds = Holds::default();
     let first = handle("first");
-    holds.release_starts(&first);
+    drop(holds.release_starts(&first));
     let rest: Vec<LockHandle> = (0..ENDED_KEPT).map(|i| handle(&i.to_string())).collect();
     for lock in &rest {
-        holds.release_starts(lock);
+        drop(holds.release_starts(lock));
     }
     assert!(
         !holds.release_started(first.lock_id()),

@@ -66,6 +66,18 @@ pub(crate) enum DataChange<'a> {
     Remove,
 }
 
+impl<'a> DataChange<'a> {
+    /// The payload change of a release: none (`None`), or the new payload (`Some(None)` removes
+    /// it).
+    pub(crate) fn of_release(data: Option<&'a Option<Vec<u8>>>) -> Self {
+        match data {
+            None => DataChange::Keep,
+            Some(None) => DataChange::Remove,
+            Some(Some(data)) => DataChange::Replace(data),
+        }
+    }
+}
+
 /// A data change's write again, over the stored item its last try was refused by.
 struct Rewrite {
     /// The stored item's version: the condition.

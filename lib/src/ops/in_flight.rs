@@ -17,6 +17,7 @@
 use crate::background::looking_again;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
+use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::ReleaseOutcome;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ impl Drop for InFlightAcquisition<'_> {
             let release = Release::of(&handle);
             // Nothing of ours yet: the write may still be on its way; look again.
             let released = looking_again(
-                || release::send_retrying(&table, &release),
+                || release::send_retrying(&table, &release, DataChange::Keep),
                 |released| {
                     matches!(
                         released,

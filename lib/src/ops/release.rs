@@ -20,6 +20,7 @@ use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmi
 use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
 use crate::fair::line;
+use crate::holds::ReleaseUnderway;
 use crate::item::{s, Item, LOCK_ID, OWNER, RELEASED_AT, RELEASED_BY, VERSION};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -98,29 +99,40 @@ impl<'a> Release<'a> {
     }
 }
 
-/// [`send`], with no payload change, sent again when DynamoDB fails it ([`retrying_resent`]): a
+/// [`send`] sent again when DynamoDB fails it ([`retrying_resent`]): a
 /// resend's refusal is read as one (a request that failed may have been applied), and never names
 /// a next holder, nor a loss, that the client's own earlier send made.
 pub(crate) async fn send_retrying(
     table: &LockTable,
     release: &Release<'_>,
+    change: DataChange<'_>,
 ) -> Result<ReleaseOutcome, Error> {
     retrying_resent(|resent| {
         let release = release.resent_if(resent);
-        async move { send(table, &release, DataChange::Keep).await }
+        async move { send(table, &release, change).await }
     })
     .await
 }
 
+/// A release started ([`start`]).
+#[derive(Debug)]
+pub(crate) struct Started {
+    /// The handle is of another mode or owner than this client's hold, which the release leaves
+    /// to its client.
+    pub(crate) mismatched: bool,
+    /// The release of one acquisition, on its way while this is kept: to be kept until its
+    /// answer, by whichever task sends it.
+    pub(crate) underway: Option<ReleaseUnderway>,
+}
+
 /// Starts `release` at the call, before its request: refuses a payload change for a mode that
 /// takes none, and marks the lock as being released (see [`send`], which starts it too, for a
-/// caller that did not). Whether the handle is of another mode than this client's hold, which the
-/// release leaves to its client.
+/// caller that did not).
 pub(crate) fn start(
     table: &LockTable,
     release: &Release<'_>,
     change: &DataChange<'_>,
-) -> Result<bool, Error> {
+) -> Result<Started, Error> {
     let (resource, owner, mode) = (release.resource, release.owner, release.mode);
     // Refused before anything changes: a release so refused stopped the lock's guards, and the
     // lock stayed taken by nobody for its lease.
@@ -142,16 +154,24 @@ pub(crate) fn start(
             .holds
             .held_by_another_handle(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
     });
-    match release.lock_id {
-        _ if mismatched => {}
-        Some(lock_id) => table
-            .holds
-            .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
-        None => table
-            .holds
-            .releases_start_on(resource, Some(owner), release.acquired_by),
-    }
-    Ok(mismatched)
+    let underway = match release.lock_id {
+        _ if mismatched => None,
+        Some(lock_id) => Some(
+            table
+                .holds
+                .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
+        ),
+        None => {
+            table
+                .holds
+                .releases_start_on(resource, Some(owner), release.acquired_by);
+            None
+        }
+    };
+    Ok(Started {
+        mismatched,
+        underway,
+    })
 }
 
 /// The release: a DeleteItem, or on a client that keeps items an UpdateItem that clears the
@@ -170,7 +190,10 @@ pub(crate) async fn send(
         mode,
         resent,
     } = *release;
-    let mismatched = start(table, release, &change)?;
+    let Started {
+        mismatched,
+        underway: _underway,
+    } = start(table, release, &change)?;
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle, mismatched, resent).await;

@@ -218,3 +218,45 @@ async fn a_lock_removed_before_its_acquisition_was_answered_is_not_remembered() 
         "the client remembered a lock it had removed: {ended:?}"
     );
 }
+
+/// A guard's release with a payload, dropped once its request left (a shutdown deadline): the
+/// guard's drop sends the release again, and that copy kept the old payload; landing first, it
+/// released the lock, and the release with the payload was refused (the lock already released):
+/// the next holder found the old payload. The copy now carries the same payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("guard-release-payload-dropped");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    // A keeping client acquires with an UpdateItem too.
+    let answered = proxy.counts("UpdateItem").answered;
+    let mut held = proxy.delay_next_request("UpdateItem");
+    tokio::select! {
+        answer = guard.release_and_replace_data(Some(b"next".to_vec())) => {
+            panic!("answered with its request held back: {answer:?}")
+        }
+        () = held.captured() => {}
+    }
+    // The dropped guard's own release lands first.
+    proxy
+        .wait_for("UpdateItem", |c| c.answered > answered)
+        .await;
+    assert!(held.deliver().await, "the release reached the endpoint");
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("a kept item");
+    assert_eq!(
+        item.get("Data"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::B(
+            b"next".to_vec().into()
+        )),
+        "{item:?}"
+    );
+}
