@@ -44,7 +44,8 @@ pub enum ReleaseOutcome {
     NotFound,
     /// The release was sent more than once (an answer was lost, and the request sent again, by
     /// the SDK or by the client's background release) and the last send found this acquisition's
-    /// lock gone: an earlier send released it, or it was gone already. Not held either way;
+    /// lock gone, or released (its release record, where items are kept): an earlier send
+    /// released it, or it was gone already. Not held either way;
     /// whether it was held until the release cannot be told, and it is not taken for a loss
     /// ([`NotFound`](Self::NotFound) is). Someone else may hold the lock since, and is not named.
     Unconfirmed,

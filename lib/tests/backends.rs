@@ -473,3 +473,26 @@ async fn a_release_whose_answer_was_lost_is_released() {
     assert!(proxy.counts("DeleteItem").requests >= 2, "sent again");
     assert!(locks.try_lock(&key, TTL).await.unwrap().is_some());
 }
+
+/// As above, on a table that keeps released items, with the SDK's retries off: the client's own
+/// resend (a new version) met its first send's release record and answered `AlreadyReleased`,
+/// which the backend took for a lock it no longer held (`NotHeld`).
+#[tokio::test]
+async fn a_release_whose_answer_was_lost_is_released_where_items_are_kept() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let dynamodb = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
+        config.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+    });
+    let locks = DynamoDbBackend::new(builder(dynamodb).delete_on_release(false).build().unwrap());
+    let key = unique("backend/kept-release-answer-lost");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    let sent = proxy.counts("UpdateItem").requests;
+    proxy.drop_next_answer("UpdateItem");
+    locks.release(a).await.expect("released");
+    assert!(
+        proxy.counts("UpdateItem").requests >= sent + 2,
+        "sent again"
+    );
+    assert!(locks.try_lock(&key, TTL).await.unwrap().is_some());
+}

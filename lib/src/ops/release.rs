@@ -289,15 +289,24 @@ pub(crate) async fn send(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
+            let retried = retried || resent;
             if let Some(outcome) = item
                 .as_ref()
                 .and_then(|item| already_released(owner, lock_id, item))
             {
+                // A release sent again that meets the acquisition's release record may have made
+                // it itself (the client's resend writes a version of its own, which the record
+                // does not carry): `AlreadyReleased` said another release did, and the DynamoDB
+                // backend took it for a lock it no longer held (found by review).
+                let outcome = if retried {
+                    ReleaseOutcome::Unconfirmed
+                } else {
+                    outcome
+                };
                 info!(resource, owner, ?outcome, "lock not released");
                 return Ok(outcome);
             }
             let record = table.record(resource, item.as_ref())?;
-            let retried = retried || resent;
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");
             }
