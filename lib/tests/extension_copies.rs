@@ -258,3 +258,77 @@ async fn a_late_extension_after_one_found_the_lease_over_holds_nothing() {
     );
     client.flush().await;
 }
+
+/// As above, for a lock taken by another client (a saga's, extended by a worker): the client
+/// remembered no lease end its extensions of it sent, and let the late one hold it again.
+#[tokio::test]
+async fn a_late_extension_of_a_lock_taken_elsewhere_holds_nothing_after_it_expired() {
+    let elsewhere = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("extension-late-elsewhere");
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(10));
+    let lock = elsewhere
+        .try_acquire(&resource, &opts)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut late = proxy.delay_next_request("UpdateItem");
+    tokio::select! {
+        answer = client.extend(&lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.advance(Duration::from_secs(11));
+    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "a lock answered expired is held"
+    );
+}
+
+/// Under the observed-lease rule an extension refused by a later stored lease end is written
+/// again over the stored version (a new version restarts the waiters' count). That rewrite, held
+/// in the network (its caller gave up on it), then an extension that finds the lease over: the
+/// rewrite landed after and wrote a new version, which made every waiter count a whole lease
+/// again for a lock its holder was told had expired.
+#[tokio::test]
+async fn a_late_rewrite_under_the_observed_lease_rule_holds_nothing_after_it_expired() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
+        &proxy.endpoint(),
+    ))
+    .clock(clock.clone())
+    .takeover(ddb_lock::TakeoverRule::ObservedLease)
+    .build()
+    .unwrap();
+    let resource = unique("extension-late-rewrite");
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(10));
+    let lock = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
+    let mut rewrite = proxy.delay_next_request_containing("UpdateItem", ":stored_version");
+    tokio::select! {
+        answer = client.extend(&lock, Duration::from_secs(1)) => panic!("answered while held: {answer:?}"),
+        () = rewrite.captured() => {}
+    }
+    clock.advance(Duration::from_secs(11));
+    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(rewrite.deliver().await, "the rewrite reached the endpoint");
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "a lock answered expired is held"
+    );
+}

@@ -26,8 +26,10 @@
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
-use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
+pub(crate) use sent::LeaseToSend;
+use sent::Sent;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -35,6 +37,7 @@ use tokio::time::Instant;
 pub(crate) use underway::ReleaseUnderway;
 use underway::Underway;
 
+mod sent;
 mod underway;
 
 /// Stops a guard: its heartbeat, and its state to lost for the reason given.
@@ -131,7 +134,11 @@ impl Inner {
             let now = Instant::now();
             let pruned = &mut self.pruned;
             self.held.retain(|lock_id, hold| {
-                let keep = hold.until > now || !hold.stop_guards.is_empty();
+                // Kept while an extension may still be answered: one that finds the lease over
+                // must know what the earlier ones sent.
+                let keep = hold.until > now
+                    || !hold.stop_guards.is_empty()
+                    || hold.sent.unanswered_at(now);
                 if !keep && hold.taken_here {
                     pruned.insert_new(*lock_id, ());
                 }
@@ -142,17 +149,15 @@ impl Inner {
         // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
         // shorter than the first guard's does not make later extensions write less than that
         // guard counts on), and what its extensions sent.
-        let (stop_guards, until, latest_end_sent, latest_until_sent, until_expiry) =
-            match self.held.remove(&handle.lock_id()) {
-                Some(hold) => (
-                    hold.stop_guards,
-                    hold.until.max(until),
-                    hold.latest_end_sent,
-                    hold.latest_until_sent,
-                    hold.until_expiry,
-                ),
-                None => (Vec::new(), until, None, None, false),
-            };
+        let (stop_guards, until, sent, until_expiry) = match self.held.remove(&handle.lock_id()) {
+            Some(hold) => (
+                hold.stop_guards,
+                hold.until.max(until),
+                hold.sent,
+                hold.until_expiry,
+            ),
+            None => (Vec::new(), until, Sent::default(), false),
+        };
         self.held.insert(
             handle.lock_id(),
             Hold {
@@ -160,8 +165,7 @@ impl Inner {
                 acquired_at,
                 until,
                 stop_guards,
-                latest_end_sent,
-                latest_until_sent,
+                sent,
                 until_expiry,
                 taken_here: true,
             },
@@ -187,29 +191,13 @@ struct Hold {
     acquired_at: DateTime<Utc>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
-    /// The latest lease end an extension of it sent through this client asked for.
-    latest_end_sent: Option<DateTime<Utc>>,
-    /// The latest monotonic lease end an extension of it sent through this client may answer
-    /// (its send plus the lease it asked for), answered or not.
-    latest_until_sent: Option<Instant>,
+    /// What its extensions through this client sent.
+    sent: Sent,
     /// Kept to its lease end: `release_all` leaves it (a scheduled tick's lock).
     until_expiry: bool,
     /// Taken by this client (acquired, handed back): not only extended through it, a handle
     /// taken elsewhere (a saga's lock a worker extends), which `release_all` leaves to its holder.
     taken_here: bool,
-}
-
-/// The leases of one extension (see [`Holds::lease_to_send`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LeaseToSend {
-    /// The lease asked for: its end is the request's `:expires_at`, and its caller is told it.
-    pub(crate) asked: Duration,
-    /// The lease written as `LeaseMs`, for waiters under the observed-lease rule.
-    pub(crate) written: Duration,
-    /// The latest lease end an earlier extension of the lock sent through this client asked
-    /// for, if any: stored later than the lease end an extension finds, that one was not
-    /// applied, and may be yet (unanswered, or dropped with its request on the way).
-    pub(crate) earlier_end: Option<DateTime<Utc>>,
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -418,6 +406,8 @@ impl Holds {
         if let Some(hold) = inner.held.get_mut(&handle.lock_id()) {
             // Never earlier: answers of two extensions can come in either order.
             hold.until = hold.until.max(until);
+            // As written (remembered at an extension's send, a lock taken elsewhere had none).
+            hold.acquired_at = acquired_at;
             return;
         }
         let taken_here = inner.pruned.take(handle.lock_id());
@@ -428,8 +418,7 @@ impl Holds {
                 acquired_at,
                 until,
                 stop_guards: Vec::new(),
-                latest_end_sent: None,
-                latest_until_sent: None,
+                sent: Sent::default(),
                 until_expiry: false,
                 taken_here,
             },
@@ -455,46 +444,74 @@ impl Holds {
     ///   `LeaseMs`: the lease end asked for stays a function of the wall clock and the ends
     ///   sent, as the wall-clock rule's waiters and the condition see it.)
     ///
-    /// The caller is told the lease asked for. A lock this client does not hold (a handle from
-    /// elsewhere) asks for and writes `lease`.
+    /// The caller is told the lease asked for. A lock this client does not remember (a handle
+    /// from elsewhere) is remembered from its first extension on, as extended here; one whose
+    /// release started through it asks for and writes `lease`.
     pub(crate) fn lease_to_send(
         &self,
-        lock_id: LockId,
+        handle: &LockHandle,
         now: DateTime<Utc>,
         lease: Duration,
     ) -> LeaseToSend {
         let mut inner = self.inner();
-        let Some(hold) = inner.held.get_mut(&lock_id) else {
-            return LeaseToSend {
-                asked: lease,
-                written: lease,
-                earlier_end: None,
-            };
+        let Inner {
+            held,
+            ended,
+            pruned,
+            ..
+        } = &mut *inner;
+        let lock_id = handle.lock_id();
+        let hold = match held.entry(lock_id) {
+            Entry::Occupied(hold) => hold.into_mut(),
+            Entry::Vacant(_) if ended.contains(lock_id) => {
+                return LeaseToSend::given(lease);
+            }
+            // Not remembered (a handle taken elsewhere, or this client's own lock pruned):
+            // remembered from this send on, as extended here (taken here if it was pruned), so
+            // that an extension after this one knows what this one sent (a late one held a lock
+            // again after another found it expired; found by review). Its acquisition time is
+            // not known until an answer tells it: the earliest, which a release by owner counts
+            // as acquired before any moment.
+            Entry::Vacant(vacant) => vacant.insert(Hold {
+                handle: handle.clone(),
+                acquired_at: DateTime::<Utc>::MIN_UTC,
+                until: Instant::now(),
+                stop_guards: Vec::new(),
+                sent: Sent::default(),
+                until_expiry: false,
+                taken_here: pruned.take(lock_id),
+            }),
         };
-        let past_sent = hold
-            .latest_end_sent
-            .and_then(|end| {
-                (end - now + chrono::TimeDelta::milliseconds(1))
-                    .to_std()
-                    .ok()
-            })
-            .map(whole_millis_up);
-        let asked = lease.max(past_sent.unwrap_or_default());
-        // Counted on: the hold's lease as answered, or as an extension still unanswered may
-        // answer it (a late `Extended` counted from its send, after this one was written).
-        let sent = Instant::now();
-        let promised = hold.until.max(hold.latest_until_sent.unwrap_or(hold.until));
-        let counted_on = whole_millis_up(promised.saturating_duration_since(sent));
-        hold.latest_until_sent = hold.latest_until_sent.max(sent.checked_add(asked));
-        let end = chrono::TimeDelta::from_std(asked)
-            .ok()
-            .and_then(|span| now.checked_add_signed(span));
-        let earlier_end = hold.latest_end_sent;
-        hold.latest_end_sent = hold.latest_end_sent.max(end);
-        LeaseToSend {
-            asked,
-            written: asked.max(counted_on),
-            earlier_end,
+        hold.sent.lease_to_send(hold.until, now, lease)
+    }
+
+    /// A rewrite of an extension of `lock_id` to the stored lease end `end` is sent; until
+    /// [`rewrite_answered`](Self::rewrite_answered), it may land at any time.
+    pub(crate) fn rewrite_sent(&self, lock_id: LockId, end: DateTime<Utc>) {
+        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
+            hold.sent.rewrite_sent(end);
+        }
+    }
+
+    /// The rewrite of an extension of `lock_id` to `end` is answered.
+    pub(crate) fn rewrite_answered(&self, lock_id: LockId, end: DateTime<Utc>) {
+        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
+            hold.sent.rewrite_answered(end);
+        }
+    }
+
+    /// Whether a request of an extension of `lock_id` sent before the one whose leases are
+    /// `leases`, which found the lease over at `expired_at`, may still land (see
+    /// [`sent`](self::sent)).
+    pub(crate) fn may_land_after(
+        &self,
+        lock_id: LockId,
+        leases: &LeaseToSend,
+        expired_at: DateTime<Utc>,
+    ) -> bool {
+        match self.inner().held.get(&lock_id) {
+            Some(hold) => hold.sent.may_land_after(leases, expired_at),
+            None => leases.earlier_end > Some(expired_at),
         }
     }
 

@@ -236,6 +236,10 @@ fn pruning_forgets_only_holds_whose_lease_ran_out_without_a_guard() {
     for i in 0..FIRST_PRUNE_AT - 1 {
         holds.acquired(&handle(&format!("ran-out/{i}")), acquired_at(), ran_out);
     }
+    // Ran out, but an extension sent may still be answered: what it sent is kept.
+    let extending = handle("extending");
+    holds.acquired(&extending, acquired_at(), ran_out);
+    holds.lease_to_send(&extending, acquired_at(), Duration::from_secs(30));
     let live = handle("live");
     held_for_a_while(&holds, &live);
     let mut left: Vec<_> = holds
@@ -244,7 +248,28 @@ fn pruning_forgets_only_holds_whose_lease_ran_out_without_a_guard() {
         .map(|handle| handle.resource().to_owned())
         .collect();
     left.sort();
-    assert_eq!(left, vec!["guarded", "live"]);
+    assert_eq!(left, vec!["extending", "guarded", "live"]);
+}
+
+#[test]
+fn the_extensions_of_a_lock_taken_elsewhere_are_ordered_from_the_first() {
+    let holds = Holds::default();
+    let elsewhere = handle("elsewhere");
+    let t = acquired_at();
+    let first = holds.lease_to_send(&elsewhere, t, Duration::from_secs(60));
+    assert_eq!(first.earlier_end, None);
+    // Unanswered, then a shorter one: it asks past the first's end, and knows of it.
+    let second = holds.lease_to_send(&elsewhere, t, Duration::from_secs(10));
+    assert!(second.asked > Duration::from_secs(60), "{second:?}");
+    assert_eq!(first.earlier_end, None);
+    assert_eq!(second.earlier_end, Some(t + chrono::TimeDelta::seconds(60)));
+    // Remembered as extended here only: release_all leaves it.
+    assert!(holds.take_all().is_empty());
+    // Ended through this client: no longer remembered, the lease as given.
+    drop(holds.release_starts(&elsewhere));
+    holds.freed(elsewhere.lock_id());
+    let after = holds.lease_to_send(&elsewhere, t, Duration::from_secs(10));
+    assert_eq!(after.asked, Duration::from_secs(10));
 }
 
 #[test]
@@ -313,25 +338,21 @@ fn extensions_ask_for_lease_ends_in_the_order_they_are_sent() {
     let t = acquired_at();
     let seconds = chrono::TimeDelta::seconds;
     // Sent in order on a clock that moves forward: the lease given.
-    assert_eq!(holds.lease_to_send(lock.lock_id(), t, lease).asked, lease);
+    assert_eq!(holds.lease_to_send(&lock, t, lease).asked, lease);
     // The clock stepped back 2 s: an end a millisecond past the last one sent.
-    let stepped = holds
-        .lease_to_send(lock.lock_id(), t - seconds(2), lease)
-        .asked;
+    let stepped = holds.lease_to_send(&lock, t - seconds(2), lease).asked;
     assert_eq!(stepped, Duration::from_millis(12_001));
     // Caught up again (the reading of the first): the stretched end is still the latest sent.
-    let caught_up = holds.lease_to_send(lock.lock_id(), t, lease).asked;
+    let caught_up = holds.lease_to_send(&lock, t, lease).asked;
     assert_eq!(caught_up, Duration::from_millis(10_002));
     // A shorter lease asked for later: still past every end sent.
     let shorter = holds
-        .lease_to_send(lock.lock_id(), t + seconds(1), Duration::from_secs(2))
+        .lease_to_send(&lock, t + seconds(1), Duration::from_secs(2))
         .asked;
     assert_eq!(shorter, Duration::from_millis(9_003));
     // Past them all: the lease given.
     assert_eq!(
-        holds
-            .lease_to_send(lock.lock_id(), t + seconds(2), lease)
-            .asked,
+        holds.lease_to_send(&lock, t + seconds(2), lease).asked,
         lease
     );
 }
@@ -346,7 +367,7 @@ fn extensions_write_at_least_the_lease_counted_on() {
     // the client counts on 20 s more. It asks for 2 s and writes at least what it counts on.
     let now = acquired_at() + chrono::TimeDelta::seconds(30);
     let two = Duration::from_secs(2);
-    let lease = holds.lease_to_send(lock.lock_id(), now, two);
+    let lease = holds.lease_to_send(&lock, now, two);
     let counted_on = until.saturating_duration_since(Instant::now());
     assert_eq!(lease.asked, two);
     assert!(
@@ -355,7 +376,7 @@ fn extensions_write_at_least_the_lease_counted_on() {
     );
     // A lock this client does not hold: the lease given.
     let elsewhere = handle("b");
-    let given = holds.lease_to_send(elsewhere.lock_id(), now, two);
+    let given = holds.lease_to_send(&elsewhere, now, two);
     assert_eq!((given.asked, given.written), (two, two));
 }
 
@@ -387,10 +408,10 @@ fn an_unanswered_extension_counts_in_the_lease_written() {
     // A 30 s extension is sent; its answer is late. The wall clock jumps 29 s forward, and a 1 s
     // extension is sent: its end is past the first's, so it applies first; the first's late
     // `Extended` then tells its caller of 30 s, which the second's `LeaseMs` must cover.
-    let first = holds.lease_to_send(lock.lock_id(), t, Duration::from_secs(30));
+    let first = holds.lease_to_send(&lock, t, Duration::from_secs(30));
     assert_eq!(first.asked, Duration::from_secs(30));
     let second = holds.lease_to_send(
-        lock.lock_id(),
+        &lock,
         t + chrono::TimeDelta::seconds(29),
         Duration::from_secs(1),
     );

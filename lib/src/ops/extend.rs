@@ -117,9 +117,11 @@ pub(crate) enum Refusal {
 pub(crate) struct Answered {
     pub(crate) outcome: ExtendOutcome,
     /// The extension found the lease over while an earlier extension of the lock, sent through
-    /// this client, was not applied: that one may land yet (unanswered, or dropped with its
-    /// request on the way), sent while the lease stood, and hold the lock again for its lease
-    /// while its caller was told it expired. The caller releases it.
+    /// this client, was not applied (or a rewrite of one was not answered): that one may land
+    /// yet (unanswered, or dropped with its request on the way), sent while the lease stood,
+    /// and hold the lock again for its lease (or, a rewrite under the observed-lease rule, write
+    /// a version that waiters count a whole lease from) while its caller was told it expired.
+    /// The caller releases it.
     pub(crate) earlier_may_land: bool,
 }
 
@@ -141,7 +143,7 @@ pub(crate) async fn extend(
     }
     let sent = Instant::now();
     let now = table.now();
-    let leases = table.holds.lease_to_send(handle.lock_id(), now, lease);
+    let leases = table.holds.lease_to_send(handle, now, lease);
     let extension = Extension {
         handle,
         lease: leases.asked,
@@ -149,6 +151,7 @@ pub(crate) async fn extend(
         change,
         now,
     };
+    let mut earlier_may_land = false;
     let outcome = match write(table, &extension).await? {
         // This client started the lock's release before the answer came:
         // applied ahead of the release's delete, the extension was answered `Extended`, a lease
@@ -167,6 +170,12 @@ pub(crate) async fn extend(
             outcome
         }
         Err(outcome) => {
+            if let ExtendOutcome::Expired { expired_at } = &outcome {
+                earlier_may_land =
+                    table
+                        .holds
+                        .may_land_after(handle.lock_id(), &leases, *expired_at);
+            }
             if let Err(lost) = outcome.lock_or_lost() {
                 table.holds.found_lost(handle.lock_id(), &lost);
             }
@@ -180,10 +189,6 @@ pub(crate) async fn extend(
             );
             outcome
         }
-    };
-    let earlier_may_land = match &outcome {
-        ExtendOutcome::Expired { expired_at } => leases.earlier_end > Some(*expired_at),
-        _ => false,
     };
     Ok(Answered {
         outcome,
@@ -212,7 +217,19 @@ async fn write(
         let version = uuid::Uuid::new_v4().to_string();
         let written = match extension.handle.mode() {
             Mode::Exclusive => {
-                update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?
+                // A rewrite lands whenever the version it names still stands: unanswered (this
+                // future dropped, or failed), it may land after an extension found the lease
+                // over, and write a new version (see `Answered::earlier_may_land`).
+                let lock_id = extension.handle.lock_id();
+                if rewrite.is_some() {
+                    table.holds.rewrite_sent(lock_id, expires_at);
+                }
+                let written =
+                    update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?;
+                if rewrite.is_some() {
+                    table.holds.rewrite_answered(lock_id, expires_at);
+                }
+                written
             }
             Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {

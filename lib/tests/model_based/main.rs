@@ -32,9 +32,9 @@
 //! acquisition keeps the payload it finds unless it sets one.
 //!
 //! The extension rule: an extension never shortens the stored lease; asking for less leaves it as
-//! it is and still answers `Extended`, with the stored lease end. A client that holds the lock
-//! (took it, was handed it back, or extended it, and has not ended it) asks for an end a
-//! millisecond past every end it asked for before, when a lease from now would not reach past
+//! it is and still answers `Extended`, with the stored lease end. A client that has not ended the
+//! lock (took it, was handed it back, or extends it, from its first extension on) asks for an end
+//! a millisecond past every end it asked for before, when a lease from now would not reach past
 //! them ([`Model::asked_end`]). The model takes it that `extend_and_replace_data` still replaces (or removes)
 //! the payload then, and that `TTL` always follows the stored `ExpiresAt`.
 //!

@@ -238,16 +238,17 @@ impl Model {
 
     /// The lease end an extension of `lock` through `via` asks for at `now`: a lease from now,
     /// or a millisecond past every end an earlier extension of it asked for through that client,
-    /// if the client holds it (and remembers them).
+    /// unless the client ended it (released it, or found it lost): it remembers the ends of the
+    /// locks it holds, and of those it extends (a lock taken through another client) from their
+    /// first extension on.
     pub(crate) fn asked_end(&mut self, via: Via, lock: usize, now: i64, lease_ms: i64) -> i64 {
-        match self.holds.get_mut(&(via, lock)) {
-            Some(latest) => {
-                let asked = latest.map_or(now + lease_ms, |l| (now + lease_ms).max(l + 1));
-                *latest = Some(latest.map_or(asked, |l| l.max(asked)));
-                asked
-            }
-            None => now + lease_ms,
+        if self.ended.contains(&(via, lock)) {
+            return now + lease_ms;
         }
+        let latest = self.holds.entry((via, lock)).or_insert(None);
+        let asked = latest.map_or(now + lease_ms, |l| (now + lease_ms).max(l + 1));
+        *latest = Some(latest.map_or(asked, |l| l.max(asked)));
+        asked
     }
 
     /// What an extension of `lock` asking for the end `asked` at `now` answers, and does.

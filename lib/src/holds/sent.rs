@@ -1,0 +1,110 @@
+//! What a client's extensions of one lock sent: the lease ends they asked for, and the rewrites
+//! still unanswered. From them an extension asks for a lease that ends after every earlier one
+//! (see [`Holds::lease_to_send`](super::Holds::lease_to_send)), and one that finds the lease
+//! over tells whether an earlier request of the client may still land and hold it again.
+
+use crate::time::whole_millis_up;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the extensions of one lock sent through this client.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Sent {
+    /// The latest lease end an extension asked for.
+    latest_end: Option<DateTime<Utc>>,
+    /// The latest monotonic lease end an extension may answer (its send plus the lease it asked
+    /// for), answered or not.
+    latest_until: Option<Instant>,
+    /// The lease end of the latest rewrite (a data change, or an observed-lease extension,
+    /// written again at a later stored end) sent and not answered: dropped with its request on
+    /// the way, or failed. Its condition holds while the version it names stands, so it may land
+    /// yet, and write a new version.
+    unanswered_rewrite_end: Option<DateTime<Utc>>,
+}
+
+/// The leases of one extension (see [`Holds::lease_to_send`](super::Holds::lease_to_send)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeaseToSend {
+    /// The lease asked for: its end is the request's `:expires_at`, and its caller is told it.
+    pub(crate) asked: Duration,
+    /// The lease written as `LeaseMs`, for waiters under the observed-lease rule.
+    pub(crate) written: Duration,
+    /// The latest lease end an earlier extension of the lock sent through this client asked
+    /// for, if any: stored later than the lease end an extension finds, that one was not
+    /// applied, and may be yet (unanswered, or dropped with its request on the way).
+    pub(crate) earlier_end: Option<DateTime<Utc>>,
+}
+
+impl LeaseToSend {
+    /// `lease` as given, asked for and written, after no earlier extension.
+    pub(super) fn given(lease: Duration) -> Self {
+        LeaseToSend {
+            asked: lease,
+            written: lease,
+            earlier_end: None,
+        }
+    }
+}
+
+impl Sent {
+    /// The leases of an extension computed at `now` asking for `lease`, of a hold counted on
+    /// until `until`; remembered as sent.
+    pub(super) fn lease_to_send(
+        &mut self,
+        until: Instant,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> LeaseToSend {
+        let past_sent = self
+            .latest_end
+            .and_then(|end| {
+                (end - now + chrono::TimeDelta::milliseconds(1))
+                    .to_std()
+                    .ok()
+            })
+            .map(whole_millis_up);
+        let asked = lease.max(past_sent.unwrap_or_default());
+        // Counted on: the hold's lease as answered, or as an extension still unanswered may
+        // answer it (a late `Extended` counted from its send, after this one was written).
+        let sent = Instant::now();
+        let promised = until.max(self.latest_until.unwrap_or(until));
+        let counted_on = whole_millis_up(promised.saturating_duration_since(sent));
+        self.latest_until = self.latest_until.max(sent.checked_add(asked));
+        let end = chrono::TimeDelta::from_std(asked)
+            .ok()
+            .and_then(|span| now.checked_add_signed(span));
+        let earlier_end = self.latest_end;
+        self.latest_end = self.latest_end.max(end);
+        LeaseToSend {
+            asked,
+            written: asked.max(counted_on),
+            earlier_end,
+        }
+    }
+
+    /// Whether an extension may still be answered at `now` (its monotonic lease end is ahead).
+    pub(super) fn unanswered_at(&self, now: Instant) -> bool {
+        self.latest_until.is_some_and(|until| until > now)
+    }
+
+    /// A rewrite to `end` is sent.
+    pub(super) fn rewrite_sent(&mut self, end: DateTime<Utc>) {
+        self.unanswered_rewrite_end = self.unanswered_rewrite_end.max(Some(end));
+    }
+
+    /// A rewrite to `end` is answered.
+    pub(super) fn rewrite_answered(&mut self, end: DateTime<Utc>) {
+        if self.unanswered_rewrite_end == Some(end) {
+            self.unanswered_rewrite_end = None;
+        }
+    }
+
+    /// Whether a request of an extension sent earlier than the one whose leases are `leases`
+    /// may still land on the acquisition whose lease that one found over at `expired_at`: an
+    /// extension that asked for a later end (not applied, since stored ends only go up), or a
+    /// rewrite at that end or later still unanswered.
+    pub(super) fn may_land_after(&self, leases: &LeaseToSend, expired_at: DateTime<Utc>) -> bool {
+        leases.earlier_end > Some(expired_at) || self.unanswered_rewrite_end >= Some(expired_at)
+    }
+}
