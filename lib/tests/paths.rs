@@ -284,3 +284,53 @@ async fn a_path_holder_takes_a_sibling_while_a_writer_waits_for_their_ancestor()
         .expect("the writer gets the ancestor");
     assert_eq!(w.owner(), "w");
 }
+
+/// As above with a reader of the ancestor itself when the writer comes: its marker is placed over
+/// that reader, and it refused the path holder's sibling (an intention on the ancestor), so the
+/// holder waited behind the writer, which waited for the holder. A marker stops new readers of
+/// the item only, never intentions (path locks below it).
+#[tokio::test]
+async fn a_path_holder_takes_a_sibling_while_a_writer_waits_behind_a_reader_of_their_ancestor() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let writer = ddb_lock_test_kit::client_at(&proxy.endpoint());
+    let root = unique("nested-reader");
+    let (ab, ac) = (path(&root, &["B"]), path(&root, &["C"]));
+    let ancestor = path(&root, &[]);
+    let SetAttempt::Acquired(reader) = try_path(&direct, &ancestor, Mode::Shared, "r0").await
+    else {
+        panic!("a free path is read");
+    };
+    let SetAttempt::Acquired(first) = try_path(&direct, &ab, Mode::Shared, "r1").await else {
+        panic!("a path under a reader is read");
+    };
+    let waiting = tokio::spawn({
+        let (writer, ancestor) = (writer.clone(), ancestor.resource());
+        async move {
+            writer
+                .acquire(&ancestor, &opts("w").timeout(Duration::from_secs(60)))
+                .await
+        }
+    });
+    // Its announce answered (placed, over the reader).
+    proxy
+        .wait_for("UpdateItem", |counts| counts.answered >= 1)
+        .await;
+    direct.release_set(&reader).await;
+    let SetAttempt::Acquired(second) = try_path(&direct, &ac, Mode::Shared, "r1").await else {
+        panic!("the sibling waited behind the writer that waits for its holder");
+    };
+    // A new reader of the ancestor itself still waits behind the writer.
+    let SetAttempt::Held { holder, .. } = try_path(&direct, &ancestor, Mode::Shared, "r2").await
+    else {
+        panic!("a reader overtook the waiting writer");
+    };
+    assert_eq!(holder.owner, "w");
+    direct.release_set(&first).await;
+    direct.release_set(&second).await;
+    let w = waiting
+        .await
+        .unwrap()
+        .expect("the writer gets the ancestor");
+    assert_eq!(w.owner(), "w");
+}

@@ -33,8 +33,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// No live exclusive holder, no exclusive acquirer waiting, on a lock item or none.
-const FREE_FOR_SHARED: &str = "(attribute_not_exists(#owner) OR #expires_at < :now) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :now)";
+/// No live exclusive holder, on a lock item or none…
+const FREE_FOR_SHARED: &str = "(attribute_not_exists(#owner) OR #expires_at < :now)";
+/// …and, for a reader of the item itself, no exclusive acquirer waiting: a writer's marker stops
+/// new readers, never intentions (path locks below the item). It stands over readers only, and a
+/// holder of a path below asking for another (an intention on the same ancestor) waited behind
+/// the writer, which waited for that holder (found by review).
+const NO_WRITER_WAITING: &str =
+    " AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :now)";
 
 /// The item is a lock item or there is none.
 const ANY_ITEM: &str = "(attribute_not_exists(#pk) OR attribute_exists(#lock_id)) AND ";
@@ -161,6 +167,9 @@ impl Write {
             ANY_ITEM
         });
         condition.push_str(FREE_FOR_SHARED);
+        if request.mode == Mode::Shared {
+            condition.push_str(NO_WRITER_WAITING);
+        }
         // Never over an entry of the same acquisition: a late copy of this write (or an SDK
         // retry after it was applied) would put back its first lease end over a later one, and
         // a writer could then clear the entry as lapsed while its holder still holds.
@@ -295,7 +304,7 @@ pub(crate) fn read_refused(
         record::decode(resource, item)?;
     }
     if let Some(writer) = holders::writer_waiting(resource, item)? {
-        if writer.is_live_at(now) {
+        if request.mode == Mode::Shared && writer.is_live_at(now) {
             return Ok(Refusal::Blocked(writer));
         }
     }
