@@ -202,6 +202,65 @@ async fn an_idempotent_acquire_takes_back_its_own_lock_without_waiting_for_a_rel
     )
     .await
     .expect("the acquire waited for a release of its own lock");
-    assert_eq!(again.unwrap(), first);
+    // The same acquisition, its lease extended by the hand-back.
+    let again = again.unwrap();
+    assert_eq!(again.handle(), first.handle());
+    assert!(again.expires_at() >= first.expires_at());
     assert_eq!(stats.attempts, 1);
+}
+
+/// An acquisition dropped with its write applied but unanswered (a saga's first invocation, its
+/// state timed out), after another process acquired for the same owner (the retry) and was
+/// handed that lock back: the dropped one's clean-up deleted the lock the retry went on
+/// believing it held, and another owner took it (the two held at once). A hand-back now writes a
+/// new version, and the clean-up deletes only the version its write stored.
+#[tokio::test]
+async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_to_another_process() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let first_process = ddb_lock_test_kit::client_through(&proxy, None);
+    let retry_process = lock_client().await;
+    let resource = unique("dropped-then-handed-back-elsewhere");
+    let saga = AcquireOptions::new()
+        .owner("saga-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let first = {
+        let (client, resource, saga) = (first_process.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.acquire(&resource, &saga).await })
+    };
+    answer.applied().await;
+    // A shorter lease than the one stored: the hand-back's extension keeps the stored end, and
+    // still writes a new version.
+    let handed_back = retry_process
+        .try_acquire(&resource, &saga.clone().lease(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .expect("the owner's live lock, handed back");
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    first_process.flush().await;
+
+    let item = raw_item(&resource)
+        .await
+        .expect("the lock handed back stands");
+    assert_eq!(
+        string_attr(&item, "LockID"),
+        handed_back.lock_id().to_string()
+    );
+    assert!(
+        lock_client()
+            .await
+            .try_acquire(&resource, &AcquireOptions::new().owner("other"))
+            .await
+            .unwrap()
+            .is_none(),
+        "another owner took a lock held"
+    );
+    assert_eq!(
+        retry_process.release(&handed_back).await.unwrap(),
+        ddb_lock::ReleaseOutcome::Released
+    );
 }

@@ -229,6 +229,7 @@ impl LockClient {
                 acquired_by,
                 mode,
                 resent: false,
+                version: None,
             };
             let change = DataChange::of_release(spawned_data.as_ref());
             release::send(&client.settings.table, &release, change).await

@@ -167,7 +167,7 @@ pub(crate) async fn attempt(
             .collect::<Result<Vec<_>, Error>>()?;
         let in_flight: Vec<InFlightAcquisition<'_>> = members
             .iter()
-            .map(|member| InFlightAcquisition::new(table, member.lock().handle()))
+            .map(|member| InFlightAcquisition::new(table, member.lock().handle(), None))
             .collect();
         let transmissions = Transmissions::default();
         let sent = table

@@ -97,6 +97,8 @@ struct Extension<'a> {
     lease_ms: Duration,
     change: DataChange<'a>,
     now: DateTime<Utc>,
+    /// A new version is written even where a later lease end is stored (a hand-back's).
+    new_version: bool,
 }
 
 /// What the item an extension's condition failed on (`ALL_OLD`) says.
@@ -132,6 +134,29 @@ pub(crate) async fn extend(
     lease: Duration,
     change: DataChange<'_>,
 ) -> Result<Answered, Error> {
+    extend_writing(table, handle, lease, change, false).await
+}
+
+/// The extension of a lock handed back to an idempotent acquisition of its owner: it always
+/// writes a new version, so that a dropped acquisition's clean-up (which releases only the
+/// version its write stored) spares the lock, in whichever process (see
+/// [`in_flight`](crate::ops::in_flight)).
+pub(crate) async fn hand_back(
+    table: &LockTable,
+    handle: &LockHandle,
+    lease: Duration,
+) -> Result<Answered, Error> {
+    extend_writing(table, handle, lease, DataChange::Keep, true).await
+}
+
+/// [`extend`], writing a new version even where a later lease end is stored if `new_version`.
+async fn extend_writing(
+    table: &LockTable,
+    handle: &LockHandle,
+    lease: Duration,
+    change: DataChange<'_>,
+    new_version: bool,
+) -> Result<Answered, Error> {
     table.check_handle(handle)?;
     let lease = limits::lease(lease)?;
     if handle.mode() != Mode::Exclusive && !matches!(change, DataChange::Keep) {
@@ -150,6 +175,7 @@ pub(crate) async fn extend(
         lease_ms: leases.written,
         change,
         now,
+        new_version,
     };
     let mut earlier_may_land = false;
     let outcome = match write(table, &extension).await? {
@@ -258,8 +284,9 @@ async fn write(
             // stepped back, or a reclaim by a client whose clock is behind) left the version as
             // it was, and a waiter took over while the caller was told it held for a lease more.
             Refusal::LaterLeaseStored(record) => {
-                let version_restarts_the_lease = table.takeover == TakeoverRule::ObservedLease
-                    && extension.handle.mode() == Mode::Exclusive;
+                let version_restarts_the_lease = extension.new_version
+                    || table.takeover == TakeoverRule::ObservedLease
+                        && extension.handle.mode() == Mode::Exclusive;
                 if matches!(extension.change, DataChange::Keep) && !version_restarts_the_lease {
                     return Ok(Ok(record));
                 }

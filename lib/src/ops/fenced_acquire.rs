@@ -61,7 +61,7 @@ pub(crate) async fn put(
     for _ in 0..MAX_FENCE_TRIES {
         let lock = new.lock.clone().with_fencing_token(Some(token));
         let (write, fence) = transaction(table, request, &new, &lock, token)?;
-        let in_flight = InFlightAcquisition::new(table, lock.handle());
+        let in_flight = InFlightAcquisition::new(table, lock.handle(), Some(new.version()));
         let sent = table
             .dynamodb
             .transact_write_items()

@@ -28,14 +28,23 @@ use tracing::{debug, warn};
 pub(crate) struct InFlightAcquisition<'a> {
     table: &'a Arc<LockTable>,
     handle: Option<LockHandle>,
+    /// The `Version` the write stores, if it is one an idempotent acquisition can be handed back
+    /// (an exclusive lock's): the clean-up releases only that version.
+    version: Option<String>,
 }
 
 impl<'a> InFlightAcquisition<'a> {
-    /// Arms the clean-up for the write of `handle`'s lock, about to be sent.
-    pub(crate) fn new(table: &'a Arc<LockTable>, handle: &LockHandle) -> Self {
+    /// Arms the clean-up for the write of `handle`'s lock, about to be sent, storing `version`
+    /// if given (see the field).
+    pub(crate) fn new(
+        table: &'a Arc<LockTable>,
+        handle: &LockHandle,
+        version: Option<&str>,
+    ) -> Self {
         InFlightAcquisition {
             table,
             handle: Some(handle.clone()),
+            version: version.map(str::to_owned),
         }
     }
 
@@ -63,9 +72,13 @@ impl Drop for InFlightAcquisition<'_> {
             return;
         }
         let table = Arc::clone(self.table);
+        let version = self.version.take();
         let spawned = self.table.release_in_background(async move {
             let resource = handle.resource();
-            let release = Release::of(&handle);
+            // Only the version the write stored: an idempotent acquisition of the same owner in
+            // another process, handed the lock back meanwhile, wrote a new one, and this deleted
+            // the lock it went on believing it held (found by review).
+            let release = Release::of(&handle).only_of_version(version.as_deref());
             // Nothing of ours yet: the write may still be on its way; look again.
             let released = looking_again(
                 || release::send_retrying(&table, &release, DataChange::Keep),

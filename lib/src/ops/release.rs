@@ -61,7 +61,15 @@ pub(crate) struct Release<'a> {
     /// An earlier send of this release failed without a definite answer (the client's own
     /// resend, after the SDK gave up): it may have been applied, as an SDK retry's may.
     pub(crate) resent: bool,
+    /// Only the acquisition's item as its own write stored it (this `Version`): a dropped
+    /// acquisition's clean-up, which must spare the lock if it was handed back to an idempotent
+    /// acquisition of the same owner since (the hand-back writes a new version), in whichever
+    /// process.
+    pub(crate) version: Option<&'a str>,
 }
+
+/// The clause a release only of the version its acquisition stored adds to its condition.
+const VERSION_CLAUSE: &str = " AND #version = :version";
 
 impl<'a> Release<'a> {
     /// The release of one acquisition, in its mode.
@@ -73,7 +81,13 @@ impl<'a> Release<'a> {
             acquired_by: None,
             mode: handle.mode(),
             resent: false,
+            version: None,
         }
+    }
+
+    /// The same release, only of the item as `version` left it.
+    pub(crate) fn only_of_version(self, version: Option<&'a str>) -> Self {
+        Release { version, ..self }
     }
 
     /// The same release, sent again after a send that failed if `resent`.
@@ -95,6 +109,7 @@ impl<'a> Release<'a> {
             acquired_by,
             mode: Mode::Exclusive,
             resent: false,
+            version: None,
         }
     }
 }
@@ -189,6 +204,7 @@ pub(crate) async fn send(
         acquired_by,
         mode,
         resent,
+        version,
     } = *release;
     let Started {
         mismatched,
@@ -198,15 +214,19 @@ pub(crate) async fn send(
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle, mismatched, resent).await;
     }
-    let condition = match (lock_id, acquired_by) {
+    let of_version = |condition: &str| match version {
+        Some(_) => format!("{condition}{VERSION_CLAUSE}"),
+        None => condition.to_owned(),
+    };
+    let condition = of_version(match (lock_id, acquired_by) {
         // A lock with a line is handed over rather than deleted (below). A payload change is
         // for the next holder of a kept item: it is released without a grant, and a waiter grants.
         (Some(_), _) if matches!(change, DataChange::Keep) => RELEASE_UNQUEUED_CONDITION,
         (Some(_), _) => RELEASE_CONDITION,
         (None, Some(_)) => RELEASE_OWNED_BY_CONDITION,
         (None, None) => RELEASE_OWNED_CONDITION,
-    };
-    let values = values(owner, lock_id, acquired_by);
+    });
+    let values = values(owner, lock_id, acquired_by, version);
     // A hold granted from a line with waiters behind it hands the lock over at once, from the
     // item it was granted with ([`LinesSeen`](crate::lines_seen::LinesSeen)), rather than first
     // try a delete that the line refuses.
@@ -229,11 +249,13 @@ pub(crate) async fn send(
         Some(HandOver::NotOurs { item, retried }) => (Answer::Refused(item), retried),
         // Nobody waits by the item seen, or none was seen: released as usual.
         Some(HandOver::NoWaiter) | None => {
-            send_request(table, release, condition, &values, change).await?
+            send_request(table, release, &condition, &values, change).await?
         }
     };
     if let (Answer::Refused(Some(item)), Some(lock_id)) = (&answer, lock_id) {
-        if line::has_line(item) && line::held_by(item, lock_id) {
+        // (Only of the version its acquisition stored: a lock handed back since is left.)
+        let stored = version.is_none_or(|version| item.get(VERSION) == Some(&s(version)));
+        if stored && line::has_line(item) && line::held_by(item, lock_id) {
             let item = item.clone();
             match grant::hand_over(table, resource, (lock_id, owner, held_for), item).await? {
                 HandOver::HandedOver => {
@@ -248,8 +270,9 @@ pub(crate) async fn send(
                     retried |= again;
                 }
                 HandOver::NoWaiter => {
+                    let condition = of_version(RELEASE_CONDITION);
                     (answer, retried) =
-                        send_request(table, release, RELEASE_CONDITION, &values, change).await?;
+                        send_request(table, release, &condition, &values, change).await?;
                 }
             }
         }
@@ -404,7 +427,12 @@ pub(crate) fn already_released(
 }
 
 /// The condition's values: exactly those its expression uses.
-fn values(owner: &str, lock_id: Option<LockId>, acquired_by: Option<DateTime<Utc>>) -> Item {
+fn values(
+    owner: &str,
+    lock_id: Option<LockId>,
+    acquired_by: Option<DateTime<Utc>>,
+    version: Option<&str>,
+) -> Item {
     [
         (":owner", Some(s(owner))),
         (":lock_id", lock_id.map(|id| s(id.to_string()))),
@@ -412,6 +440,7 @@ fn values(owner: &str, lock_id: Option<LockId>, acquired_by: Option<DateTime<Utc
             ":acquired_by",
             acquired_by.map(|t| s(timestamp::format(t.trunc_subsecs(3)))),
         ),
+        (":version", version.map(s)),
     ]
     .into_iter()
     .filter_map(|(name, value)| Some((name.to_owned(), value?)))

@@ -66,7 +66,7 @@ pub(crate) async fn attempt(
     let mut last_seen = None;
     for _ in 0..MAX_WRITES {
         let write = Write::new(table, request, &lock, &version, now, &reclaim)?;
-        let in_flight = InFlightAcquisition::new(table, lock.handle());
+        let in_flight = InFlightAcquisition::new(table, lock.handle(), None);
         let sent = table
             .update_item(request.resource, &write.update, &write.condition)
             .set_expression_attribute_names(Some(write.names))

@@ -182,6 +182,11 @@ pub(crate) struct NewItem {
 }
 
 impl NewItem {
+    /// The `Version` the write stores.
+    pub(crate) fn version(&self) -> &str {
+        &self.version
+    }
+
     /// What is written besides `lock`'s own values.
     fn written<'a>(&'a self, table: &'a LockTable, request: &Request<'a>) -> Written<'a> {
         Written {
@@ -289,7 +294,7 @@ pub(crate) async fn put(
     if !table.delete_on_release {
         return update(table, request, new).await;
     }
-    let in_flight = InFlightAcquisition::new(table, new.lock.handle());
+    let in_flight = InFlightAcquisition::new(table, new.lock.handle(), Some(new.version()));
     let sent = table
         .dynamodb
         .put_item()
@@ -326,7 +331,7 @@ async fn update(
 ) -> Result<Attempt, Error> {
     let (update, values) = new.kept_update(table, &new.lock, request);
     let condition = kept::acquire_condition(new.condition);
-    let in_flight = InFlightAcquisition::new(table, new.lock.handle());
+    let in_flight = InFlightAcquisition::new(table, new.lock.handle(), Some(new.version()));
     let sent = table
         .update_item(request.resource, &update, &condition)
         .set_expression_attribute_values(Some(values))

@@ -10,7 +10,7 @@ use crate::fair::line;
 use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
-use crate::ops::extend::{self, DataChange};
+use crate::ops::extend;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared::writer::{self, SharedRefusal};
@@ -135,12 +135,9 @@ pub(crate) async fn refused(
                 owner = request.owner,
                 "returning the live lock this owner already holds"
             );
-            let held = match table.takeover {
-                TakeoverRule::WallClock => held,
-                TakeoverRule::ObservedLease => match reclaim(table, held, request.lease).await? {
-                    Some(extended) => extended,
-                    None => return Ok(Attempt::Conflict),
-                },
+            let held = match reclaim(table, held, request.lease).await? {
+                Some(extended) => extended,
+                None => return Ok(Attempt::Conflict),
             };
             let holder = holder_of(&held);
             Ok(match took_back(table, held) {
@@ -249,21 +246,19 @@ fn wall_clock_retry_at(
     received + span(now, expires_at) + Duration::from_millis(1)
 }
 
-/// Hands back this owner's live lock under the observed-lease rule. A waiter there times a
-/// version from when it first saw it, which may be long ago, so the wall clock's view of the
-/// remaining lease promises nothing: the lock is extended first (one UpdateItem, a new version),
-/// and its lease counts from that write. If the item changed meanwhile, the attempt is retried as
-/// after a conflict.
+/// Hands back this owner's live lock, extended first (one UpdateItem, a new version), its lease
+/// counting from that write. The new version is what tells a dropped acquisition's clean-up
+/// (which deletes only the version its write stored) that the lock it may have made was handed
+/// back, in whichever process: handed back as it was, it was deleted under the acquisition that
+/// took it back (found by review). Under the observed-lease rule a waiter also times a version
+/// from when it first saw it, which may be long ago, so the wall clock's view of the remaining
+/// lease promised nothing. If the item changed meanwhile, the attempt is retried as after a
+/// conflict.
 async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Option<Lock>, Error> {
     // Boxed: this nests an extension inside an acquire attempt, and without the box the
     // acquire future's type would nest the whole extension's, deeply enough to exceed the
     // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
-    let extension = Box::pin(extend::extend(
-        table,
-        lock.handle(),
-        lease,
-        DataChange::Keep,
-    ));
+    let extension = Box::pin(extend::hand_back(table, lock.handle(), lease));
     match extension.await?.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
         outcome => {
