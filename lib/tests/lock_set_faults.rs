@@ -256,3 +256,32 @@ async fn a_set_try_cancelled_by_a_conflict_sends_no_clean_up() {
         "{attempt:?}"
     );
 }
+
+/// A set try written while a member's holder was live by its clock, its refusal read once that
+/// lease had ended (by its clock): answered, as a single try is, held by that holder or acquired,
+/// never an error (a review read the same transaction sent again until it was reported as a
+/// conflict).
+#[tokio::test]
+async fn a_set_refused_by_a_lease_that_ended_before_the_refusal_was_read_is_answered() {
+    let alice = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = ddb_lock_test_kit::client_through(&proxy, Some(clock.clone()));
+    let a = unique("set-refused-then-lapsed");
+    ddb_lock_test_kit::hold(&alice, &a, "alice", Duration::from_secs(10)).await;
+    let mut held = proxy.delay_next_request("TransactWriteItems");
+    let (members, bob) = ([(a.as_str(), Mode::Exclusive)], writer_options("bob"));
+    let mut trying = Box::pin(client.try_acquire_set(&members, &bob));
+    tokio::select! {
+        answer = &mut trying => panic!("answered with its request held back: {answer:?}"),
+        () = held.captured() => {}
+    }
+    clock.advance(Duration::from_secs(11));
+    assert!(held.deliver().await, "the set's write reached the endpoint");
+    match trying.await.expect("answered") {
+        SetAttempt::Held { holder, .. } => assert_eq!(holder.owner, "alice"),
+        SetAttempt::Acquired(set) => {
+            client.release_set(&set).await;
+        }
+    }
+}
