@@ -54,8 +54,8 @@ async fn a_retried_acquire_by_the_same_owner_returns_the_same_lock() {
     let first = invoke(&handler, event.clone()).await.unwrap();
     let retried = invoke(&handler, event).await.unwrap();
     assert_eq!(first["lock_id"], retried["lock_id"]);
-    // Handed back extended (a new version, which a dropped first attempt's clean-up spares):
-    // the lease runs from the retry, never shorter than the first's (fixed-width timestamps).
+    // Handed back as it is by this instance; by another, extended (a new version, which a
+    // dropped first attempt's clean-up spares): never shorter (fixed-width timestamps).
     let ends = |answer: &serde_json::Value| answer["expires_at"].as_str().unwrap().to_owned();
     assert!(ends(&retried) >= ends(&first), "{first} {retried}");
     let other = json!({"op": "try_acquire", "resource": resource, "owner": "exec-2"});

@@ -11,7 +11,8 @@ use std::str::FromStr;
 /// [`permits`](crate::AcquireOptions::permits) of a semaphore), an
 /// [`Exclusive`](Mode::Exclusive) holder excludes everyone. Each holder has its own lease,
 /// extension and release. An exclusive waiter that finds shared holders stops new ones from
-/// joining until it gets the lock or gives up, so a stream of readers cannot starve it.
+/// joining until it gets the lock or gives up, so a stream of readers cannot starve it (path
+/// locks below the item, which hold it by intention, are not stopped).
 ///
 /// # Examples
 ///

@@ -56,11 +56,15 @@ impl AcquireOptions {
         self
     }
 
-    /// When `true`, a live lock already held by the *same owner* is returned (with its `LockID`
-    /// and lease unchanged) instead of being refused: a retried acquire, such as a Step Functions
-    /// `Retry` of an Acquire state whose answer was lost, gets the lock it already has. It costs no
-    /// extra request (the refused write returns the item). Only use it where owner names are unique
-    /// per logical holder, since anyone naming the same owner gets the lock too. Default `false`.
+    /// When `true`, a live lock already held by the *same owner* is returned (with its `LockID`)
+    /// instead of being refused: a retried acquire, such as a Step Functions `Retry` of an Acquire
+    /// state whose answer was lost, gets the lock it already has. Handed back by the client that
+    /// took it, it costs no extra request (the refused write returns the item) and keeps its
+    /// lease; handed back by another client (another Lambda instance), it is first extended with
+    /// a new version (one UpdateItem, the lease counted from it), which a first attempt still
+    /// running elsewhere spares when it cleans up after its own unanswered write. Only use it
+    /// where owner names are unique per logical holder, since anyone naming the same owner gets
+    /// the lock too. Default `false`.
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self

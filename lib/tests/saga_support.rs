@@ -264,3 +264,71 @@ async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_to_another_
         ddb_lock::ReleaseOutcome::Released
     );
 }
+
+/// A worker's client extends a saga's lock (taken elsewhere) whose first extension through it
+/// went unanswered, then releases the saga's locks acquired before an earlier moment: DynamoDB
+/// spares the lock, and so does the client. It took the lock, remembered from that extension
+/// with no acquisition time, for one acquired before any moment, and answered every later
+/// extension `NotFound` for a lock still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_by_owner_that_spares_a_lock_extended_here_leaves_it_extended() {
+    let saga = lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let worker = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("spared-extended-here");
+    let before = chrono::Utc::now() - TimeDelta::seconds(1);
+    let lock = hold(&saga, &resource, "execution-1", Duration::from_secs(60)).await;
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let extending = tokio::spawn({
+        let (worker, lock) = (worker.clone(), lock.clone());
+        async move { worker.extend(&lock, Duration::from_secs(60)).await }
+    });
+    answer.applied().await;
+    extending.abort();
+    assert!(extending.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    let spared = worker
+        .release_owned_acquired_by(&resource, "execution-1", before)
+        .await
+        .unwrap();
+    assert!(
+        matches!(spared, ddb_lock::ReleaseOutcome::NotOwner { .. }),
+        "{spared:?}"
+    );
+    let extended = worker.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    saga.release(&lock).await.unwrap();
+}
+
+/// An acquisition dropped with its write applied but unanswered, while an idempotent acquisition
+/// of the same owner through the same client, handed that lock back, failed to write the
+/// hand-back's new version (DynamoDB failed it): nobody holds the lock, and the dropped one's
+/// clean-up releases it. It was left to the hand-back, which never took it, for a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_acquisitions_clean_up_releases_the_lock_a_failed_hand_back_left() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let resource = unique("dropped-after-a-failed-hand-back");
+    let saga = AcquireOptions::new()
+        .owner("saga-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let first = {
+        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.acquire(&resource, &saga).await })
+    };
+    answer.applied().await;
+    proxy.refuse_next("UpdateItem", "InternalServerError");
+    let failed = client.try_acquire(&resource, &saga).await;
+    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "a lock held by nobody");
+}

@@ -130,10 +130,7 @@ impl LockClient {
     async fn release_remembering(&self, lock: &Held) -> Result<ReleaseOutcome, Error> {
         let outcome = self.release(&lock.handle).await;
         if outcome.is_err() {
-            self.settings
-                .table
-                .holds
-                .acquired(&lock.handle, lock.acquired_at, lock.until);
+            self.settings.table.holds.put_back(lock);
         }
         outcome
     }

@@ -20,7 +20,7 @@ use super::timing::LineTiming;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fencing::FencingToken;
-use crate::item::{self, s, Item, ACQUIRED_AT};
+use crate::item::{self, s, Item, ACQUIRED_AT, VERSION};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::ops::fenced_acquire::{self, Cancellation, MAX_FENCE_TRIES};
@@ -55,6 +55,9 @@ pub(crate) enum Over<'a> {
         lock_id: LockId,
         owner: &'a str,
         held_for: Option<Duration>,
+        /// Only of the item as this `Version` (a dropped acquisition's clean-up: see
+        /// [`Release::version`](crate::ops::release::Release::version)).
+        version: Option<&'a str>,
     },
     /// A waiter that saw the holder's lease run out.
     Lapsed,
@@ -261,10 +264,21 @@ fn grant_write(
     }
     let mut remove: Vec<String> = removed.iter().map(|i| format!("#e{i}")).collect();
     let mut clauses = vec![match over {
-        Over::Released { lock_id, owner, .. } => {
+        Over::Released {
+            lock_id,
+            owner,
+            version,
+            ..
+        } => {
             values.insert(":holder".to_owned(), s(lock_id.to_string()));
             values.insert(":holder_owner".to_owned(), s(owner));
-            RELEASED.to_owned()
+            match version {
+                Some(version) => {
+                    values.insert(":holder_version".to_owned(), s(version));
+                    format!("{RELEASED} AND #version = :holder_version")
+                }
+                None => RELEASED.to_owned(),
+            }
         }
         Over::Lapsed => LAPSED.to_owned(),
     }];
@@ -414,17 +428,18 @@ pub(crate) enum HandOver {
     NotOurs { item: Option<Item>, retried: bool },
 }
 
-/// Releases the lock `lock_id` of `owner` on `resource`, held `held_for` (if known), whose item
-/// `item` has a line, by granting it to the next waiter.
+/// Releases the lock `lock_id` of `owner` on `resource`, held `held_for` (if known), only as
+/// `version` left it (if given), whose item `item` has a line, by granting it to the next waiter.
 pub(crate) async fn hand_over(
     table: &LockTable,
     resource: &str,
-    (lock_id, owner, held_for): (LockId, &str, Option<Duration>),
+    (lock_id, owner, held_for, version): (LockId, &str, Option<Duration>, Option<&str>),
     mut item: Item,
 ) -> Result<HandOver, Error> {
     let mut retried = false;
     for _ in 0..MAX_GRANT_TRIES {
-        if !line::held_by(&item, lock_id) {
+        let changed = version.is_some_and(|version| item.get(VERSION) != Some(&s(version)));
+        if changed || !line::held_by(&item, lock_id) {
             return Ok(HandOver::NotOurs {
                 item: Some(item),
                 retried,
@@ -434,6 +449,7 @@ pub(crate) async fn hand_over(
             lock_id,
             owner,
             held_for,
+            version,
         };
         match send(table, resource, &item, over).await? {
             Grant::Granted { to, .. } => {

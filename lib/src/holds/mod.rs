@@ -129,7 +129,12 @@ enum Ending {
 impl Inner {
     /// Remembers the lock of `handle` as taken (see [`Holds::acquired`]), pruning the holds whose
     /// leases ran out without a guard once there are many.
-    fn remember(&mut self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
+    fn remember(
+        &mut self,
+        handle: &LockHandle,
+        acquired_at: Option<DateTime<Utc>>,
+        until: Instant,
+    ) {
         if self.held.len() >= self.prune_at.max(FIRST_PRUNE_AT) {
             let now = Instant::now();
             let pruned = &mut self.pruned;
@@ -188,7 +193,10 @@ impl Ended {
 struct Hold {
     handle: LockHandle,
     /// As written: a release by owner of locks acquired no later than a moment spares the others.
-    acquired_at: DateTime<Utc>,
+    /// Unknown for a lock taken elsewhere until an extension's answer tells it: such a release
+    /// then leaves it (the item decides; a hold marked released that the item spared answered
+    /// every later extension `NotFound`).
+    acquired_at: Option<DateTime<Utc>>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
     /// What its extensions through this client sent.
@@ -205,7 +213,7 @@ struct Hold {
 #[derive(Clone)]
 pub(crate) struct Held {
     pub(crate) handle: LockHandle,
-    pub(crate) acquired_at: DateTime<Utc>,
+    pub(crate) acquired_at: Option<DateTime<Utc>>,
     pub(crate) until: Instant,
     pub(crate) stop_guards: Vec<StopGuard>,
 }
@@ -236,7 +244,13 @@ impl Holds {
     /// until `until`. A lock taken again (handed back to an idempotent acquisition) keeps its
     /// guards.
     pub(crate) fn acquired(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
-        self.inner().remember(handle, acquired_at, until);
+        self.inner().remember(handle, Some(acquired_at), until);
+    }
+
+    /// A lock `release_all` took whose release failed: remembered again as it was.
+    pub(crate) fn put_back(&self, held: &Held) {
+        self.inner()
+            .remember(&held.handle, held.acquired_at, held.until);
     }
 
     /// The client's own live lock of `handle` is handed back to an idempotent acquisition, unless
@@ -253,7 +267,7 @@ impl Holds {
         if inner.ended.contains(handle.lock_id()) {
             return false;
         }
-        inner.remember(handle, acquired_at, until);
+        inner.remember(handle, Some(acquired_at), until);
         true
     }
 
@@ -268,6 +282,15 @@ impl Holds {
         }
         inner.ended.insert(handle.lock_id(), Ending::Released);
         true
+    }
+
+    /// Whether this client holds the lock `lock_id` as taken here (acquired, or handed back to
+    /// an idempotent acquisition), not only extended through it.
+    pub(crate) fn handed_back(&self, lock_id: LockId) -> bool {
+        self.inner()
+            .held
+            .get(&lock_id)
+            .is_some_and(|hold| hold.taken_here)
     }
 
     /// A guard holds the lock `lock_id`; `stop` stops it. False if the client no longer
@@ -375,7 +398,7 @@ impl Holds {
                         && owner.is_none_or(|owner| {
                             hold.handle.owner() == owner && hold.handle.mode() == Mode::Exclusive
                         })
-                        && acquired_by.is_none_or(|by| hold.acquired_at <= by)
+                        && acquired_by.is_none_or(|by| hold.acquired_at.is_some_and(|at| at <= by))
                 })
                 .map(|hold| (hold.handle.lock_id(), hold.stop_guards.clone()))
                 .collect();
@@ -407,7 +430,7 @@ impl Holds {
             // Never earlier: answers of two extensions can come in either order.
             hold.until = hold.until.max(until);
             // As written (remembered at an extension's send, a lock taken elsewhere had none).
-            hold.acquired_at = acquired_at;
+            hold.acquired_at = Some(acquired_at);
             return;
         }
         let taken_here = inner.pruned.take(handle.lock_id());
@@ -415,7 +438,7 @@ impl Holds {
             handle.lock_id(),
             Hold {
                 handle: handle.clone(),
-                acquired_at,
+                acquired_at: Some(acquired_at),
                 until,
                 stop_guards: Vec::new(),
                 sent: Sent::default(),
@@ -470,11 +493,10 @@ impl Holds {
             // remembered from this send on, as extended here (taken here if it was pruned), so
             // that an extension after this one knows what this one sent (a late one held a lock
             // again after another found it expired; found by review). Its acquisition time is
-            // not known until an answer tells it: the earliest, which a release by owner counts
-            // as acquired before any moment.
+            // not known until an answer tells it.
             Entry::Vacant(vacant) => vacant.insert(Hold {
                 handle: handle.clone(),
-                acquired_at: DateTime::<Utc>::MIN_UTC,
+                acquired_at: None,
                 until: Instant::now(),
                 stop_guards: Vec::new(),
                 sent: Sent::default(),

@@ -123,7 +123,8 @@ pub(crate) struct Answered {
     /// yet (unanswered, or dropped with its request on the way), sent while the lease stood,
     /// and hold the lock again for its lease (or, a rewrite under the observed-lease rule, write
     /// a version that waiters count a whole lease from) while its caller was told it expired.
-    /// The caller releases it.
+    /// [`LockClient::extend`](crate::LockClient::extend) releases it (a hand-back's extension,
+    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease).
     pub(crate) earlier_may_land: bool,
 }
 

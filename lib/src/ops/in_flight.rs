@@ -60,11 +60,20 @@ impl Drop for InFlightAcquisition<'_> {
         let Some(handle) = self.handle.take() else {
             return;
         };
-        // Marked as ended at once, so that no idempotent acquisition of this client is handed
-        // the lock back before the release below is sent (it would then delete it); unless one
-        // was handed it back already: its holder ends it (a clean-up then deleted the lock that
-        // holder went on believing it held).
-        if !self.table.holds.abandoned(&handle) {
+        // An exclusive write's clean-up releases only the version it stored, which a hand-back
+        // (in this client or another) replaces: one already handed back to this client is left
+        // to its holder, and nothing is marked, so that an idempotent acquisition of this
+        // client may still be handed it back (its extension, landing first, makes the clean-up
+        // change nothing; landing after it, it finds nothing and the acquisition tries again).
+        // Marked, an acquisition whose hand-back was on its way waited out the lease of a lock
+        // held by nobody. Otherwise (shared holds, set members: never handed back) the lock is
+        // marked as ended at once, so that no idempotent acquisition of this client is handed
+        // it back before the release is sent; unless one was handed it back already.
+        let left = match self.version {
+            Some(_) => self.table.holds.handed_back(handle.lock_id()),
+            None => !self.table.holds.abandoned(&handle),
+        };
+        if left {
             debug!(
                 resource = handle.resource(),
                 "a dropped acquisition's lock was handed back to another acquisition of this client; left to it"

@@ -238,9 +238,9 @@ pub(crate) async fn send(
         _ => (None, None),
     };
     let handed = match (seen_line, lock_id) {
-        (Some(item), Some(lock_id)) => {
-            Some(grant::hand_over(table, resource, (lock_id, owner, held_for), item).await?)
-        }
+        (Some(item), Some(lock_id)) => Some(
+            grant::hand_over(table, resource, (lock_id, owner, held_for, version), item).await?,
+        ),
         _ => None,
     };
     let mut handed_over = matches!(handed, Some(HandOver::HandedOver));
@@ -253,11 +253,11 @@ pub(crate) async fn send(
         }
     };
     if let (Answer::Refused(Some(item)), Some(lock_id)) = (&answer, lock_id) {
-        // (Only of the version its acquisition stored: a lock handed back since is left.)
-        let stored = version.is_none_or(|version| item.get(VERSION) == Some(&s(version)));
-        if stored && line::has_line(item) && line::held_by(item, lock_id) {
+        if line::has_line(item) && line::held_by(item, lock_id) {
             let item = item.clone();
-            match grant::hand_over(table, resource, (lock_id, owner, held_for), item).await? {
+            match grant::hand_over(table, resource, (lock_id, owner, held_for, version), item)
+                .await?
+            {
                 HandOver::HandedOver => {
                     answer = Answer::Applied(());
                     handed_over = true;

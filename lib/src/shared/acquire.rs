@@ -1,8 +1,9 @@
 //! A shared acquisition (or one in an intention mode, for a path lock's ancestors): one
 //! conditional UpdateItem that adds this holder to its mode's set and writes its entry, if no
-//! exclusive holder's lease stands, no exclusive acquirer is waiting, no holder of the
-//! conflicting set is there (intention-exclusive for shared, shared for intention-exclusive),
-//! and (for a semaphore) a permit is free.
+//! exclusive holder's lease stands, no exclusive acquirer is waiting (for a shared holder: a
+//! writer's marker stops no intention), no holder of the conflicting set is there
+//! (intention-exclusive for shared, shared for intention-exclusive), and (for a semaphore) a
+//! permit is free.
 //!
 //! A semaphore whose permits are all taken, some by holders whose leases have ended, is taken
 //! with a second write that replaces those holders by this one: its condition names every holder

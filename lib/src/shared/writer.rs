@@ -8,7 +8,8 @@
 //!   conditioned on each one's lease still being over, and the acquisition is tried again at once;
 //! - if some are live, a waiting acquirer (not `try_acquire`) announces itself once with a
 //!   `WriterWaiting` marker lasting until its deadline: every shared acquisition's condition
-//!   refuses a live marker, so the shared holders drain and no new one starves the writer. The
+//!   refuses a live marker (an intention's does not: path locks below the item are not
+//!   stopped), so the shared holders drain and no new one starves the writer. The
 //!   acquisition that follows replaces the item (or, keeping items, removes the marker); a writer
 //!   that gives up withdraws its own marker, and one that vanishes leaves it to end at its
 //!   deadline.

@@ -135,9 +135,18 @@ pub(crate) async fn refused(
                 owner = request.owner,
                 "returning the live lock this owner already holds"
             );
-            let held = match reclaim(table, held, request.lease).await? {
-                Some(extended) => extended,
-                None => return Ok(Attempt::Conflict),
+            // A lock this client took and holds (its own answered write, or a hand-back that
+            // wrote a version) is the target of no clean-up: under the wall-clock rule it is
+            // handed back as it is, with no request.
+            let held = if table.takeover == TakeoverRule::WallClock
+                && table.holds.handed_back(held.lock_id())
+            {
+                held
+            } else {
+                match reclaim(table, held, request.lease).await? {
+                    Some(extended) => extended,
+                    None => return Ok(Attempt::Conflict),
+                }
             };
             let holder = holder_of(&held);
             Ok(match took_back(table, held) {
