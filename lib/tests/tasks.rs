@@ -519,3 +519,35 @@ async fn queue_through_a_proxy(name: &str) -> (String, Proxy, Arc<AdjustableCloc
     );
     (name, proxy, clock, queue)
 }
+
+/// A renewal held in the network (its caller gave up on it), then one that finds the claim's
+/// lease over (answered `false`: lost): the first, sent while the lease stood, landed after and
+/// held the task for its whole lease, claimed by a worker told it had lost it; no other worker
+/// could claim it. A renewal that finds its claim's lease over gives the claim back.
+#[tokio::test]
+async fn a_late_renewal_after_one_found_the_claim_over_holds_nothing() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-renew-late").await;
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "#claimable_at >= :now");
+    tokio::select! {
+        answer = queue.renew(&task, Duration::from_secs(3600)) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.advance(LEASE + Duration::from_secs(1));
+    assert!(
+        !queue.renew(&task, LEASE).await.unwrap(),
+        "the claim is over"
+    );
+    assert!(
+        late.deliver().await,
+        "the late renewal reached the endpoint"
+    );
+    let other = queue_of(
+        builder(dynamodb()).clock(clock.clone()).build().unwrap(),
+        &name,
+    );
+    let again = claim_until(&other, 1).await;
+    assert_eq!(again.len(), 1, "a claim answered lost holds the task");
+    assert!(!queue.complete(&task, TaskStatus::Done).await.unwrap());
+}

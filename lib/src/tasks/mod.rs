@@ -482,6 +482,22 @@ impl TaskQueue {
                             .and_then(|v| v.as_s().ok())
                             .is_some_and(|stored| *stored >= timestamp::format(end))
                 });
+                // A renewal that finds its own claim's lease over: an earlier renewal sent while
+                // it stood (held in the network, its caller gone) may land yet and hold the task
+                // for its lease, claimed by a worker told it lost it. The claim is given back
+                // (its token removed), so that no late renewal applies (found by review).
+                let lapsed = lease_end.is_some()
+                    && !renewed
+                    && token_of(&item) == Some(task.token.as_str())
+                    && status_now.map(String::as_str) == Some(TaskStatus::InProgress.as_str());
+                if lapsed {
+                    let claim = Claim {
+                        id: task.id.clone(),
+                        token: task.token.clone(),
+                        now: self.table().now(),
+                    };
+                    unsettled::give_back_lapsed(self, &claim).await;
+                }
                 completed || renewed
             }
             Answer::Refused(None) => false,

@@ -91,28 +91,10 @@ impl Drop for UnsettledClaims {
 /// Gives `claim` back if the task still carries its token. Logged, not returned: the caller
 /// already has its answer.
 async fn give_back(queue: &TaskQueue, claim: &Claim) {
-    // Later than the claim's own `:now`, so that a copy of it arriving later is refused.
-    let now = queue
-        .table()
-        .now()
-        .max(claim.now + TimeDelta::milliseconds(1));
     // The claim may still be on its way (two connections, either order): a give-back that finds
     // nothing of its own looks again, as a dropped acquisition's clean-up does.
     let sent = looking_again(
-        || {
-            retrying(|| async {
-                let request = queue
-                    .update_item(&claim.id, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)?
-                    .expression_attribute_values(":now", s(timestamp::format(now)))
-                    .expression_attribute_values(":token", s(claim.token.as_str()))
-                    .expression_attribute_values(
-                        ":in_progress",
-                        s(super::TaskStatus::InProgress.as_str()),
-                    )
-                    .send();
-                answer("UpdateItem", request.await, update_refused)
-            })
-        },
+        || send_give_back(queue, claim),
         |sent: &Result<Answer<_, _>, Error>| matches!(sent, Ok(Answer::Refused(_))),
     )
     .await;
@@ -130,6 +112,42 @@ async fn give_back(queue: &TaskQueue, claim: &Claim) {
             warn!(task = claim.id, %err, "could not give back a task whose claim's outcome was unknown; it stays claimed until its lease ends")
         }
     }
+}
+
+/// Gives back a claim whose lease a renewal found over (the task still carries its token, its
+/// status `in_progress`), so that no renewal sent earlier lands on it; logged, not returned.
+pub(super) async fn give_back_lapsed(queue: &TaskQueue, claim: &Claim) {
+    match send_give_back(queue, claim).await {
+        Ok(_) => debug!(task = claim.id, "gave back a claim whose lease was over"),
+        Err(err) => {
+            warn!(task = claim.id, %err, "could not give back a claim whose lease was over; a renewal sent earlier may still hold it")
+        }
+    }
+}
+
+/// One give-back of `claim`, tried again when DynamoDB fails it.
+async fn send_give_back(
+    queue: &TaskQueue,
+    claim: &Claim,
+) -> Result<
+    Answer<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, Option<crate::item::Item>>,
+    Error,
+> {
+    // Later than the claim's own `:now`, so that a copy of it arriving later is refused.
+    let now = queue
+        .table()
+        .now()
+        .max(claim.now + TimeDelta::milliseconds(1));
+    retrying(|| async {
+        let request = queue
+            .update_item(&claim.id, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)?
+            .expression_attribute_values(":now", s(timestamp::format(now)))
+            .expression_attribute_values(":token", s(claim.token.as_str()))
+            .expression_attribute_values(":in_progress", s(super::TaskStatus::InProgress.as_str()))
+            .send();
+        answer("UpdateItem", request.await, update_refused)
+    })
+    .await
 }
 
 #[cfg(test)]
