@@ -332,3 +332,47 @@ async fn a_dropped_acquisitions_clean_up_releases_the_lock_a_failed_hand_back_le
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None, "a lock held by nobody");
 }
+
+/// As above, the hand-back's new version landing first: the clean-up changes nothing, and the
+/// idempotent acquisition holds the lock. The clean-up marked the lock as being released in the
+/// client, the hand-back's answer was read as the lock gone, and its retry, refused by that very
+/// lock, waited out a lease held by nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_back_that_lands_before_a_dropped_acquisitions_clean_up_keeps_the_lock() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("hand-back-before-clean-up");
+    let saga = AcquireOptions::new()
+        .owner("saga-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60));
+    let mut put = proxy.withhold_next_answer("PutItem");
+    let first = {
+        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.acquire(&resource, &saga).await })
+    };
+    put.applied().await;
+    let mut hand_back = proxy.withhold_next_answer("UpdateItem");
+    let second = {
+        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
+        tokio::spawn(async move { client.try_acquire(&resource, &saga).await })
+    };
+    hand_back.applied().await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    put.drop_it();
+    client.flush().await;
+    hand_back.deliver();
+    let lock = second
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the lock handed back");
+    let item = raw_item(&resource).await.expect("the lock stands");
+    assert_eq!(string_attr(&item, "LockID"), lock.lock_id().to_string());
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ddb_lock::ReleaseOutcome::Released
+    );
+}

@@ -33,6 +33,7 @@ use crate::wait::writer_marker::WriterMarker;
 use crate::wait::{log_acquired, Wait};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -171,7 +172,11 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
     // The last live reader seen holding the lapsed lock: who the waiter waited for, when it times
     // out without an exclusive holder (it said the wait failed in transaction conflicts).
     let mut reader_seen = None;
+    // The pace of looks while live readers hold the lapsed lock (no grant can come before they
+    // leave): the backoff's, as an acquirer that is not fair waits for them.
+    let mut behind_readers = Backoff::new(wait.bounds);
     loop {
+        let mut readers_in_the_way = None;
         let (sent, item) = match seen.take() {
             Some(seen) => seen,
             None => {
@@ -229,6 +234,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
                 // deadlines; found by review). The grant that ends the wait removes it.
                 Some(SharedRefusal::Live(reader)) => {
                     marker.refused_by_readers(&reader, wait.deadline).await;
+                    readers_in_the_way = Some(reader.expires_at);
                     reader_seen = Some(reader);
                     None
                 }
@@ -276,8 +282,13 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
             };
         }
         last_sent = sent;
-        let delay = match LineTiming::of(&item) {
-            Some(timing) => {
+        let delay = match (readers_in_the_way, LineTiming::of(&item)) {
+            // Looked at the line's pace, it read every few milliseconds for as long as the
+            // readers held (found by review).
+            (Some(last_lease_end), _) => behind_readers
+                .next_delay()
+                .min(span(table.now(), last_lease_end) + Duration::from_millis(1)),
+            (None, Some(timing)) => {
                 let ago = holder
                     .as_ref()
                     .and_then(|holder| (table.now() - holder.acquired_at).to_std().ok());
@@ -286,7 +297,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
                 let turns = Turns { timing, round_trip };
                 pace.next_with_turns(place, turns, since, now)
             }
-            None => pace.next(place),
+            (None, None) => pace.next(place),
         }
         .min(wait.deadline - now);
         tokio::time::sleep(delay).await;

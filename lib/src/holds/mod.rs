@@ -274,10 +274,17 @@ impl Holds {
     /// The clean-up of an acquisition dropped with its write unanswered starts, unless the lock
     /// that write may have made is held through this client (an idempotent acquisition of the
     /// same owner was handed it back meanwhile, and its holder will end it): then false, and
-    /// nothing is marked. Otherwise it is marked as ended, as a release's start marks it.
+    /// nothing is marked. Otherwise it is marked as ended, as a release's start marks it. A lock
+    /// only extended here (a hand-back's extension on its way, or one that failed) is not held:
+    /// taken for one, it was left to a hand-back that never took it, for a lease (found by
+    /// review).
     pub(crate) fn abandoned(&self, handle: &LockHandle) -> bool {
         let mut inner = self.inner();
-        if inner.held.contains_key(&handle.lock_id()) {
+        if inner
+            .held
+            .get(&handle.lock_id())
+            .is_some_and(|hold| hold.taken_here)
+        {
             return false;
         }
         inner.ended.insert(handle.lock_id(), Ending::Released);

@@ -206,10 +206,21 @@ pub(crate) async fn send(
         resent,
         version,
     } = *release;
+    // A release only of a version (a dropped acquisition's clean-up) marks and frees nothing in
+    // the client: an idempotent acquisition of this client may be handed the lock back meanwhile
+    // (its new version makes this release change nothing), and, marked, it was taken for a lock
+    // being released and left held by nobody for a lease (found by review). Only a release that
+    // applied frees the lock (below).
     let Started {
         mismatched,
         underway: _underway,
-    } = start(table, release, &change)?;
+    } = match version {
+        Some(_) => Started {
+            mismatched: false,
+            underway: None,
+        },
+        None => start(table, release, &change)?,
+    };
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle, mismatched, resent).await;
@@ -287,6 +298,7 @@ pub(crate) async fn send(
     // was of another mode than the client's hold, which this request did not touch.
     match lock_id {
         Some(_) if mismatched => {}
+        Some(_) if version.is_some() && !matches!(answer, Answer::Applied(_)) => {}
         Some(lock_id) => {
             table.queues.freed(resource, lock_id);
             table.holds.freed(lock_id);

@@ -490,13 +490,14 @@ impl TaskQueue {
                     && !renewed
                     && token_of(&item) == Some(task.token.as_str())
                     && status_now.map(String::as_str) == Some(TaskStatus::InProgress.as_str());
-                if lapsed {
+                let seen_end = item.get(CLAIMABLE_AT).and_then(|v| v.as_s().ok());
+                if let (true, Some(seen_end)) = (lapsed, seen_end) {
                     let claim = Claim {
                         id: task.id.clone(),
                         token: task.token.clone(),
                         now: self.table().now(),
                     };
-                    unsettled::give_back_lapsed(self, &claim).await;
+                    unsettled::give_back_lapsed(self, claim, seen_end.clone()).await;
                 }
                 completed || renewed
             }

@@ -94,7 +94,7 @@ async fn give_back(queue: &TaskQueue, claim: &Claim) {
     // The claim may still be on its way (two connections, either order): a give-back that finds
     // nothing of its own looks again, as a dropped acquisition's clean-up does.
     let sent = looking_again(
-        || send_give_back(queue, claim),
+        || send_give_back(queue, claim, None),
         |sent: &Result<Answer<_, _>, Error>| matches!(sent, Ok(Answer::Refused(_))),
     )
     .await;
@@ -115,20 +115,35 @@ async fn give_back(queue: &TaskQueue, claim: &Claim) {
 }
 
 /// Gives back a claim whose lease a renewal found over (the task still carries its token, its
-/// status `in_progress`), so that no renewal sent earlier lands on it; logged, not returned.
-pub(super) async fn give_back_lapsed(queue: &TaskQueue, claim: &Claim) {
-    match send_give_back(queue, claim).await {
-        Ok(_) => debug!(task = claim.id, "gave back a claim whose lease was over"),
-        Err(err) => {
-            warn!(task = claim.id, %err, "could not give back a claim whose lease was over; a renewal sent earlier may still hold it")
+/// status `in_progress`, and the lease end `seen_end` the renewal's refusal showed), so that no
+/// renewal sent earlier lands on it. Only at that lease end: a renewal of the same claim that
+/// landed since (sent earlier by another task of the worker, and answered `true`) keeps the
+/// claim; given back under it, another worker claimed the task while this one held it. From a
+/// task of the client (`flush` waits for it): a renewal dropped after its answer still gives the
+/// claim back. Logged, not returned.
+pub(super) async fn give_back_lapsed(queue: &TaskQueue, claim: Claim, seen_end: String) {
+    let (spawned_queue, (done, given_back)) = (queue.clone(), tokio::sync::oneshot::channel());
+    let spawned = queue.table().release_in_background(async move {
+        let sent = send_give_back(&spawned_queue, &claim, Some(&seen_end)).await;
+        match sent {
+            Ok(_) => debug!(task = claim.id, "gave back a claim whose lease was over"),
+            Err(err) => {
+                warn!(task = claim.id, %err, "could not give back a claim whose lease was over; a renewal sent earlier may still hold it")
+            }
         }
+        let _ = done.send(());
+    });
+    if spawned {
+        let _ = given_back.await;
     }
 }
 
-/// One give-back of `claim`, tried again when DynamoDB fails it.
+/// One give-back of `claim` (only at the lease end `seen_end`, if given), tried again when
+/// DynamoDB fails it.
 async fn send_give_back(
     queue: &TaskQueue,
     claim: &Claim,
+    seen_end: Option<&str>,
 ) -> Result<
     Answer<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, Option<crate::item::Item>>,
     Error,
@@ -138,14 +153,20 @@ async fn send_give_back(
         .table()
         .now()
         .max(claim.now + TimeDelta::milliseconds(1));
+    let condition = match seen_end {
+        Some(_) => format!("{GIVE_BACK_CONDITION} AND #claimable_at = :seen_end"),
+        None => GIVE_BACK_CONDITION.to_owned(),
+    };
     retrying(|| async {
-        let request = queue
-            .update_item(&claim.id, GIVE_BACK_UPDATE, GIVE_BACK_CONDITION)?
+        let mut request = queue
+            .update_item(&claim.id, GIVE_BACK_UPDATE, &condition)?
             .expression_attribute_values(":now", s(timestamp::format(now)))
             .expression_attribute_values(":token", s(claim.token.as_str()))
-            .expression_attribute_values(":in_progress", s(super::TaskStatus::InProgress.as_str()))
-            .send();
-        answer("UpdateItem", request.await, update_refused)
+            .expression_attribute_values(":in_progress", s(super::TaskStatus::InProgress.as_str()));
+        if let Some(seen_end) = seen_end {
+            request = request.expression_attribute_values(":seen_end", s(seen_end));
+        }
+        answer("UpdateItem", request.send().await, update_refused)
     })
     .await
 }
