@@ -356,3 +356,47 @@ async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
         ReleaseOutcome::Released
     );
 }
+
+/// As above, the hand-back failing (DynamoDB failed its extension): the grant is nobody's, and
+/// the dropped waiter releases it. Its leave took the hand-back's extension, remembered at its
+/// send, for a hold of the client, and left the lock granted to nobody for a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiter_releases_its_grant_when_a_hand_back_of_it_failed() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.acquire(&resource, &fair("alice")).await })
+    };
+    line_becomes(&holder, &resource, &["alice"]).await;
+    let mut look = proxy.delay_next_request("GetItem");
+    look.captured().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    for _ in 0..3 {
+        proxy.refuse_next("UpdateItem", "InternalServerError");
+    }
+    let failed = client
+        .try_acquire(
+            &resource,
+            &ddb_lock::AcquireOptions::new()
+                .owner("alice")
+                .idempotent(true),
+        )
+        .await;
+    assert!(
+        matches!(failed, Err(ddb_lock::Error::Backend { .. })),
+        "{failed:?}"
+    );
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    drop(look);
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "granted to nobody");
+}
