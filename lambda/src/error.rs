@@ -17,7 +17,8 @@ pub mod name {
     pub const LOCK_NOT_FOUND: &str = "LockNotFound";
     /// `release` or `extend` found the lock held by another acquisition or owner.
     pub const LOCK_OWNERSHIP_MISMATCH: &str = "LockOwnershipMismatch";
-    /// `extend` arrived after the lease ended (nobody took the lock, but it lapsed).
+    /// `extend` arrived after the lease ended (nobody took the lock, but it lapsed; released by
+    /// the function if an earlier extension of it may still land).
     pub const LOCK_EXPIRED: &str = "LockExpired";
     /// The event is malformed; the message names the field.
     pub const INVALID_REQUEST: &str = "InvalidRequest";

@@ -144,8 +144,9 @@ impl Handler {
         let done = self.run(client, namespace, request, budget, attempts).await;
         // The background work the operation left (the release of an acquisition whose write may
         // have landed though its answer never came, a waiting writer's withdrawal) is done before
-        // the answer: once answered, the sandbox may be frozen, and thawed later that work can only
-        // harm (a release of the lock a retry of the saga's step was handed back meanwhile).
+        // the answer: once answered, the sandbox may be frozen, and the lock left held by nobody
+        // until a thaw or its lease end (a clean-up sent on thaw spares a lock a retry was handed
+        // back meanwhile: it releases only the version its write stored).
         // However long it takes, even past the invocation's budget: an operation may end after
         // its budget (its last attempt's answer comes late), and at the deadline Lambda stops the
         // sandbox and resets it, spawned work and all, which harms nobody; what that work would

@@ -46,6 +46,24 @@ async fn acquire_then_release_answers_with_the_documented_fields() {
     assert!(raw_item(&resource).await.is_none());
 }
 
+/// A retried acquire handled by another instance (another sandbox): the same lock, extended with
+/// a new version, which a first invocation still running (its write's answer lost) spares when it
+/// cleans up after that write.
+#[tokio::test]
+async fn a_retried_acquire_in_another_instance_returns_the_same_lock_with_a_new_version() {
+    let (first_instance, retry_instance) = (handler().await, handler().await);
+    let resource = unique("h-retry-elsewhere");
+    let event = json!({"op": "acquire", "resource": resource, "owner": "exec-1", "wait_ms": 0});
+    let first = invoke(&first_instance, event.clone()).await.unwrap();
+    let version = |item: Option<std::collections::HashMap<String, _>>| {
+        ddb_lock_test_kit::string_attr(&item.expect("held"), "Version").to_owned()
+    };
+    let before = version(raw_item(&resource).await);
+    let retried = invoke(&retry_instance, event).await.unwrap();
+    assert_eq!(first["lock_id"], retried["lock_id"]);
+    assert_ne!(version(raw_item(&resource).await), before);
+}
+
 #[tokio::test]
 async fn a_retried_acquire_by_the_same_owner_returns_the_same_lock() {
     let handler = handler().await;

@@ -191,7 +191,7 @@ async fn handler_whose_acquisitions_lose_every_answer() -> (Handler, Proxy) {
 
 /// An acquisition whose write landed but whose every answer was lost is `BackendUnavailable`, and
 /// the lock it may hold is released before the answer: once answered, the sandbox may be frozen,
-/// and a release sent later could delete the lock a retry of the saga's step was handed back.
+/// and the lock held by nobody until a thaw or its lease end.
 #[tokio::test]
 async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
     let (handler, proxy) = handler_whose_acquisitions_lose_every_answer().await;
@@ -212,7 +212,7 @@ async fn an_acquisition_lost_to_the_backend_leaves_no_lock_when_answered() {
 
 /// The same acquisition at the end of the invocation's budget: its answer comes after the time
 /// the budget left, and the handler answered without waiting for the release it left behind,
-/// which a frozen sandbox sent later, when it could delete the lock a retry was handed back.
+/// which a frozen sandbox sent only later, the lock held by nobody meanwhile.
 /// Past the deadline, Lambda stops the sandbox and resets it, spawned work and all, so waiting
 /// for the release however long it takes harms nobody.
 #[tokio::test]

@@ -107,9 +107,9 @@ where
 }
 
 /// One invocation, and before its answer (or its handler's panic goes on) the releases it left to
-/// the client's background, done: once a Lambda answers, its sandbox may be frozen, and a release
-/// sent on thaw could delete the lock a retry of the same event was given meanwhile (an
-/// acquisition whose write landed unanswered leaves one, as does a guard whose release failed).
+/// the client's background, done: once a Lambda answers, its sandbox may be frozen, and the lock
+/// such a release ends (an acquisition whose write landed unanswered leaves one, as does a guard
+/// whose release failed) stays held by nobody until a thaw or its lease end.
 async fn invoke<S, R>(
     inner: S,
     settings: Arc<Settings<R>>,

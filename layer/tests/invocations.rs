@@ -464,7 +464,7 @@ async fn any_service_runs_under_the_lock_keyed_by_a_closure_on_its_request() {
 
 /// An acquisition whose write landed but whose every answer was lost leaves a release to the
 /// client's background; the invocation answered before it was sent, and a Lambda frozen after
-/// its answer sent it on thaw, when it could delete the lock a retry of the event was given.
+/// its answer sent it only on thaw, the lock held by nobody meanwhile.
 #[tokio::test]
 async fn an_acquisition_lost_to_the_backend_is_released_before_the_answer() {
     lock_client().await;

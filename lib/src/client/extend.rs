@@ -16,7 +16,11 @@ impl LockClient {
     /// lease. If another extension of this lock already stored a later end, that one stands and
     /// is returned (with a [`valid_until`](crate::Lock::valid_until) counted from this request).
     ///
-    /// Returns the lock with its new expiry, or how it was lost.
+    /// Returns the lock with its new expiry, or how it was lost. An
+    /// [`Expired`](ExtendOutcome::Expired) found while an earlier extension of the lock through
+    /// this client may still land (unanswered, or dropped with its request on the way) also
+    /// releases the lock (one DeleteItem, from a task of the client that
+    /// [`flush`](Self::flush) waits for), so that the late one holds nothing.
     ///
     /// # Examples
     ///
@@ -86,7 +90,9 @@ impl LockClient {
         change: DataChange<'_>,
     ) -> Result<ExtendOutcome, Error> {
         let answered = extend::extend(&self.settings.table, handle, lease, change).await?;
-        if answered.earlier_may_land {
+        // (Unless a release of it is on its way already: sent again, it could land first.)
+        let underway = self.settings.table.holds.release_underway(handle.lock_id());
+        if answered.earlier_may_land && !underway {
             if let Err(err) = self.release_detached(handle).await {
                 warn!(resource = handle.resource(), %err, "could not release a lock an earlier extension may still hold; it expires with that lease");
             }

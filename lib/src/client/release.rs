@@ -23,8 +23,9 @@ impl LockClient {
     /// ([`LockLost::Released`](crate::LockLost::Released)) before its release is sent, so no guard
     /// reports a lock held that is being released; a guard whose acquisition completes while
     /// `release_all` runs starts released. A scheduled tick's lock, meant to stand to its lease
-    /// end, is left, and so is a lock this client only extended (a handle taken elsewhere). An
-    /// acquisition still in flight when it is called may
+    /// end, is left, and so is a lock this client only extended (a handle taken elsewhere), and
+    /// one whose release is already on its way (a guard's, `with_lock`'s), which is left to that
+    /// release, not listed, and waited for. An acquisition still in flight when it is called may
     /// complete after it and stay held: stop acquiring first. A lock whose release fails (the
     /// error is in its entry) is still remembered, for another `release_all`.
     ///

@@ -119,7 +119,19 @@ impl LockGuard {
             // for that lease while it stayed open; found by review).
             if let (true, Some(settings)) = (expired, settings.upgrade()) {
                 let client = LockClient { settings };
-                if !release_unattended(&client, expired_lock.clone(), None, "guard found expired") {
+                // (Unless a release of it is on its way already: sent again, it could land first.)
+                let underway = client
+                    .table()
+                    .holds
+                    .release_underway(expired_lock.lock_id());
+                if !underway
+                    && !release_unattended(
+                        &client,
+                        expired_lock.clone(),
+                        None,
+                        "guard found expired",
+                    )
+                {
                     warn!("a guard found expired could not release outside a runtime; its lock ends with its lease");
                 }
             }
@@ -344,11 +356,15 @@ impl Drop for LockGuard {
         lose(&self.state, LockLost::Released);
         let lock = match &*self.state.borrow() {
             // Held until now, a release that did not complete, or a lease that ran out while an
-            // extension may still land.
+            // extension may still land; unless a release of the lock is on its way (its own,
+            // dropped at its await; a twin guard's, `with_lock`'s, `release_all`'s, which stopped
+            // this one): that release ends it, and sent again here, this one could land first,
+            // the other then refused (`with_lock` answered that its work lost its lock, a
+            // payload was never written; found by review). One that failed is sent again here.
             State::Lost {
                 lock,
                 lost: LockLost::Released | LockLost::LeaseRanOut { .. },
-            } => lock.clone(),
+            } if !self.client.table().holds.release_underway(lock.lock_id()) => lock.clone(),
             // Found gone or taken by an extension: nothing of ours to release; found expired:
             // released by the guard's stop when it was found.
             State::Lost { .. } | State::Held(_) => return,

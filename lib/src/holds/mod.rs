@@ -291,6 +291,11 @@ impl Holds {
         true
     }
 
+    /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
+    pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
+        self.inner().underway.contains(lock_id)
+    }
+
     /// Whether this client holds the lock `lock_id` as taken here (acquired, or handed back to
     /// an idempotent acquisition), not only extended through it.
     pub(crate) fn handed_back(&self, lock_id: LockId) -> bool {

@@ -324,16 +324,17 @@ pub(crate) async fn send(
             Ok(ReleaseOutcome::Released)
         }
         Answer::Refused(item) => {
-            let retried = retried || resent;
             if let Some(outcome) = item
                 .as_ref()
                 .and_then(|item| already_released(owner, lock_id, item))
             {
-                // A release sent again that meets the acquisition's release record may have made
-                // it itself (the client's resend writes a version of its own, which the record
+                // A release the client sent again that meets the acquisition's release record may
+                // have made it itself (its resend writes a version of its own, which the record
                 // does not carry): `AlreadyReleased` said another release did, and the DynamoDB
-                // backend took it for a lock it no longer held (found by review).
-                let outcome = if retried {
+                // backend took it for a lock it no longer held (found by review). An SDK retry
+                // sends the same version, and one that met its own record was applied (above):
+                // a record it meets is another release's.
+                let outcome = if resent {
                     ReleaseOutcome::Unconfirmed
                 } else {
                     outcome
@@ -341,6 +342,7 @@ pub(crate) async fn send(
                 info!(resource, owner, ?outcome, "lock not released");
                 return Ok(outcome);
             }
+            let retried = retried || resent;
             let record = table.record(resource, item.as_ref())?;
             if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
                 info!(resource, owner, "release was retried after an answer was lost; the lock is gone, perhaps by that attempt");

@@ -413,6 +413,9 @@ impl TaskQueue {
     }
 
     /// Extends `task`'s claim by `lease` from now, while its lease stands; false if it was lost.
+    /// A renewal that finds the claim's lease over gives the claim back (one UpdateItem more,
+    /// from a task of the client): a renewal sent earlier, held in the network, then finds no
+    /// claim to hold, and [`complete`](Self::complete) answers false.
     ///
     /// # Examples
     ///

@@ -220,9 +220,9 @@ async fn a_lock_removed_before_its_acquisition_was_answered_is_not_remembered() 
 }
 
 /// A guard's release with a payload, dropped once its request left (a shutdown deadline): the
-/// guard's drop sends the release again, and that copy kept the old payload; landing first, it
+/// guard's drop sent the release again, and that copy kept the old payload; landing first, it
 /// released the lock, and the release with the payload was refused (the lock already released):
-/// the next holder found the old payload. The copy now carries the same payload.
+/// the next holder found the old payload. The drop now leaves the lock to the release on its way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() {
     let _ = lock_client().await;
@@ -237,7 +237,7 @@ async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() 
         .await
         .unwrap();
     // A keeping client acquires with an UpdateItem too.
-    let answered = proxy.counts("UpdateItem").answered;
+    let sent = proxy.counts("UpdateItem").requests;
     let mut held = proxy.delay_next_request("UpdateItem");
     tokio::select! {
         answer = guard.release_and_replace_data(Some(b"next".to_vec())) => {
@@ -245,10 +245,6 @@ async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() 
         }
         () = held.captured() => {}
     }
-    // The dropped guard's own release lands first.
-    proxy
-        .wait_for("UpdateItem", |c| c.answered > answered)
-        .await;
     assert!(held.deliver().await, "the release reached the endpoint");
     client.flush().await;
     let item = raw_item(&resource).await.expect("a kept item");
@@ -259,4 +255,38 @@ async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() 
         )),
         "{item:?}"
     );
+    assert_eq!(
+        proxy.counts("UpdateItem").requests,
+        sent + 1,
+        "released once"
+    );
+}
+
+/// A guard stopped by its twin's release (two guards of one idempotent acquisition), dropped
+/// while that release is on its way: it sent a release of its own, which landed first, and
+/// `with_lock`, whose release was then refused, answered that its work had lost its lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("twin-guard-dropped");
+    let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let twin = client.lock(&resource, &opts).await.unwrap();
+    let mut held = proxy.delay_next_request("DeleteItem");
+    let job = tokio::spawn({
+        let (client, resource, opts) = (client.clone(), resource.clone(), opts.clone());
+        async move {
+            client
+                .with_lock(&resource, &opts, |_| async { Ok::<_, Error>(7) })
+                .await
+        }
+    });
+    held.captured().await;
+    assert_eq!(twin.lost().await, LockLost::Released);
+    drop(twin);
+    assert!(held.deliver().await, "the release reached the endpoint");
+    assert_eq!(job.await.unwrap().unwrap(), 7);
+    client.flush().await;
+    assert_eq!(proxy.counts("DeleteItem").requests, 1, "released once");
 }
