@@ -435,6 +435,32 @@ async fn a_release_cancelled_at_its_await_still_releases() {
     direct.release(&bobs).await.unwrap();
 }
 
+/// A guard's release dropped at its first await (its request sent from a task of the client),
+/// then failed by DynamoDB: the guard's drop left the lock to that release, which was sent once,
+/// and the lock stayed held by nobody for its lease. A release nobody awaits any more is tried
+/// again, as a dropped guard's is.
+#[tokio::test]
+async fn a_release_cancelled_at_its_await_then_failed_is_sent_again() {
+    lock_client().await;
+    let resource = unique("guard-release-cancelled-failed");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    proxy.refuse_next("DeleteItem", "ThrottlingException");
+    let cancelled = tokio::time::timeout(Duration::ZERO, guard.release()).await;
+    assert!(cancelled.is_err(), "the release was cancelled");
+    client.flush().await;
+    assert_eq!(
+        proxy.counts("DeleteItem").throttled,
+        1,
+        "the first send failed"
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
 #[tokio::test]
 async fn an_extension_applied_late_never_shortens_the_stored_lease() {
     lock_client().await;

@@ -2,6 +2,7 @@
 //! and [`LockClient::release_all`].
 
 use super::LockClient;
+use crate::background::retrying;
 use crate::error::{Error, InvalidInput};
 use crate::holds::Held;
 use crate::limits;
@@ -10,6 +11,7 @@ use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
 use chrono::{DateTime, Utc};
+use tracing::warn;
 
 impl LockClient {
     /// Releases every lock this client (and its clones) holds, for shutdown: a container's
@@ -49,6 +51,13 @@ impl LockClient {
     pub async fn release_all(&self) -> Vec<(LockHandle, Result<ReleaseOutcome, Error>)> {
         let table = &self.settings.table;
         let held = table.holds.take_all();
+        // Each on its way from here, before its guards are stopped: a guard dropped once stopped
+        // leaves the lock to this release (with no token yet, it sent a second one, which could
+        // land first; found by review).
+        let underway: Vec<_> = held
+            .iter()
+            .map(|lock| table.holds.release_starts(&lock.handle))
+            .collect();
         for lock in &held {
             lock.stop(&LockLost::Released);
         }
@@ -57,10 +66,13 @@ impl LockClient {
         // waits for them, and a failed one is remembered again.
         let releases: Vec<_> = held
             .into_iter()
-            .map(|lock| {
+            .zip(underway)
+            .map(|(lock, underway)| {
                 let (client, spawned_lock) = (self.clone(), lock.clone());
-                let answered =
-                    self.detached(async move { client.release_remembering(&spawned_lock).await });
+                let answered = self.detached(async move {
+                    let _underway = underway;
+                    client.release_remembering(&spawned_lock).await
+                });
                 (lock, answered)
             })
             .collect();
@@ -218,7 +230,8 @@ impl LockClient {
         );
         let (lock_id, acquired_by, mode) = (release.lock_id, release.acquired_by, release.mode);
         let spawned_data = data.clone();
-        let answered = self.detached(async move {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let spawned = self.release_in_background(async move {
             let _underway = underway;
             let release = Release {
                 resource: &resource,
@@ -229,9 +242,23 @@ impl LockClient {
                 resent: false,
                 version: None,
             };
-            let change = DataChange::of_release(spawned_data.as_ref());
-            release::send(&client.settings.table, &release, change).await
+            let (table, change) = (
+                &client.settings.table,
+                DataChange::of_release(spawned_data.as_ref()),
+            );
+            let outcome = release::send(table, &release, change).await;
+            // Nobody took the answer (the caller's future was dropped, and its guard, if any,
+            // left the lock to this release, on its way): a send DynamoDB failed is tried again,
+            // as a dropped guard's release is. Sent once, it left the lock held by nobody for its
+            // lease (found by the random test of tasks sharing clients under cancellation).
+            if let Err(Err(_)) = answer.send(outcome) {
+                let resent = release.resent_if(true);
+                if let Err(err) = retrying(|| release::send(table, &resent, change)).await {
+                    warn!(resource, %err, "could not release a lock whose release was dropped; it ends with its lease");
+                }
+            }
         });
+        let answered = spawned.then_some(answered);
         let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
         detached_outcome(answered, release.resource, in_place).await
     }

@@ -336,8 +336,11 @@ impl Holds {
     /// client took it), and its guards turn lost, as released, before the request is sent. It is
     /// on its way while the answer is kept (see [`underway`]).
     pub(crate) fn release_starts(&self, handle: &LockHandle) -> ReleaseUnderway {
+        // On its way before the guards are stopped: one dropped once stopped leaves the lock to
+        // this release.
+        let underway = ReleaseUnderway::start(&self.inner, handle.lock_id());
         self.end([handle.lock_id()], &LockLost::Released);
-        ReleaseUnderway::start(&self.inner, handle.lock_id())
+        underway
     }
 
     /// A release through the client (a force release, a release by owner) is about to remove the
