@@ -217,11 +217,42 @@ async fn an_extension_answered_after_its_clients_release_is_not_found() {
     assert!(raw_item(&resource).await.is_none());
 }
 
-/// An extension held in the network (its caller gave up on it), then a later one that finds the
-/// lease over (the clock moved past it): answered `Expired`, the lock is not held, yet the late
-/// request, sent while the lease stood, landed after and held the lock for a lease nobody used
-/// (the next acquirer, on the same clock, was refused until it ran out). The client now releases
-/// the lock it finds expired while an earlier extension of it may land.
+/// An extension of `lock` through `client` held in the network by `proxy` (its caller gave up on
+/// it), then the clock moved past the lease (10 s) and a later extension answered `Expired`;
+/// then the held one delivered.
+async fn late_extension_after_expired(
+    proxy: &Proxy,
+    clock: &ddb_lock_test_kit::AdjustableClock,
+    client: &ddb_lock::LockClient,
+    lock: &ddb_lock::Lock,
+) {
+    let mut late = proxy.delay_next_request("UpdateItem");
+    tokio::select! {
+        answer = client.extend(lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.advance(Duration::from_secs(11));
+    let found = client.extend(lock, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+}
+
+/// A ten-second lock of alice's on `resource`, taken through `client`.
+async fn alices(client: &ddb_lock::LockClient, resource: &str) -> ddb_lock::Lock {
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(10));
+    client.try_acquire(resource, &opts).await.unwrap().unwrap()
+}
+
+/// An extension held in the network, then a later one that finds the lease over (the clock moved
+/// past it): answered `Expired`, the lock is not held, yet the late request, sent while the lease
+/// stood, landed after and held the lock for a lease nobody used (the next acquirer, on the same
+/// clock, was refused until it ran out). The client now releases the lock it finds expired while
+/// an earlier extension of it may land.
 #[tokio::test]
 async fn a_late_extension_after_one_found_the_lease_over_holds_nothing() {
     let _ = lock_client().await;
@@ -229,22 +260,8 @@ async fn a_late_extension_after_one_found_the_lease_over_holds_nothing() {
     let clock = ddb_lock_test_kit::AdjustableClock::new();
     let client = client_through(&proxy, Some(clock.clone()));
     let resource = unique("extension-late-after-expired");
-    let opts = AcquireOptions::new()
-        .owner("alice")
-        .lease(Duration::from_secs(10));
-    let lock = client.try_acquire(&resource, &opts).await.unwrap().unwrap();
-    let mut late = proxy.delay_next_request("UpdateItem");
-    tokio::select! {
-        answer = client.extend(&lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
-        () = late.captured() => {}
-    }
-    clock.advance(Duration::from_secs(11));
-    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
-    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
-    assert!(
-        late.deliver().await,
-        "the late request reached the endpoint"
-    );
+    let lock = alices(&client, &resource).await;
+    late_extension_after_expired(&proxy, &clock, &client, &lock).await;
 
     let bob = client_through(&proxy, Some(clock));
     let taken = bob
@@ -268,26 +285,8 @@ async fn a_late_extension_of_a_lock_taken_elsewhere_holds_nothing_after_it_expir
     let clock = ddb_lock_test_kit::AdjustableClock::new();
     let client = client_through(&proxy, Some(clock.clone()));
     let resource = unique("extension-late-elsewhere");
-    let opts = AcquireOptions::new()
-        .owner("alice")
-        .lease(Duration::from_secs(10));
-    let lock = elsewhere
-        .try_acquire(&resource, &opts)
-        .await
-        .unwrap()
-        .unwrap();
-    let mut late = proxy.delay_next_request("UpdateItem");
-    tokio::select! {
-        answer = client.extend(&lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
-        () = late.captured() => {}
-    }
-    clock.advance(Duration::from_secs(11));
-    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
-    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
-    assert!(
-        late.deliver().await,
-        "the late request reached the endpoint"
-    );
+    let lock = alices(&elsewhere, &resource).await;
+    late_extension_after_expired(&proxy, &clock, &client, &lock).await;
     assert_eq!(
         raw_item(&resource).await,
         None,

@@ -3,11 +3,52 @@
 
 use chrono::TimeDelta;
 use ddb_lock::limits::MAX_DATA_BYTES;
-use ddb_lock::{AcquireOptions, Error, InvalidInput, LockStatus, TakeoverRule};
+use ddb_lock::{AcquireOptions, Error, InvalidInput, LockClient, LockStatus, TakeoverRule};
+use ddb_lock_test_kit::proxy::{Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{
     builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
 };
 use std::time::Duration;
+
+/// A saga step's options: one owner, idempotent, a minute's lease.
+fn saga_step() -> AcquireOptions {
+    AcquireOptions::new()
+        .owner("saga-1")
+        .idempotent(true)
+        .lease(Duration::from_secs(60))
+}
+
+/// An acquisition of `resource` through `client` whose PutItem DynamoDB applied, its answer held
+/// back by `proxy`: its task, and the answer.
+async fn applied_unanswered(
+    proxy: &Proxy,
+    client: &LockClient,
+    resource: &str,
+) -> (
+    tokio::task::JoinHandle<Result<ddb_lock::Lock, Error>>,
+    WithheldAnswer,
+) {
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let first = {
+        let (client, resource) = (client.clone(), resource.to_owned());
+        tokio::spawn(async move { client.acquire(&resource, &saga_step()).await })
+    };
+    answer.applied().await;
+    (first, answer)
+}
+
+/// Drops that acquisition (its task aborted, its answer lost) and waits for `client`'s clean-up
+/// of what it wrote.
+async fn dropped(
+    first: tokio::task::JoinHandle<Result<ddb_lock::Lock, Error>>,
+    mut answer: WithheldAnswer,
+    client: &LockClient,
+) {
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    client.flush().await;
+}
 
 #[tokio::test]
 async fn an_idempotent_acquire_by_the_holder_returns_its_own_lock() {
@@ -143,7 +184,7 @@ async fn a_fenced_idempotent_acquire_is_not_handed_an_unfenced_lock() {
 /// the lock first (a new version, so every observer starts its lease again).
 #[tokio::test]
 async fn an_idempotent_acquire_under_the_observed_lease_rule_extends_the_lock_it_hands_back() {
-    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     lock_client().await; // the table exists
     let client = builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
         .takeover(TakeoverRule::ObservedLease)
@@ -217,31 +258,19 @@ async fn an_idempotent_acquire_takes_back_its_own_lock_without_waiting_for_a_rel
 #[tokio::test]
 async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_to_another_process() {
     lock_client().await;
-    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let first_process = ddb_lock_test_kit::client_through(&proxy, None);
     let retry_process = lock_client().await;
     let resource = unique("dropped-then-handed-back-elsewhere");
-    let saga = AcquireOptions::new()
-        .owner("saga-1")
-        .idempotent(true)
-        .lease(Duration::from_secs(60));
-    let mut answer = proxy.withhold_next_answer("PutItem");
-    let first = {
-        let (client, resource, saga) = (first_process.clone(), resource.clone(), saga.clone());
-        tokio::spawn(async move { client.acquire(&resource, &saga).await })
-    };
-    answer.applied().await;
+    let (first, answer) = applied_unanswered(&proxy, &first_process, &resource).await;
     // A shorter lease than the one stored: the hand-back's extension keeps the stored end, and
     // still writes a new version.
     let handed_back = retry_process
-        .try_acquire(&resource, &saga.clone().lease(Duration::from_secs(30)))
+        .try_acquire(&resource, &saga_step().lease(Duration::from_secs(30)))
         .await
         .unwrap()
         .expect("the owner's live lock, handed back");
-    first.abort();
-    assert!(first.await.unwrap_err().is_cancelled());
-    answer.drop_it();
-    first_process.flush().await;
+    dropped(first, answer, &first_process).await;
 
     let item = raw_item(&resource)
         .await
@@ -273,7 +302,7 @@ async fn a_dropped_acquisitions_clean_up_spares_the_lock_handed_back_to_another_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_by_owner_that_spares_a_lock_extended_here_leaves_it_extended() {
     let saga = lock_client().await;
-    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let worker = ddb_lock_test_kit::client_through(&proxy, None);
     let resource = unique("spared-extended-here");
     let before = chrono::Utc::now() - TimeDelta::seconds(1);
@@ -310,26 +339,14 @@ async fn a_release_by_owner_that_spares_a_lock_extended_here_leaves_it_extended(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_acquisitions_clean_up_releases_the_lock_a_failed_hand_back_left() {
     lock_client().await;
-    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
     let resource = unique("dropped-after-a-failed-hand-back");
-    let saga = AcquireOptions::new()
-        .owner("saga-1")
-        .idempotent(true)
-        .lease(Duration::from_secs(60));
-    let mut answer = proxy.withhold_next_answer("PutItem");
-    let first = {
-        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
-        tokio::spawn(async move { client.acquire(&resource, &saga).await })
-    };
-    answer.applied().await;
+    let (first, answer) = applied_unanswered(&proxy, &client, &resource).await;
     proxy.refuse_next("UpdateItem", "InternalServerError");
-    let failed = client.try_acquire(&resource, &saga).await;
+    let failed = client.try_acquire(&resource, &saga_step()).await;
     assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
-    first.abort();
-    assert!(first.await.unwrap_err().is_cancelled());
-    answer.drop_it();
-    client.flush().await;
+    dropped(first, answer, &client).await;
     assert_eq!(raw_item(&resource).await, None, "a lock held by nobody");
 }
 
@@ -340,29 +357,17 @@ async fn a_dropped_acquisitions_clean_up_releases_the_lock_a_failed_hand_back_le
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_back_that_lands_before_a_dropped_acquisitions_clean_up_keeps_the_lock() {
     lock_client().await;
-    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let client = ddb_lock_test_kit::client_through(&proxy, None);
     let resource = unique("hand-back-before-clean-up");
-    let saga = AcquireOptions::new()
-        .owner("saga-1")
-        .idempotent(true)
-        .lease(Duration::from_secs(60));
-    let mut put = proxy.withhold_next_answer("PutItem");
-    let first = {
-        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
-        tokio::spawn(async move { client.acquire(&resource, &saga).await })
-    };
-    put.applied().await;
+    let (first, put) = applied_unanswered(&proxy, &client, &resource).await;
     let mut hand_back = proxy.withhold_next_answer("UpdateItem");
     let second = {
-        let (client, resource, saga) = (client.clone(), resource.clone(), saga.clone());
-        tokio::spawn(async move { client.try_acquire(&resource, &saga).await })
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.try_acquire(&resource, &saga_step()).await })
     };
     hand_back.applied().await;
-    first.abort();
-    assert!(first.await.unwrap_err().is_cancelled());
-    put.drop_it();
-    client.flush().await;
+    dropped(first, put, &client).await;
     hand_back.deliver();
     let lock = second
         .await
