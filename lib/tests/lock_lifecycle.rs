@@ -8,8 +8,11 @@ use ddb_lock_test_kit::{
     unique, OffsetClock,
 };
 use std::time::Duration;
+use tokio::time::timeout;
 
 const LEASE: Duration = Duration::from_secs(30);
+/// How long a test waits for what must come; a bug, not a slow machine, runs out of it.
+const PATIENCE: Duration = Duration::from_secs(20);
 
 fn as_owner(owner: &str) -> AcquireOptions {
     AcquireOptions::new().owner(owner)
@@ -355,7 +358,7 @@ async fn a_release_dropped_at_its_first_await_still_releases() {
         });
         busy.applied().await;
         let dropped = match way {
-            "by lock" => tokio::time::timeout(Duration::ZERO, client.release(&lock)).await,
+            "by lock" => timeout(Duration::ZERO, client.release(&lock)).await,
             "by owner" => {
                 let release = client.release_owned(&resource, "alice");
                 tokio::time::timeout(Duration::ZERO, release).await
@@ -375,4 +378,88 @@ async fn a_release_dropped_at_its_first_await_still_releases() {
             "{way}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_release_cancelled_at_its_await_still_releases() {
+    lock_client().await;
+    let resource = unique("guard-release-cancelled");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let guard = client
+        .lock(
+            &resource,
+            &ddb_lock_test_kit::guard_options("alice", 60_000, 20_000),
+        )
+        .await
+        .unwrap();
+
+    // Polled once and dropped at its first await, as an outer timeout or a `select!` would: on this
+    // current-thread runtime its DeleteItem has not left yet.
+    let cancelled = timeout(Duration::ZERO, guard.release()).await;
+    assert!(cancelled.is_err(), "the release was cancelled");
+
+    // The lease is a minute: only a release frees the lock within the patience.
+    timeout(PATIENCE, proxy.wait_for("DeleteItem", |c| c.answered >= 1))
+        .await
+        .expect("the cancelled release still sent its DeleteItem");
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+
+    // Cancelled after its DeleteItem was applied, its answer still to come: the guard's drop
+    // leaves the lock to that release (a copy of its own could land first), and the release's
+    // resend after the lost answer finds nothing and touches nobody else's lock.
+    let guard = client
+        .lock(
+            &resource,
+            &ddb_lock_test_kit::guard_options("alice", 60_000, 20_000),
+        )
+        .await
+        .unwrap();
+    let sent = proxy.counts("DeleteItem").requests;
+    let mut answer = proxy.withhold_next_answer("DeleteItem");
+    tokio::select! {
+        outcome = guard.release() => panic!("the answer was withheld, yet: {outcome:?}"),
+        () = answer.applied() => {}
+    }
+    let direct = lock_client().await;
+    let bobs = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    answer.drop_it();
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("bob's lock untouched");
+    assert_eq!(string_attr(&item, "LockID"), bobs.lock_id().to_string());
+    assert_eq!(
+        proxy.counts("DeleteItem").requests,
+        sent + 2,
+        "the release and the SDK's resend, no copy from the drop"
+    );
+    direct.release(&bobs).await.unwrap();
+}
+
+/// A guard's release dropped at its first await (its request sent from a task of the client),
+/// then failed by DynamoDB: the guard's drop left the lock to that release, which was sent once,
+/// and the lock stayed held by nobody for its lease. A release nobody awaits any more is tried
+/// again, as a dropped guard's is.
+#[tokio::test]
+async fn a_release_cancelled_at_its_await_then_failed_is_sent_again() {
+    lock_client().await;
+    let resource = unique("guard-release-cancelled-failed");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let guard = client
+        .lock(
+            &resource,
+            &ddb_lock_test_kit::guard_options("alice", 60_000, 20_000),
+        )
+        .await
+        .unwrap();
+    proxy.refuse_next("DeleteItem", "ThrottlingException");
+    let cancelled = timeout(Duration::ZERO, guard.release()).await;
+    assert!(cancelled.is_err(), "the release was cancelled");
+    client.flush().await;
+    assert_eq!(
+        proxy.counts("DeleteItem").throttled,
+        1,
+        "the first send failed"
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }

@@ -27,12 +27,9 @@ use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
-pub(crate) use sent::LeaseToSend;
 use sent::Sent;
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::time::Instant;
 pub(crate) use underway::ReleaseUnderway;
 use underway::Underway;
@@ -461,95 +458,6 @@ impl Holds {
                 taken_here,
             },
         );
-    }
-
-    /// The lease an extension of `lock_id` computed at `now` asks for, and the lease it writes
-    /// for the observed-lease rule (`LeaseMs`): `lease`, or longer where `lease` would fall short
-    /// of what this client already sent or counts on.
-    ///
-    /// - The lease asked for ends after every lease end an earlier extension of the lock sent
-    ///   through this client, so that its lease ends go up in the order its extensions are sent:
-    ///   the extension condition compares lease ends only, and a late copy of an earlier
-    ///   extension that ended as late applied over a later one (its data over the later data). A
-    ///   clock stepped back made a later extension ask for an earlier end; so did one sent once
-    ///   the clock had caught up again (an end no later than the stretched one before it), and
-    ///   an extension asked for a shorter lease than an earlier one.
-    /// - The lease written is at least the one this client already counts on (its `until`, or
-    ///   the end an extension sent earlier and not yet answered may still be answered with):
-    ///   under the observed-lease rule a waiter times the newest version for that version's
-    ///   `LeaseMs`, and a shorter one, applied because the wall clock had jumped forward, let a
-    ///   waiter take the lock while its guard, counting on the longer lease, said held. (Only
-    ///   `LeaseMs`: the lease end asked for stays a function of the wall clock and the ends
-    ///   sent, as the wall-clock rule's waiters and the condition see it.)
-    ///
-    /// The caller is told the lease asked for. A lock this client does not remember (a handle
-    /// from elsewhere) is remembered from its first extension on, as extended here; one whose
-    /// release started through it asks for and writes `lease`.
-    pub(crate) fn lease_to_send(
-        &self,
-        handle: &LockHandle,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> LeaseToSend {
-        let mut inner = self.inner();
-        let Inner {
-            held,
-            ended,
-            pruned,
-            ..
-        } = &mut *inner;
-        let lock_id = handle.lock_id();
-        let hold = match held.entry(lock_id) {
-            Entry::Occupied(hold) => hold.into_mut(),
-            Entry::Vacant(_) if ended.contains(lock_id) => {
-                return LeaseToSend::given(lease);
-            }
-            // Not remembered (a handle taken elsewhere, or this client's own lock pruned):
-            // remembered from this send on, as extended here (taken here if it was pruned), so
-            // that an extension after this one knows what this one sent (a late one held a lock
-            // again after another found it expired; found by review). Its acquisition time is
-            // not known until an answer tells it.
-            Entry::Vacant(vacant) => vacant.insert(Hold {
-                handle: handle.clone(),
-                acquired_at: None,
-                until: Instant::now(),
-                stop_guards: Vec::new(),
-                sent: Sent::default(),
-                until_expiry: false,
-                taken_here: pruned.take(lock_id),
-            }),
-        };
-        hold.sent.lease_to_send(hold.until, now, lease)
-    }
-
-    /// A rewrite of an extension of `lock_id` to the stored lease end `end` is sent; until
-    /// [`rewrite_answered`](Self::rewrite_answered), it may land at any time.
-    pub(crate) fn rewrite_sent(&self, lock_id: LockId, end: DateTime<Utc>) {
-        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
-            hold.sent.rewrite_sent(end);
-        }
-    }
-
-    /// The rewrite of an extension of `lock_id` to `end` is answered.
-    pub(crate) fn rewrite_answered(&self, lock_id: LockId, end: DateTime<Utc>) {
-        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
-            hold.sent.rewrite_answered(end);
-        }
-    }
-
-    /// Whether a request of an extension of `lock_id` sent before the one whose leases are
-    /// `leases`, which found the lease over at `expired_at`, may still land (see
-    /// [`sent`](self::sent)).
-    pub(crate) fn may_land_after(
-        &self,
-        lock_id: LockId,
-        leases: &LeaseToSend,
-        expired_at: DateTime<Utc>,
-    ) -> bool {
-        match self.inner().held.get(&lock_id) {
-            Some(hold) => hold.sent.may_land_after(leases, expired_at),
-            None => leases.earlier_end > Some(expired_at),
-        }
     }
 
     /// Whether this client holds the lock of `handle`'s id under another handle: in another mode
