@@ -11,7 +11,7 @@ use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
 use chrono::{DateTime, Utc};
-use tracing::warn;
+use tracing::{debug, warn};
 
 impl LockClient {
     /// Releases every lock this client (and its clones) holds, for shutdown: a container's
@@ -232,7 +232,6 @@ impl LockClient {
         let spawned_data = data.clone();
         let (answer, answered) = tokio::sync::oneshot::channel();
         let spawned = self.release_in_background(async move {
-            let _underway = underway;
             let release = Release {
                 resource: &resource,
                 owner: &owner,
@@ -246,21 +245,40 @@ impl LockClient {
                 &client.settings.table,
                 DataChange::of_release(spawned_data.as_ref()),
             );
+            let _underway = underway;
             let outcome = release::send(table, &release, change).await;
-            // Nobody took the answer (the caller's future was dropped, and its guard, if any,
-            // left the lock to this release, on its way): a send DynamoDB failed is tried again,
-            // as a dropped guard's release is. Sent once, it left the lock held by nobody for its
-            // lease (found by the random test of tasks sharing clients under cancellation).
-            if let Err(Err(_)) = answer.send(outcome) {
+            // A send DynamoDB failed is tried again from here, as a dropped guard's release is,
+            // whoever reads the answer (the first failure): the release stays on its way until
+            // then, so that the guard a caller drops on the error leaves the lock to it. Sent
+            // once, a release whose caller was gone left the lock held by nobody for its lease
+            // (found by the random test of tasks sharing clients under cancellation); and one
+            // answered to a caller whose guard's drop read it as still on its way was sent by
+            // nobody again (found by review).
+            let failed = outcome.is_err();
+            let _ = answer.send(outcome);
+            if failed {
                 let resent = release.resent_if(true);
-                if let Err(err) = retrying(|| release::send(table, &resent, change)).await {
-                    warn!(resource, %err, "could not release a lock whose release was dropped; it ends with its lease");
+                match retrying(|| release::send(table, &resent, change)).await {
+                    Ok(outcome) => debug!(
+                        resource,
+                        ?outcome,
+                        "released a lock whose release had failed"
+                    ),
+                    Err(err) => {
+                        warn!(resource, %err, "could not release a lock; it ends with its lease")
+                    }
                 }
             }
         });
-        let answered = spawned.then_some(answered);
-        let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
-        detached_outcome(answered, release.resource, in_place).await
+        if !spawned {
+            return release::send(table, release, DataChange::of_release(data.as_ref())).await;
+        }
+        match answered.await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::ReleaseAbandoned {
+                resource: release.resource.to_owned(),
+            }),
+        }
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
