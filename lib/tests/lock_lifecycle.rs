@@ -463,3 +463,26 @@ async fn a_release_cancelled_at_its_await_then_failed_is_sent_again() {
     );
     assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
 }
+
+/// A release DynamoDB fails once, with the SDK's retries off: the client sends it again before
+/// answering, and answers what the resend found. Answered the first failure while it went on
+/// sending, it told its caller (a saga's retry, `release_all`) the lock was not released, and the
+/// caller's own retry then found it gone or someone else's.
+#[tokio::test]
+async fn a_release_dynamodb_fails_once_is_answered_after_it_is_sent_again() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let resource = unique("release-failed-once");
+    let lock = hold(&client, &resource, "alice", LEASE).await;
+    proxy.refuse_next("DeleteItem", "InternalServerError");
+    let outcome = client.release(&lock).await.unwrap();
+    assert!(
+        matches!(
+            outcome,
+            ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}

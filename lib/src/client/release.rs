@@ -2,7 +2,6 @@
 //! and [`LockClient::release_all`].
 
 use super::LockClient;
-use crate::background::retrying;
 use crate::error::{Error, InvalidInput};
 use crate::holds::Held;
 use crate::limits;
@@ -11,7 +10,6 @@ use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
 use chrono::{DateTime, Utc};
-use tracing::{debug, warn};
 
 impl LockClient {
     /// Releases every lock this client (and its clones) holds, for shutdown: a container's
@@ -245,30 +243,17 @@ impl LockClient {
                 &client.settings.table,
                 DataChange::of_release(spawned_data.as_ref()),
             );
-            let _underway = underway;
-            let outcome = release::send(table, &release, change).await;
-            // A send DynamoDB failed is tried again from here, as a dropped guard's release is,
-            // whoever reads the answer (the first failure): the release stays on its way until
-            // then, so that the guard a caller drops on the error leaves the lock to it. Sent
-            // once, a release whose caller was gone left the lock held by nobody for its lease
-            // (found by the random test of tasks sharing clients under cancellation); and one
-            // answered to a caller whose guard's drop read it as still on its way was sent by
-            // nobody again (found by review).
-            let failed = outcome.is_err();
+            // Sent again when DynamoDB fails it (four tries in all, each resend read as one, as a
+            // dropped guard's release), before anyone is answered: sent once, a release whose
+            // caller was gone left the lock held by nobody for its lease (found by the random
+            // test of tasks sharing clients under cancellation), and answering the first failure
+            // while sending again told callers (a saga's retry, `release_all`) of a failure that
+            // then released the lock (found by review). On its way until then, so that a guard
+            // dropped meanwhile leaves the lock to it; no longer once the answer is sent, so that
+            // a guard dropped on its error sends it again.
+            let outcome = release::send_retrying(table, &release, change).await;
+            drop(underway);
             let _ = answer.send(outcome);
-            if failed {
-                let resent = release.resent_if(true);
-                match retrying(|| release::send(table, &resent, change)).await {
-                    Ok(outcome) => debug!(
-                        resource,
-                        ?outcome,
-                        "released a lock whose release had failed"
-                    ),
-                    Err(err) => {
-                        warn!(resource, %err, "could not release a lock; it ends with its lease")
-                    }
-                }
-            }
         });
         if !spawned {
             return release::send(table, release, DataChange::of_release(data.as_ref())).await;

@@ -281,11 +281,12 @@ impl LockGuard {
     /// lost.
     ///
     /// From the moment it starts, every [`LockWatch`] of the guard says the lock is not held
-    /// ([`LockLost::Released`]). If this future is dropped before the DeleteItem is answered (a
-    /// `select!`, an outer timeout), or DynamoDB fails it ([`Error::Backend`], which is returned),
-    /// the guard's drop sends the release again from a spawned task, as for a dropped guard
-    /// ([`LockClient::flush`] waits for it); a second DeleteItem of the same acquisition can
-    /// delete nothing else.
+    /// ([`LockLost::Released`]). The DeleteItem is sent from a task of the client
+    /// ([`LockClient::flush`] waits for it): if this future is dropped before it is answered (a
+    /// `select!`, an outer timeout), it goes on; if DynamoDB fails it ([`Error::Backend`], which
+    /// is returned), that task sends it again, up to four tries in all, and the guard's drop
+    /// sends it once more only if those failed too; a second DeleteItem of the same acquisition
+    /// can delete nothing else.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
