@@ -269,7 +269,10 @@ async fn a_set_release_that_dynamodb_failed_in_part_is_retryable_whatever_the_or
     other.force_release(&taken).await.unwrap();
     ddb_lock_test_kit::hold(&other, &taken, "other", std::time::Duration::from_secs(60)).await;
 
-    proxy.refuse_next_containing("DeleteItem", &failing, "InternalServerError");
+    // Failed each time the client sends it (it sends a failed release again, four tries in all).
+    for _ in 0..4 {
+        proxy.refuse_next_containing("DeleteItem", &failing, "InternalServerError");
+    }
     let released = invoke(
         &handler,
         json!({"op": "release", "owner": "s", "locks": locks}),
