@@ -228,8 +228,7 @@ impl LockClient {
         );
         let (lock_id, acquired_by, mode) = (release.lock_id, release.acquired_by, release.mode);
         let spawned_data = data.clone();
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let spawned = self.release_in_background(async move {
+        let answered = self.detached(async move {
             let release = Release {
                 resource: &resource,
                 owner: &owner,
@@ -249,21 +248,14 @@ impl LockClient {
             // test of tasks sharing clients under cancellation), and answering the first failure
             // while sending again told callers (a saga's retry, `release_all`) of a failure that
             // then released the lock (found by review). On its way until then, so that a guard
-            // dropped meanwhile leaves the lock to it; no longer once the answer is sent, so that
-            // a guard dropped on its error sends it again.
+            // dropped meanwhile leaves the lock to it; no longer once answered, so that a guard
+            // dropped on its error sends it again.
             let outcome = release::send_retrying(table, &release, change).await;
             drop(underway);
-            let _ = answer.send(outcome);
+            outcome
         });
-        if !spawned {
-            return release::send(table, release, DataChange::of_release(data.as_ref())).await;
-        }
-        match answered.await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Error::ReleaseAbandoned {
-                resource: release.resource.to_owned(),
-            }),
-        }
+        let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
+        detached_outcome(answered, release.resource, in_place).await
     }
 
     /// Releases the lock on `resource` if `owner` holds it, whatever its `LockID`: one DeleteItem
