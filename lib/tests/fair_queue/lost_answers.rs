@@ -4,7 +4,7 @@
 //! leaves that waiter trusting no more than the lease of that grant.
 
 use super::{fair, line, line_becomes, spawn_waiter, LEASE};
-use ddb_lock::ReleaseOutcome;
+use ddb_lock::{LockClient, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
     builder, client_through, dynamodb, endpoint, hold, lock_client, quickly_retrying_client,
@@ -309,6 +309,33 @@ async fn a_look_that_finds_its_lapsed_grant_taken_by_a_reader_goes_on_waiting() 
     waiter.release(&taken).await.unwrap();
 }
 
+/// alice, through `client`, waits in `resource`'s line behind `holder`'s lock; her next look is
+/// held by `proxy` while `holder` releases, granting her the lock: her acquisition, in a task, and
+/// the look held.
+async fn granted_before_its_look(
+    proxy: &Proxy,
+    holder: &LockClient,
+    client: &LockClient,
+    resource: &str,
+) -> (
+    tokio::task::JoinHandle<Result<ddb_lock::Lock, ddb_lock::Error>>,
+    ddb_lock_test_kit::proxy::HeldRequest,
+) {
+    let lock = hold(holder, resource, "holder", LEASE).await;
+    let waiting = {
+        let (client, resource) = (client.clone(), resource.to_owned());
+        tokio::spawn(async move { client.acquire(&resource, &fair("alice")).await })
+    };
+    line_becomes(holder, resource, &["alice"]).await;
+    let mut look = proxy.delay_next_request("GetItem");
+    look.captured().await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    (waiting, look)
+}
+
 /// A waiter is granted the lock; before its look shows it, another task of the same client, an
 /// idempotent acquisition of the same owner, is handed that lock back (its refusal showed the
 /// owner's live lock); then the waiter's future is dropped. The waiter's leave released the lock
@@ -319,18 +346,7 @@ async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
     let resource = unique("fair");
     let proxy = Proxy::start(&endpoint()).await;
     let client = quickly_retrying_client(&proxy.endpoint());
-    let lock = hold(&holder, &resource, "holder", LEASE).await;
-    let waiting = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &fair("alice")).await })
-    };
-    line_becomes(&holder, &resource, &["alice"]).await;
-    let mut look = proxy.delay_next_request("GetItem");
-    look.captured().await;
-    assert_eq!(
-        holder.release(&lock).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    let (waiting, look) = granted_before_its_look(&proxy, &holder, &client, &resource).await;
     let handed_back = client
         .try_acquire(
             &resource,
@@ -366,18 +382,7 @@ async fn a_dropped_waiter_releases_its_grant_when_a_hand_back_of_it_failed() {
     let resource = unique("fair");
     let proxy = Proxy::start(&endpoint()).await;
     let client = quickly_retrying_client(&proxy.endpoint());
-    let lock = hold(&holder, &resource, "holder", LEASE).await;
-    let waiting = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.acquire(&resource, &fair("alice")).await })
-    };
-    line_becomes(&holder, &resource, &["alice"]).await;
-    let mut look = proxy.delay_next_request("GetItem");
-    look.captured().await;
-    assert_eq!(
-        holder.release(&lock).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    let (waiting, look) = granted_before_its_look(&proxy, &holder, &client, &resource).await;
     for _ in 0..3 {
         proxy.refuse_next("UpdateItem", "InternalServerError");
     }
