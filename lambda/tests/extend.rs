@@ -88,3 +88,49 @@ async fn extend_replaces_or_removes_the_data_the_holder_stored() {
     let after = invoke(&handler, status).await.unwrap();
     assert!(after.get("data").is_none(), "{after}");
 }
+
+/// In a namespace, an `extend` whose invocation gave up on it (its request held in the network),
+/// then, past the lease, the same `extend` again (a saga's retry): answered `LockExpired`, the
+/// lock must be free once the late request lands. The function makes its namespace's client
+/// anew for each invocation, which knew of no earlier extension and left the lock as it was: the
+/// late one held it again for its whole lease, and every other owner was refused.
+#[tokio::test]
+async fn a_late_extend_after_a_retry_found_the_lease_over_holds_nothing() {
+    let _ = handler().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let handler = Handler::new(
+        ddb_lock_test_kit::client_through(&proxy, Some(clock.clone())),
+        config(&[]),
+    );
+    let resource = unique("h-extend-late-namespaced");
+    let lock = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "o",
+            "lease_ms": 10000, "namespace": "ns"}),
+    )
+    .await
+    .unwrap();
+    let extend = json!({"op": "extend", "resource": resource, "owner": "o",
+        "lock_id": lock["lock_id"], "lease_ms": 60000, "namespace": "ns"});
+    let mut late = proxy.delay_next_request("UpdateItem");
+    tokio::select! {
+        answer = invoke(&handler, extend.clone()) => panic!("answered while held: {answer:?}"),
+        () = late.captured() => {}
+    }
+    clock.advance(std::time::Duration::from_secs(11));
+    assert_eq!(
+        error_name(invoke(&handler, extend).await),
+        name::LOCK_EXPIRED
+    );
+    assert!(
+        late.deliver().await,
+        "the late request reached the endpoint"
+    );
+    let taken = invoke(
+        &handler,
+        json!({"op": "try_acquire", "resource": resource, "owner": "p", "namespace": "ns"}),
+    )
+    .await;
+    assert!(taken.is_ok(), "{taken:?}");
+}

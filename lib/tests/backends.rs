@@ -147,11 +147,21 @@ async fn contract(locks: &dyn LockBackend, clock: &AdjustableClock) -> Vec<Strin
         "at once after a dropped release: {}",
         acquired(&locks.try_lock(&at_once_key, TTL).await)
     ));
+    let fraction = locks
+        .try_lock(
+            &unique("backend/fraction"),
+            Duration::from_micros(10_000_500),
+        )
+        .await;
+    t.push(format!(
+        "a ttl in part of a millisecond, as written: {:?}",
+        fraction.map(|lock| lock.map(|lock| lock.ttl()))
+    ));
     t.push(format!("cleanup: {}", done(&locks.cleanup().await)));
     t
 }
 
-const EXPECTED: [&str; 23] = [
+const EXPECTED: [&str; 24] = [
     "try_lock free: acquired",
     "try_lock held: held by another",
     "renew: ok",
@@ -174,6 +184,7 @@ const EXPECTED: [&str; 23] = [
     "held until its first ttl: held by another",
     "after a dropped release: acquired",
     "at once after a dropped release: acquired",
+    "a ttl in part of a millisecond, as written: Ok(Some(10s))",
     "cleanup: ok",
 ];
 
@@ -380,8 +391,10 @@ async fn a_renewal_after_the_release_was_called_is_refused_on_both_backends() {
 }
 
 /// A renewal refused as expired, then, after the clock stepped back, tried again: the lock's
-/// stored lease end is still ahead of that clock, and both backends renew it (the DynamoDB
-/// client wrote the renewal and answered not held, leaving the lock held by nobody).
+/// stored lease end is ahead of that clock, but both backends released the lock the first
+/// renewal found over (an earlier renewal may still land there), and neither renews it (the
+/// DynamoDB client once wrote the renewal and answered not held, leaving the lock held by
+/// nobody).
 async fn renewal_after_a_step_back_past_an_expiry(
     locks: &dyn LockBackend,
     clock: &AdjustableClock,
@@ -402,7 +415,7 @@ async fn a_renewal_after_an_expiry_and_a_step_back_agrees_on_both_backends() {
     let clock = AdjustableClock::new();
     let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
     let dynamo = DynamoDbBackend::new(client);
-    let expected = "expired: not held; after the step back: ok; release: ok";
+    let expected = "expired: not held; after the step back: not held; release: not held";
     assert_eq!(
         renewal_after_a_step_back_past_an_expiry(&dynamo, &clock).await,
         expected

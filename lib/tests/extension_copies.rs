@@ -218,21 +218,32 @@ async fn an_extension_answered_after_its_clients_release_is_not_found() {
 }
 
 /// An extension of `lock` through `client` held in the network by `proxy` (its caller gave up on
-/// it), then the clock moved past the lease (10 s) and a later extension answered `Expired`;
-/// then the held one delivered.
+/// it), then the clock moved past the lease (10 s) and a later extension through `client`
+/// answered `Expired`; then the held one delivered.
 async fn late_extension_after_expired(
     proxy: &Proxy,
     clock: &ddb_lock_test_kit::AdjustableClock,
     client: &ddb_lock::LockClient,
     lock: &ddb_lock::Lock,
 ) {
+    late_extension_after_expired_through(proxy, clock, [client, client], lock).await;
+}
+
+/// [`late_extension_after_expired`], the held extension sent through `late`, the one that
+/// answers `Expired` through `finder`.
+async fn late_extension_after_expired_through(
+    proxy: &Proxy,
+    clock: &ddb_lock_test_kit::AdjustableClock,
+    [late_client, finder]: [&ddb_lock::LockClient; 2],
+    lock: &ddb_lock::Lock,
+) {
     let mut late = proxy.delay_next_request("UpdateItem");
     tokio::select! {
-        answer = client.extend(lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
+        answer = late_client.extend(lock, Duration::from_secs(60)) => panic!("answered while held: {answer:?}"),
         () = late.captured() => {}
     }
     clock.advance(Duration::from_secs(11));
-    let found = client.extend(lock, Duration::from_secs(60)).await.unwrap();
+    let found = finder.extend(lock, Duration::from_secs(60)).await.unwrap();
     assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
     assert!(
         late.deliver().await,
@@ -294,6 +305,30 @@ async fn a_late_extension_of_a_lock_taken_elsewhere_holds_nothing_after_it_expir
     );
 }
 
+/// As above, the late extension sent through one client and the one that finds the lease over
+/// through another (a saga's retry in another instance, or a Lambda function's client for a
+/// namespace, made anew for each invocation): the second client knew of no earlier extension,
+/// left the lock as it was, and the late one held it again for its lease.
+#[tokio::test]
+async fn a_late_extension_through_another_client_holds_nothing_after_one_found_the_lease_over() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let (first, second) = (
+        client_through(&proxy, Some(clock.clone())),
+        client_through(&proxy, Some(clock.clone())),
+    );
+    let resource = unique("extension-late-another-client");
+    let lock = alices(&first, &resource).await;
+    late_extension_after_expired_through(&proxy, &clock, [&first, &second], &lock).await;
+    second.flush().await;
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "a lock answered expired is held"
+    );
+}
+
 /// Under the observed-lease rule an extension refused by a later stored lease end is written
 /// again over the stored version (a new version restarts the waiters' count). That rewrite, held
 /// in the network (its caller gave up on it), then an extension that finds the lease over: the
@@ -329,5 +364,30 @@ async fn a_late_rewrite_under_the_observed_lease_rule_holds_nothing_after_it_exp
         raw_item(&resource).await,
         None,
         "a lock answered expired is held"
+    );
+}
+
+/// A release that DynamoDB failed on every try, then an extension of the same lock: applied (the
+/// lock was still there), it was answered `NotFound` as the extension of a lock whose release
+/// had started, and the lock stood extended for nobody for its new lease.
+#[tokio::test]
+async fn an_extension_applied_after_its_clients_release_failed_is_released() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let resource = unique("extension-after-failed-release");
+    let lock = alices(&client, &resource).await;
+    for _ in 0..4 {
+        proxy.refuse_next("DeleteItem", "ThrottlingException");
+    }
+    let released = client.release(&lock).await;
+    assert!(released.is_err(), "{released:?}");
+    let extended = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(extended, ExtendOutcome::NotFound);
+    client.flush().await;
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "a lock answered not found is held"
     );
 }

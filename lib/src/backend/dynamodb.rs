@@ -144,6 +144,8 @@ impl LockBackend for DynamoDbBackend {
         ttl: Duration,
     ) -> BackendFuture<'a, Option<BackendLock>> {
         Box::pin(async move {
+            // The lease as written (whole milliseconds), as the memory backend keeps it.
+            let ttl = crate::limits::lease(ttl)?;
             // For a while at most: a release stuck on a connection (the SDK sets no timeout of
             // its own) must not hold up a `try_lock`, which then tries as before.
             let _ = tokio::time::timeout(RELEASE_WAIT, self.releasing.wait(key)).await;
@@ -193,11 +195,10 @@ impl LockBackend for DynamoDbBackend {
         let releasing = self.releasing.clone();
         let (number, ended) = releasing.start(lock.key());
         let spawned = self.client.release_in_background(async move {
-            let _underway = underway;
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
             let released = client
-                .release_retrying(spawned_lock.handle(), DataChange::Keep)
+                .release_retrying(spawned_lock.handle(), DataChange::Keep, Some(underway))
                 .await;
             releasing.ended(spawned_lock.key(), number);
             let _ = ended.send(());

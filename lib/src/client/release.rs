@@ -3,7 +3,7 @@
 
 use super::LockClient;
 use crate::error::{Error, InvalidInput};
-use crate::holds::Held;
+use crate::holds::{Held, ReleaseUnderway};
 use crate::limits;
 use crate::lock::LockHandle;
 use crate::ops::extend::DataChange;
@@ -68,15 +68,16 @@ impl LockClient {
             .map(|(lock, underway)| {
                 let (client, spawned_lock) = (self.clone(), lock.clone());
                 let answered = self.detached(async move {
-                    let _underway = underway;
-                    client.release_remembering(&spawned_lock).await
+                    client
+                        .release_remembering(&spawned_lock, Some(underway))
+                        .await
                 });
                 (lock, answered)
             })
             .collect();
         let mut outcomes = Vec::with_capacity(releases.len());
         for (lock, answered) in releases {
-            let in_place = self.release_remembering(&lock);
+            let in_place = self.release_remembering(&lock, None);
             let outcome = detached_outcome(answered, lock.handle.resource(), in_place).await;
             outcomes.push((lock.handle, outcome));
         }
@@ -119,27 +120,40 @@ impl LockClient {
         .and_then(|started| started.underway);
         let (client, spawned) = (self.clone(), handle.clone());
         let answered = self.detached(async move {
-            let _underway = underway;
-            client.release_retrying(&spawned, DataChange::Keep).await
+            client
+                .release_retrying(&spawned, DataChange::Keep, underway)
+                .await
         });
         detached_outcome(answered, handle.resource(), self.release(handle))
     }
 
     /// Releases `handle` in place making `change` to the payload, sent again when DynamoDB fails
     /// it, each resend read as one ([`release::send_retrying`]): for releases nobody else sends
-    /// again (a guard's, a set's, a backend's).
+    /// again (a guard's, a set's, a backend's). With the release's `underway` token, sent only
+    /// after the releases of the lock that were on their way before it, as a resend
+    /// ([`ReleaseUnderway::after_earlier`]); the token is dropped once it is answered.
     pub(crate) async fn release_retrying(
         &self,
         handle: &LockHandle,
         change: DataChange<'_>,
+        mut underway: Option<ReleaseUnderway>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        release::send_retrying(&self.settings.table, &Release::of(handle), change).await
+        let resent = after_earlier(&mut underway).await;
+        let release = Release::of(handle).resent_if(resent);
+        release::send_retrying(&self.settings.table, &release, change).await
     }
 
-    /// Releases `lock`, remembering it again if the release failed.
-    async fn release_remembering(&self, lock: &Held) -> Result<ReleaseOutcome, Error> {
-        let outcome = self.release(&lock.handle).await;
+    /// Releases `lock` (a release on its way as `underway`), remembering it again if the
+    /// release failed.
+    async fn release_remembering(
+        &self,
+        lock: &Held,
+        underway: Option<ReleaseUnderway>,
+    ) -> Result<ReleaseOutcome, Error> {
+        let outcome = self
+            .release_retrying(&lock.handle, DataChange::Keep, underway)
+            .await;
         if outcome.is_err() {
             self.settings.table.holds.put_back(lock);
         }
@@ -220,7 +234,7 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         let table = &self.settings.table;
         // On its way from here to the task's answer: `release_all` leaves the lock to it.
-        let underway =
+        let mut underway =
             release::start(table, release, &DataChange::of_release(data.as_ref()))?.underway;
         let (client, (resource, owner)) = (
             self.clone(),
@@ -229,13 +243,16 @@ impl LockClient {
         let (lock_id, acquired_by, mode) = (release.lock_id, release.acquired_by, release.mode);
         let spawned_data = data.clone();
         let answered = self.detached(async move {
+            // After any release of the lock on its way before it (a twin guard's, `with_lock`'s):
+            // sent at once, it could land first, and that release, refused, found the lock gone.
+            let resent = after_earlier(&mut underway).await;
             let release = Release {
                 resource: &resource,
                 owner: &owner,
                 lock_id,
                 acquired_by,
                 mode,
-                resent: false,
+                resent,
                 version: None,
             };
             let (table, change) = (
@@ -333,5 +350,14 @@ async fn detached_outcome(
             })
         }),
         None => in_place.await,
+    }
+}
+
+/// Waits for the releases of the lock on their way before `underway` (if any); true if there
+/// was one.
+async fn after_earlier(underway: &mut Option<ReleaseUnderway>) -> bool {
+    match underway {
+        Some(underway) => underway.after_earlier().await,
+        None => false,
     }
 }

@@ -286,7 +286,9 @@ impl LockGuard {
     /// `select!`, an outer timeout), it goes on; if DynamoDB fails it ([`Error::Backend`], which
     /// is returned), that task sends it again, up to four tries in all, and the guard's drop
     /// sends it once more only if those failed too; a second DeleteItem of the same acquisition
-    /// can delete nothing else.
+    /// can delete nothing else. Called while another release of the lock is on its way (a twin
+    /// guard's, `with_lock`'s, which stopped this guard), it is sent once that one is answered,
+    /// as a resend: [`ReleaseOutcome::Unconfirmed`] if it finds the lock gone.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
         lose(&self.state, LockLost::Released);
@@ -391,9 +393,11 @@ pub(crate) fn release_unattended(
     let underway = client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        let _underway = underway;
         let change = DataChange::of_release(data.as_ref());
-        match releaser.release_retrying(lock.handle(), change).await {
+        match releaser
+            .release_retrying(lock.handle(), change, Some(underway))
+            .await
+        {
             Ok(outcome) => debug!(resource = lock.resource(), ?outcome, whose, "released a guard's lock"),
             Err(err) => warn!(resource = lock.resource(), %err, whose, "could not release a guard's lock; it expires with its lease"),
         }

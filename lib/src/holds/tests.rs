@@ -153,6 +153,33 @@ fn a_lock_whose_release_is_on_its_way_is_left_to_it_by_take_all() {
     assert_eq!(taken, [a]);
 }
 
+/// A release started while others of the lock are on their way waits for all of them, whatever
+/// order they end in, and only for them.
+#[tokio::test]
+async fn a_release_started_after_others_waits_for_them() {
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    let (a, b) = (handle("a"), handle("b"));
+    let mut alone = holds.release_starts(&b);
+    assert!(!alone.after_earlier().await, "nothing before it");
+    let (first, second) = (holds.release_starts(&a), holds.release_starts(&a));
+    let mut third = holds.release_starts(&a);
+    let mut waiting = Box::pin(third.after_earlier());
+    assert_eq!((&mut waiting).now_or_never(), None);
+    drop(second);
+    assert_eq!(
+        (&mut waiting).now_or_never(),
+        None,
+        "the first is on its way"
+    );
+    drop(first);
+    assert_eq!((&mut waiting).now_or_never(), Some(true));
+    drop(waiting);
+    drop(third);
+    assert!(!holds.release_underway(a.lock_id()));
+    assert!(holds.release_underway(b.lock_id()));
+}
+
 #[test]
 fn the_latest_ended_acquisitions_are_kept() {
     let holds = Holds::default();
@@ -257,12 +284,10 @@ fn the_extensions_of_a_lock_taken_elsewhere_are_ordered_from_the_first() {
     let elsewhere = handle("elsewhere");
     let t = acquired_at();
     let first = holds.lease_to_send(&elsewhere, t, Duration::from_secs(60));
-    assert_eq!(first.earlier_end, None);
-    // Unanswered, then a shorter one: it asks past the first's end, and knows of it.
+    assert_eq!(first.asked, Duration::from_secs(60));
+    // Unanswered, then a shorter one: it asks past the first's end.
     let second = holds.lease_to_send(&elsewhere, t, Duration::from_secs(10));
     assert!(second.asked > Duration::from_secs(60), "{second:?}");
-    assert_eq!(first.earlier_end, None);
-    assert_eq!(second.earlier_end, Some(t + chrono::TimeDelta::seconds(60)));
     // Remembered as extended here only: release_all leaves it.
     assert!(holds.take_all().is_empty());
     // Ended through this client: no longer remembered, the lease as given.

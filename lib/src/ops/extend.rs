@@ -118,14 +118,22 @@ pub(crate) enum Refusal {
 #[derive(Debug)]
 pub(crate) struct Answered {
     pub(crate) outcome: ExtendOutcome,
-    /// The extension found the lease over while an earlier extension of the lock, sent through
-    /// this client, was not applied (or a rewrite of one was not answered): that one may land
-    /// yet (unanswered, or dropped with its request on the way), sent while the lease stood,
-    /// and hold the lock again for its lease (or, a rewrite under the observed-lease rule, write
-    /// a version that waiters count a whole lease from) while its caller was told it expired.
-    /// [`LockClient::extend`](crate::LockClient::extend) releases it (a hand-back's extension,
-    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease).
-    pub(crate) earlier_may_land: bool,
+    /// The lock is to be released, unless a release of it is on its way
+    /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension,
+    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease):
+    ///
+    /// - The extension found this acquisition's lease over (`Expired`; not for a handle of
+    ///   another mode or owner than this client's hold). An earlier extension of the lock, sent
+    ///   while the lease stood (by this client or any other: dropped with its request on the
+    ///   way, or unanswered), carries that moment's `:now`, may land yet and hold the lock again
+    ///   for its lease (or, a rewrite under the observed-lease rule, write a version that waiters
+    ///   count a whole lease from) while its caller was told it expired: nothing in one client
+    ///   can tell that none is on its way.
+    /// - The extension was applied, and answered after this client started to release the lock
+    ///   (answered `NotFound`): with no release of it on its way any more, that release failed
+    ///   (or was applied after it, and a second finds nothing), and the lock stood extended for
+    ///   nobody (found by review).
+    pub(crate) to_release: bool,
 }
 
 /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
@@ -178,12 +186,15 @@ async fn extend_writing(
         now,
         new_version,
     };
-    let mut earlier_may_land = false;
+    let mut to_release = false;
     let outcome = match write(table, &extension).await? {
         // This client started the lock's release before the answer came:
         // applied ahead of the release's delete, the extension was answered `Extended`, a lease
         // its caller counted on while the release took the lock away.
-        Ok(_) if ended_here(table, handle) => ExtendOutcome::NotFound,
+        Ok(_) if ended_here(table, handle) => {
+            to_release = true;
+            ExtendOutcome::NotFound
+        }
         Ok(record) => extended(table, &extension, record, sent),
         // A handle of another mode or owner than this client's hold finds nothing of its own:
         // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
@@ -197,12 +208,7 @@ async fn extend_writing(
             outcome
         }
         Err(outcome) => {
-            if let ExtendOutcome::Expired { expired_at } = &outcome {
-                earlier_may_land =
-                    table
-                        .holds
-                        .may_land_after(handle.lock_id(), &leases, *expired_at);
-            }
+            to_release = matches!(outcome, ExtendOutcome::Expired { .. });
             if let Err(lost) = outcome.lock_or_lost() {
                 table.holds.found_lost(handle.lock_id(), &lost);
             }
@@ -219,7 +225,7 @@ async fn extend_writing(
     };
     Ok(Answered {
         outcome,
-        earlier_may_land,
+        to_release,
     })
 }
 
@@ -244,19 +250,10 @@ async fn write(
         let version = uuid::Uuid::new_v4().to_string();
         let written = match extension.handle.mode() {
             Mode::Exclusive => {
-                // A rewrite lands whenever the version it names still stands: unanswered (this
-                // future dropped, or failed), it may land after an extension found the lease
-                // over, and write a new version (see `Answered::earlier_may_land`).
-                let lock_id = extension.handle.lock_id();
-                if rewrite.is_some() {
-                    table.holds.rewrite_sent(lock_id, expires_at);
-                }
-                let written =
-                    update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?;
-                if rewrite.is_some() {
-                    table.holds.rewrite_answered(lock_id, expires_at);
-                }
-                written
+                // (A rewrite lands whenever the version it names still stands: unanswered, it may
+                // land after an extension found the lease over, and write a new version; see
+                // `Answered::to_release`.)
+                update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?
             }
             Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {

@@ -290,3 +290,73 @@ async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it(
     client.flush().await;
     assert_eq!(proxy.counts("DeleteItem").requests, 1, "released once");
 }
+
+/// The same twin, released rather than dropped (as `with_lock` releases a guard it finds lost):
+/// its `release` sent a DeleteItem of its own at once, which landed first, and `with_lock`
+/// answered that its work had lost its lock. It is sent after the release on its way, as a
+/// resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twin_guard_released_while_with_lock_releases_is_sent_after_it() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("twin-guard-released");
+    let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let twin = client.lock(&resource, &opts).await.unwrap();
+    let mut held = proxy.delay_next_request("DeleteItem");
+    let job = tokio::spawn({
+        let (client, resource, opts) = (client.clone(), resource.clone(), opts.clone());
+        async move {
+            client
+                .with_lock(&resource, &opts, |_| async { Ok::<_, Error>(7) })
+                .await
+        }
+    });
+    held.captured().await;
+    assert_eq!(twin.lost().await, LockLost::Released);
+    let twins_release = tokio::spawn(twin.release());
+    assert!(held.deliver().await, "the release reached the endpoint");
+    assert_eq!(job.await.unwrap().unwrap(), 7);
+    assert_eq!(
+        twins_release.await.unwrap().unwrap(),
+        ReleaseOutcome::Unconfirmed,
+        "the twin's release, sent after the lock was released, is read as a resend"
+    );
+    assert_eq!(client.status(&resource).await.unwrap(), LockStatus::Free);
+}
+
+/// A twin's release while a guard's release with a payload is on its way, on a client that keeps
+/// items: sent at once, it landed first and released the lock with the old payload, and the
+/// payload was never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twin_guard_released_while_its_twin_releases_with_a_payload_keeps_the_payload() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("twin-guard-payload");
+    let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    let twin = client.lock(&resource, &opts).await.unwrap();
+    let mut held = proxy.delay_next_request("UpdateItem");
+    let releasing = tokio::spawn(guard.release_and_replace_data(Some(b"next".to_vec())));
+    held.captured().await;
+    assert_eq!(twin.lost().await, LockLost::Released);
+    let twins_release = tokio::spawn(twin.release());
+    assert!(held.deliver().await, "the release reached the endpoint");
+    assert_eq!(releasing.await.unwrap().unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        twins_release.await.unwrap().unwrap(),
+        ReleaseOutcome::Unconfirmed
+    );
+    let item = raw_item(&resource).await.expect("a kept item");
+    assert_eq!(
+        item.get("Data"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::B(
+            b"next".to_vec().into()
+        )),
+        "{item:?}"
+    );
+}

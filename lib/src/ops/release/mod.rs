@@ -123,7 +123,7 @@ pub(crate) async fn send_retrying(
     change: DataChange<'_>,
 ) -> Result<ReleaseOutcome, Error> {
     retrying_resent(|resent| {
-        let release = release.resent_if(resent);
+        let release = release.resent_if(release.resent || resent);
         async move { send(table, &release, change).await }
     })
     .await
