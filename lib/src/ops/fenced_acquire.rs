@@ -12,6 +12,7 @@
 
 use super::acquire::{self, Attempt, NewItem, Request};
 use super::in_flight::InFlightAcquisition;
+use super::kept;
 use crate::conditional::{answer, Answer};
 use crate::error::Error;
 use crate::fencing::FencingToken;
@@ -211,12 +212,17 @@ pub(crate) fn lock_write(
         TransactWriteItem::builder().put(put).build()
     } else {
         let (update, values) = new.kept_update(table, lock, request);
+        // Only where this attempt has not written already, as a single keeping acquisition: a
+        // copy of an applied transaction that DynamoDB's token no longer covers (past its ten
+        // minutes, or after a resend of it was cancelled) found the released item free and took
+        // it again for a holder that had gone.
+        let condition = kept::acquire_condition(new.condition);
         let update = Update::builder()
             .table_name(&table.name)
             .set_key(Some(table.key(request.resource)))
             .update_expression(&update)
-            .condition_expression(new.condition)
-            .set_expression_attribute_names(Some(table.names_for(&[&update, new.condition])))
+            .condition_expression(&condition)
+            .set_expression_attribute_names(Some(table.names_for(&[&update, &condition])))
             .set_expression_attribute_values(Some(values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
