@@ -103,6 +103,12 @@ pub const RELEASED_BY: &str = "ReleasedBy";
 /// acquisition removes both.
 pub const RELEASED_AT: &str = "ReleasedAt";
 
+/// On a fair lock's item whose holder a releasing holder granted it to: that holder's `LockID`,
+/// so that its grant, sent again after a lost answer, tells its own applied grant from another
+/// waiter's grant of the lapsed lock made in the same millisecond (a grant of a lapsed lock
+/// removes it).
+pub const GRANTED_BY: &str = "GrantedBy";
+
 /// How long the holders of a fair lock hold it, in milliseconds: the smoothed mean of their holds
 /// (each measured by its holder's monotonic clock, from when it learned it holds the lock to its
 /// release), as the hand-overs write it. The waiters time their reads by it.
@@ -139,7 +145,7 @@ pub(crate) fn token(token: FencingToken) -> AttributeValue {
 /// The placeholder of each of the lock item's own attributes, whose names are fixed; the key and
 /// TTL placeholders (`#pk`, `#sk`, `#ttl`) name what the [`TableSchema`](crate::TableSchema)
 /// says.
-pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 20] = [
+pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 21] = [
     ("#lock_id", LOCK_ID),
     ("#owner", OWNER),
     ("#acquired_at", ACQUIRED_AT),
@@ -157,6 +163,7 @@ pub(crate) const LOCK_PLACEHOLDERS: [(&str, &str); 20] = [
     ("#queue", QUEUE),
     ("#released_by", RELEASED_BY),
     ("#released_at", RELEASED_AT),
+    ("#granted_by", GRANTED_BY),
     ("#hold_ms", HOLD_MS),
     ("#turn_ms", TURN_MS),
     ("#turn_dev_ms", TURN_DEV_MS),

@@ -75,6 +75,34 @@ impl Clock for AdjustableClock {
     }
 }
 
+/// A clock stopped at an instant it can be moved to, shared by the clients given it: every one
+/// of them reads the same millisecond until [`set`](Self::set) moves it.
+#[derive(Debug)]
+pub struct StoppedClock {
+    at_ms: AtomicI64,
+}
+
+impl StoppedClock {
+    /// A clock stopped at the system clock's reading now.
+    pub fn now() -> Arc<StoppedClock> {
+        Arc::new(StoppedClock {
+            at_ms: AtomicI64::new(Utc::now().timestamp_millis()),
+        })
+    }
+
+    /// Stops the clock at `at` (to the millisecond), for every client that reads it.
+    pub fn set(&self, at: DateTime<Utc>) {
+        self.at_ms.store(at.timestamp_millis(), Ordering::SeqCst);
+    }
+}
+
+impl Clock for StoppedClock {
+    fn now(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(self.at_ms.load(Ordering::SeqCst))
+            .expect("a millisecond within chrono's range")
+    }
+}
+
 /// The current `CLOCK_MONOTONIC` reading in nanoseconds: comparable between the processes of one
 /// machine (the fault suite's client histories, the benchmark harness's timings).
 pub fn monotonic_ns() -> u64 {

@@ -23,7 +23,7 @@ pub mod schemas;
 pub mod seeds;
 pub mod tables;
 
-pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock};
+pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock, StoppedClock};
 pub use endpoint::{dynamodb, dynamodb_at, dynamodb_with, endpoint, quickly_retrying_dynamodb};
 pub use locks::{
     assert_release_all_releases, builder, client_at, client_through, client_without_retries,

@@ -20,7 +20,7 @@ use super::timing::LineTiming;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fencing::FencingToken;
-use crate::item::{self, s, Item, ACQUIRED_AT, VERSION};
+use crate::item::{self, s, Item, GRANTED_BY, VERSION};
 use crate::lock::LockId;
 use crate::lock_table::LockTable;
 use crate::ops::fenced_acquire::{self, Cancellation, MAX_FENCE_TRIES};
@@ -160,14 +160,14 @@ pub(crate) async fn send(
         fencing_token,
     };
     // A refusal that shows `to` as holder is a grant that stands: this one's (an earlier
-    // attempt's, whose answer was lost: its `AcquiredAt` is this grant's `:now`), or, of a lapsed
-    // lock, another waiter's. A releasing holder's grant is only its own: another waiter granted
-    // the lock after this holder's lease ran out, and the holder was not holding it (it answered
-    // `Released`).
-    let lapsed = matches!(over, Over::Lapsed);
+    // attempt's, whose answer was lost), or, of a lapsed lock, another waiter's. A releasing
+    // holder's grant is only its own, which names it (`GrantedBy`): another waiter granted the
+    // lock after this holder's lease ran out, and the holder was not holding it (it answered
+    // `Released`; found by review, and again, told by the grant's `AcquiredAt`, when both were
+    // made in the same millisecond).
     if to.fenced {
         let floor = record::decode_fence(resource, item)?;
-        return send_fenced(table, resource, write, (to.lock_id, now), floor, lapsed)
+        return send_fenced(table, resource, write, (to.lock_id, now, over), floor)
             .await
             .map(|fenced| match fenced {
                 Fenced::Granted(token) => granted(Some(token)),
@@ -186,9 +186,7 @@ pub(crate) async fn send(
         Answer::Applied(_) => granted(None),
         // An earlier attempt of this very grant, whose answer was lost, was applied; or another
         // waiter's grant, from a later look, made `to` the holder: the item's times either way.
-        Answer::Refused(Some(item))
-            if line::held_by(&item, to.lock_id) && (lapsed || granted_at(&item, now)) =>
-        {
+        Answer::Refused(Some(item)) if stands(&item, to.lock_id, over) => {
             granted_in(table, resource, to.lock_id, &item)?
         }
         Answer::Refused(item) => Grant::Refused {
@@ -198,11 +196,18 @@ pub(crate) async fn send(
     })
 }
 
-/// Whether `item`'s holder was made by a grant computed at `now`: a grant writes its `:now` as
-/// `AcquiredAt`, which extensions leave as it is. (Whether the request was sent more than once
-/// does not tell: an attempt throttled and never applied is resent too.)
-fn granted_at(item: &Item, now: DateTime<Utc>) -> bool {
-    matches!(item.get(ACQUIRED_AT), Some(AttributeValue::S(at)) if *at == timestamp::format(now))
+/// Whether `item`, which refused a grant to `to` by `over`, shows a grant to `to` that stands for
+/// it: any, of a lapsed lock; only the releasing holder's own (`GrantedBy`, which extensions
+/// leave as it is), of a released one. (Whether the request was sent more than once does not
+/// tell: an attempt throttled and never applied is resent too.)
+fn stands(item: &Item, to: LockId, over: Over<'_>) -> bool {
+    line::held_by(item, to)
+        && match over {
+            Over::Lapsed => true,
+            Over::Released { lock_id, .. } => {
+                matches!(item.get(GRANTED_BY), Some(AttributeValue::S(by)) if *by == lock_id.to_string())
+            }
+        }
 }
 
 /// The grant `item` shows to `to`, who holds it there: its own times and token, not those of the
@@ -263,6 +268,10 @@ fn grant_write(
         timing.write(&mut set, &mut values);
     }
     let mut remove: Vec<String> = removed.iter().map(|i| format!("#e{i}")).collect();
+    match over {
+        Over::Released { .. } => set.push("#granted_by = :holder"),
+        Over::Lapsed => remove.push("#granted_by".to_owned()),
+    }
     let mut clauses = vec![match over {
         Over::Released {
             lock_id,
@@ -332,16 +341,15 @@ enum Fenced {
     Found(Grant),
 }
 
-/// Sends `write`, a grant at `now` to the fenced waiter `to`, with the raise of the fence item,
-/// in one transaction; `floor` is the current holder's token, if it has one. The token is guessed
-/// from `now`, the grant's `AcquiredAt`, as a fenced acquisition's from its own.
+/// Sends `write`, a grant by `over` at `now` to the fenced waiter `to`, with the raise of the
+/// fence item, in one transaction; `floor` is the current holder's token, if it has one. The
+/// token is guessed from `now`, the grant's `AcquiredAt`, as a fenced acquisition's from its own.
 async fn send_fenced(
     table: &LockTable,
     resource: &str,
     mut write: GrantWrite,
-    (to, now): (LockId, DateTime<Utc>),
+    (to, now, over): (LockId, DateTime<Utc>, Over<'_>),
     floor: Option<FencingToken>,
-    lapsed: bool,
 ) -> Result<Fenced, Error> {
     let mut token = fenced_acquire::first_guess(table, now, floor);
     for _ in 0..MAX_FENCE_TRIES {
@@ -383,9 +391,7 @@ async fn send_fenced(
         match cancellation {
             // An earlier attempt of this grant (the SDK's, whose answer was lost), or another
             // waiter's grant of a lapsed lock, made `to` the holder: its token is in the item.
-            Cancellation::LockRefused(Some(item))
-                if line::held_by(&item, to) && (lapsed || granted_at(&item, now)) =>
-            {
+            Cancellation::LockRefused(Some(item)) if stands(&item, to, over) => {
                 let grant = granted_in(table, resource, to, &item)?;
                 return match grant {
                     Grant::Granted {

@@ -5,9 +5,10 @@
 use super::TableSchema;
 use crate::error::InvalidInput;
 use crate::item::{
-    ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, HOLD_MS, INTENT_EXCLUSIVE, INTENT_SHARED,
-    LEASE_MS, LOCK_ID, NAMESPACE, OWNER, QUEUE, QUEUED_PREFIX, RELEASED_AT, RELEASED_BY, SHARED,
-    SHARED_HOLDER_PREFIX, TURN_DEV_MS, TURN_MS, VERSION, WINDOW, WRITER_WAITING,
+    ACQUIRED_AT, DATA, EXPIRES_AT, FENCING_TOKEN, GRANTED_BY, HOLD_MS, INTENT_EXCLUSIVE,
+    INTENT_SHARED, LEASE_MS, LOCK_ID, NAMESPACE, OWNER, QUEUE, QUEUED_PREFIX, RELEASED_AT,
+    RELEASED_BY, SHARED, SHARED_HOLDER_PREFIX, TURN_DEV_MS, TURN_MS, VERSION, WINDOW,
+    WRITER_WAITING,
 };
 use crate::limits::{
     MAX_ATTRIBUTE_NAME_BYTES, MAX_INDEX_NAME_BYTES, MAX_KEY_ATTRIBUTE_NAME_BYTES,
@@ -18,8 +19,9 @@ use crate::limits::{
 /// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
 /// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
 /// release).
-const LOCK_ATTRIBUTES: [&str; 28] = [
+const LOCK_ATTRIBUTES: [&str; 29] = [
     QUEUE,
+    GRANTED_BY,
     RELEASED_BY,
     RELEASED_AT,
     HOLD_MS,

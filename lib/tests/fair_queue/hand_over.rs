@@ -324,3 +324,44 @@ async fn a_grant_after_a_release_with_a_payload_carries_no_release_record() {
     );
     middle.release(&granted).await.unwrap();
 }
+
+/// As above, the holder's release and the waiter's grant of the lapsed lock made in the same
+/// millisecond (two clocks that agree): the refusal of the release's grant showed the waiter as
+/// holder with an `AcquiredAt` equal to the grant's own `:now`, which was read as its own grant
+/// applied, and the release answered `Released`. A releasing holder's grant names it
+/// (`GrantedBy`), and only that tells its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_holders_release_in_the_millisecond_of_the_takeover_is_not_owner() {
+    let first = lock_client().await;
+    let resource = unique("fair-lapsed-same-ms");
+    let lock = hold(&first, &resource, "first", LEASE).await;
+    let clock = ddb_lock_test_kit::StoppedClock::now();
+    let stopped = || {
+        ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (middle, last) = (stopped(), stopped());
+    let granted_middle = join_as_middle(&first, &middle, &resource).await;
+    let taking = {
+        let (last, resource) = (last.clone(), resource.clone());
+        let opts = fair("last").timeout(Duration::from_secs(600));
+        tokio::spawn(async move { last.acquire(&resource, &opts).await })
+    };
+    line_becomes(&first, &resource, &["middle", "last"]).await;
+
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+    // Both clocks past the middle's lease, and stopped: the takeover and the release read the
+    // same millisecond.
+    clock.set(held.expires_at() + chrono::TimeDelta::seconds(1));
+    let took_over = taking.await.unwrap().unwrap();
+    assert_eq!(took_over.acquired_at(), ddb_lock::Clock::now(&*clock));
+
+    match middle.release(&held).await.unwrap() {
+        ReleaseOutcome::NotOwner { holder } => assert_eq!(holder.owner, "last"),
+        other => panic!("the lapsed holder's release answered {other:?}"),
+    }
+    last.release(&took_over).await.unwrap();
+}
