@@ -248,6 +248,37 @@ async fn a_lost_answer_of_a_fenced_grant_is_the_hand_over() {
     assert_eq!(raw_item(&resource).await, None);
 }
 
+/// The same lost answer, the SDK's resend then cancelled by a conflict (a waiter joining as it
+/// was sent): the holder read the item, which showed the waiter as holder, and its release,
+/// taking the item for someone else's, answered `NotOwner` for the lock it had handed over. The
+/// item names the holder that granted it (`GrantedBy`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_of_a_fenced_grant_then_a_conflict_is_the_hand_over() {
+    let Line {
+        resource,
+        proxy,
+        holder,
+        first,
+        mut granted,
+        task,
+    } = fenced_holder_and_waiter().await;
+
+    let mut withheld = proxy.withhold_next_answer("TransactWriteItems");
+    let releasing = tokio::spawn({
+        let (holder, first) = (holder.clone(), first.clone());
+        async move { holder.release(&first).await }
+    });
+    withheld.applied().await;
+    proxy.cancel_next_transaction(&["TransactionConflict", "None"]);
+    withheld.drop_it();
+    assert_eq!(releasing.await.unwrap().unwrap(), ReleaseOutcome::Released);
+    let (lock, client) = granted.recv().await.unwrap();
+    assert_eq!(lock.owner(), "next");
+    client.release(&lock).await.unwrap();
+    task.await.unwrap();
+    assert_eq!(raw_item(&resource).await, None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_holders_lock_goes_to_a_fenced_waiter_with_a_token() {
     let crashed = lock_client().await;

@@ -80,8 +80,9 @@ pub(crate) enum Grant {
     /// request more than once.
     Refused { item: Option<Item>, retried: bool },
     /// A fenced grant's transaction was cancelled by a concurrent write to the lock item or the
-    /// fence item: nothing was written; the item is to be read again.
-    Conflict,
+    /// fence item: nothing was written by this request (an earlier attempt of it may have been, if
+    /// `retried`); the item is to be read again.
+    Conflict { retried: bool },
 }
 
 /// The first waiter of `line` a grant at `now` goes to, with its place: not one whose deadline
@@ -204,10 +205,13 @@ fn stands(item: &Item, to: LockId, over: Over<'_>) -> bool {
     line::held_by(item, to)
         && match over {
             Over::Lapsed => true,
-            Over::Released { lock_id, .. } => {
-                matches!(item.get(GRANTED_BY), Some(AttributeValue::S(by)) if *by == lock_id.to_string())
-            }
+            Over::Released { lock_id, .. } => granted_by(item, lock_id),
         }
+}
+
+/// Whether `item`'s holder was granted the lock by the releasing holder `lock_id`.
+fn granted_by(item: &Item, lock_id: LockId) -> bool {
+    matches!(item.get(GRANTED_BY), Some(AttributeValue::S(by)) if *by == lock_id.to_string())
 }
 
 /// The grant `item` shows to `to`, who holds it there: its own times and token, not those of the
@@ -416,10 +420,14 @@ async fn send_fenced(
                 debug!(resource, %next, guessed = %token, "a grant's fencing token guess was stale");
                 token = next;
             }
-            Cancellation::Conflict => return Ok(Fenced::Found(Grant::Conflict)),
+            Cancellation::Conflict => {
+                return Ok(Fenced::Found(Grant::Conflict {
+                    retried: transmissions.retried(),
+                }))
+            }
         }
     }
-    Ok(Fenced::Found(Grant::Conflict))
+    Ok(Fenced::Found(Grant::Conflict { retried: false }))
 }
 
 /// How a release through a line ended.
@@ -444,6 +452,11 @@ pub(crate) async fn hand_over(
 ) -> Result<HandOver, Error> {
     let mut retried = false;
     for _ in 0..MAX_GRANT_TRIES {
+        // Granted by this release already (an earlier attempt, whose answer was lost or met a
+        // conflict on its resend), whoever holds the lock now: only its grants name it.
+        if granted_by(&item, lock_id) {
+            return Ok(HandOver::HandedOver);
+        }
         let changed = version.is_some_and(|version| item.get(VERSION) != Some(&s(version)));
         if changed || !line::held_by(&item, lock_id) {
             return Ok(HandOver::NotOurs {
@@ -464,15 +477,18 @@ pub(crate) async fn hand_over(
             }
             Grant::NoWaiter => return Ok(HandOver::NoWaiter),
             // A fenced grant met a concurrent write: computed again from the item as it is now.
-            Grant::Conflict => match inspect::read(table, resource).await? {
-                Some(now) => item = now,
-                None => {
-                    return Ok(HandOver::NotOurs {
-                        item: None,
-                        retried,
-                    })
+            Grant::Conflict { retried: again } => {
+                retried |= again;
+                match inspect::read(table, resource).await? {
+                    Some(now) => item = now,
+                    None => {
+                        return Ok(HandOver::NotOurs {
+                            item: None,
+                            retried,
+                        })
+                    }
                 }
-            },
+            }
             Grant::Refused {
                 item: None,
                 retried: again,
