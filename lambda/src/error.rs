@@ -18,7 +18,7 @@ pub mod name {
     /// `release` or `extend` found the lock held by another acquisition or owner.
     pub const LOCK_OWNERSHIP_MISMATCH: &str = "LockOwnershipMismatch";
     /// `extend` arrived after the lease ended (nobody took the lock, but it lapsed; released by
-    /// the function, since an earlier extension of it may still land).
+    /// the function if an earlier extension of it through the same instance may still land).
     pub const LOCK_EXPIRED: &str = "LockExpired";
     /// The event is malformed; the message names the field.
     pub const INVALID_REQUEST: &str = "InvalidRequest";

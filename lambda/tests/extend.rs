@@ -91,9 +91,10 @@ async fn extend_replaces_or_removes_the_data_the_holder_stored() {
 
 /// In a namespace, an `extend` whose invocation gave up on it (its request held in the network),
 /// then, past the lease, the same `extend` again (a saga's retry): answered `LockExpired`, the
-/// lock must be free once the late request lands. The function makes its namespace's client
-/// anew for each invocation, which knew of no earlier extension and left the lock as it was: the
-/// late one held it again for its whole lease, and every other owner was refused.
+/// lock must be free once the late request lands. The function asks for its namespace's client
+/// at each invocation, which was made anew, knew of no earlier extension and left the lock as it
+/// was: the late one held it again for its whole lease, and every other owner was refused. (In
+/// another instance, the retry cannot know of it: the lock then ends with that lease.)
 #[tokio::test]
 async fn a_late_extend_after_a_retry_found_the_lease_over_holds_nothing() {
     let _ = handler().await;

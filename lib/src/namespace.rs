@@ -14,6 +14,7 @@ use crate::outcome::LockStatus;
 use crate::LockClient;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::PoisonError;
 
 /// What every namespaced partition key starts with, before the namespace and a `#`.
 pub const NAMESPACE_KEY_PREFIX: &str = "NS#";
@@ -110,9 +111,13 @@ impl LockClient {
 
     /// A client of the same table and settings working in `namespace`: its locks are apart from
     /// this client's and from every other namespace's, as if in another table. It has a memory
-    /// of its own (its waiters' lines, the locks it holds, its background releases): call it once
-    /// per namespace and keep it, as you keep a client. [`InvalidInput::NamespaceOverlap`] if
-    /// the schema's key formats leave no room for namespaces (an empty key prefix).
+    /// of its own (its waiters' lines, the locks it holds and the extensions it sent, its
+    /// background releases), which every client of `namespace` asked of this client (or of its
+    /// clones) shares, as clones do: asked for again at each request (a Lambda function's
+    /// invocation), it remembers what the earlier ones did (made anew, it forgot an extension
+    /// still on its way, and a later one that found the lease over left that one to hold the lock
+    /// again; found by review). [`InvalidInput::NamespaceOverlap`] if the schema's key formats
+    /// leave no room for namespaces (an empty key prefix).
     ///
     /// # Examples
     ///
@@ -128,12 +133,27 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn in_namespace(&self, namespace: Namespace) -> Result<LockClient, Error> {
-        let schema = self.settings.table.schema.clone().in_namespace(namespace);
+        let mut clients = self
+            .settings
+            .namespaces
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = clients.get(&namespace) {
+            return Ok(client.clone());
+        }
+        let schema = self
+            .settings
+            .table
+            .schema
+            .clone()
+            .in_namespace(namespace.clone());
         schema.validate()?;
-        Ok(LockClient::from_settings(
+        let client = LockClient::from_settings(
             self.settings
                 .with_table(self.settings.table.with_schema(schema)),
-        ))
+        );
+        clients.insert(namespace, client.clone());
+        Ok(client)
     }
 
     /// The live locks of `namespace`: one Query of the namespace index (and one more per megabyte
@@ -170,5 +190,33 @@ mod tests {
             assert_eq!(err.field(), "namespace", "{bad}");
             assert!(err.to_string().contains("1 to 64"), "{err}");
         }
+    }
+
+    /// A namespace's client asked for again is the same client (one memory), another
+    /// namespace's is not.
+    #[test]
+    fn a_namespace_has_one_client() {
+        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version_latest()
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .build(),
+        );
+        let client = LockClient::builder(dynamodb)
+            .table_name("locks")
+            .build()
+            .unwrap();
+        let billing = || client.in_namespace("billing".parse().unwrap()).unwrap();
+        let (first, again) = (billing(), billing());
+        assert!(std::sync::Arc::ptr_eq(first.table(), again.table()));
+        let clone = client.clone();
+        let from_a_clone = clone.in_namespace("billing".parse().unwrap()).unwrap();
+        assert!(std::sync::Arc::ptr_eq(first.table(), from_a_clone.table()));
+        let shipping = client.in_namespace("shipping".parse().unwrap()).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(first.table(), shipping.table()));
+        assert_eq!(
+            shipping.namespace().map(Namespace::as_str),
+            Some("shipping")
+        );
     }
 }

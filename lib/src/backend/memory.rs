@@ -191,12 +191,6 @@ impl LockBackend for MemoryBackend {
                     holder.latest_asked = Some(holder.latest_asked.map_or(asked, |l| l.max(asked)));
                     Ok(())
                 }
-                // Found over: released, as the DynamoDB backend's client releases a lock whose
-                // extension finds its lease over (an earlier renewal may still land there).
-                Some(holder) if holder.token == lock.token() => {
-                    state.held.remove(lock.key());
-                    Err(BackendError::not_held(lock.key()))
-                }
                 _ => Err(BackendError::not_held(lock.key())),
             }
         })

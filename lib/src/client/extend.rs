@@ -78,13 +78,13 @@ impl LockClient {
             .await
     }
 
-    /// Extends `handle`'s lock with `change`. An extension that finds the lease over releases the
-    /// lock before it answers: an earlier one, sent while the lease stood (through this client or
-    /// another: a saga's retry in another instance), may still land (unanswered, or dropped with
-    /// its request on the way) and held the lock again for its lease, answered expired and used
-    /// by nobody (found by review). So does one applied after this client's release of the lock
-    /// failed, answered `NotFound` (see [`Answered::to_release`](extend::Answered::to_release)).
-    /// The release goes on if this future is dropped.
+    /// Extends `handle`'s lock with `change`. An extension that finds the lease over while an
+    /// earlier one of the lock, sent through this client, may still land (unanswered, or dropped
+    /// with its request on the way) releases the lock before it answers: sent while the lease
+    /// stood, that one held the lock again for its lease, answered expired and used by nobody
+    /// (found by review). So does one applied after this client's release of the lock failed,
+    /// answered `NotFound` (see [`Answered::to_release`](extend::Answered::to_release)). The
+    /// release goes on if this future is dropped.
     async fn extend_changing_data(
         &self,
         handle: &LockHandle,
@@ -96,7 +96,7 @@ impl LockClient {
         let underway = self.settings.table.holds.release_underway(handle.lock_id());
         if answered.to_release && !underway {
             if let Err(err) = self.release_detached(handle).await {
-                warn!(resource = handle.resource(), %err, "could not release a lock an extension found expired, or extended after its release; it expires with its lease");
+                warn!(resource = handle.resource(), %err, "could not release a lock an earlier extension may still hold, or extended after its release; it expires with its lease");
             }
         }
         Ok(answered.outcome)

@@ -18,9 +18,11 @@ mod release;
 
 use crate::builder::LockClientBuilder;
 use crate::lock_table::LockTable;
+use crate::namespace::Namespace;
 use crate::wait::backoff::BackoffBounds;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A client for locks in one DynamoDB table. Cheap to clone; clones share configuration and the
@@ -55,7 +57,13 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) acquire_timeout: Duration,
     pub(crate) backoff: BackoffBounds,
+    /// The clients of each namespace made from this one ([`LockClient::in_namespace`]), so that
+    /// a namespace has one memory however often its client is asked for.
+    pub(crate) namespaces: Namespaces,
 }
+
+/// The clients of the namespaces a client was asked for, by namespace.
+pub(crate) type Namespaces = Mutex<HashMap<Namespace, LockClient>>;
 
 impl Settings {
     /// The same defaults over another `table`.
@@ -66,6 +74,7 @@ impl Settings {
             lease: self.lease,
             acquire_timeout: self.acquire_timeout,
             backoff: self.backoff,
+            namespaces: Namespaces::default(),
         }
     }
 }

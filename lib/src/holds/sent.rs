@@ -1,9 +1,10 @@
-//! What a client's extensions of one lock sent: the lease ends they asked for. From them an
-//! extension asks for a lease that ends after every earlier one (see
-//! [`Holds::lease_to_send`](super::Holds::lease_to_send)).
+//! What a client's extensions of one lock sent: the lease ends they asked for, and the rewrites
+//! still unanswered. From them an extension asks for a lease that ends after every earlier one
+//! (see [`Holds::lease_to_send`](super::Holds::lease_to_send)), and one that finds the lease
+//! over tells whether an earlier request of the client may still land and hold it again.
 
 use super::{Hold, Holds, Inner};
-use crate::lock::LockHandle;
+use crate::lock::{LockHandle, LockId};
 use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
 use std::collections::hash_map::Entry;
@@ -18,6 +19,11 @@ pub(super) struct Sent {
     /// The latest monotonic lease end an extension may answer (its send plus the lease it asked
     /// for), answered or not.
     latest_until: Option<Instant>,
+    /// The lease end of the latest rewrite (a data change, or an observed-lease extension,
+    /// written again at a later stored end) sent and not answered: dropped with its request on
+    /// the way, or failed. Its condition holds while the version it names stands, so it may land
+    /// yet, and write a new version.
+    unanswered_rewrite_end: Option<DateTime<Utc>>,
 }
 
 /// The leases of one extension (see [`Holds::lease_to_send`](super::Holds::lease_to_send)).
@@ -27,6 +33,10 @@ pub(crate) struct LeaseToSend {
     pub(crate) asked: Duration,
     /// The lease written as `LeaseMs`, for waiters under the observed-lease rule.
     pub(crate) written: Duration,
+    /// The latest lease end an earlier extension of the lock sent through this client asked
+    /// for, if any: stored later than the lease end an extension finds, that one was not
+    /// applied, and may be yet (unanswered, or dropped with its request on the way).
+    pub(crate) earlier_end: Option<DateTime<Utc>>,
 }
 
 impl LeaseToSend {
@@ -35,6 +45,7 @@ impl LeaseToSend {
         LeaseToSend {
             asked: lease,
             written: lease,
+            earlier_end: None,
         }
     }
 }
@@ -98,6 +109,36 @@ impl Holds {
         };
         hold.sent.lease_to_send(hold.until, now, lease)
     }
+
+    /// A rewrite of an extension of `lock_id` to the stored lease end `end` is sent; until
+    /// [`rewrite_answered`](Self::rewrite_answered), it may land at any time.
+    pub(crate) fn rewrite_sent(&self, lock_id: LockId, end: DateTime<Utc>) {
+        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
+            hold.sent.rewrite_sent(end);
+        }
+    }
+
+    /// The rewrite of an extension of `lock_id` to `end` is answered.
+    pub(crate) fn rewrite_answered(&self, lock_id: LockId, end: DateTime<Utc>) {
+        if let Some(hold) = self.inner().held.get_mut(&lock_id) {
+            hold.sent.rewrite_answered(end);
+        }
+    }
+
+    /// Whether a request of an extension of `lock_id` sent before the one whose leases are
+    /// `leases`, which found the lease over at `expired_at`, may still land (see
+    /// [`sent`](self::sent)).
+    pub(crate) fn may_land_after(
+        &self,
+        lock_id: LockId,
+        leases: &LeaseToSend,
+        expired_at: DateTime<Utc>,
+    ) -> bool {
+        match self.inner().held.get(&lock_id) {
+            Some(hold) => hold.sent.may_land_after(leases, expired_at),
+            None => leases.earlier_end > Some(expired_at),
+        }
+    }
 }
 
 impl Sent {
@@ -127,15 +168,37 @@ impl Sent {
         let end = chrono::TimeDelta::from_std(asked)
             .ok()
             .and_then(|span| now.checked_add_signed(span));
+        let earlier_end = self.latest_end;
         self.latest_end = self.latest_end.max(end);
         LeaseToSend {
             asked,
             written: asked.max(counted_on),
+            earlier_end,
         }
     }
 
     /// Whether an extension may still be answered at `now` (its monotonic lease end is ahead).
     pub(super) fn unanswered_at(&self, now: Instant) -> bool {
         self.latest_until.is_some_and(|until| until > now)
+    }
+
+    /// A rewrite to `end` is sent.
+    pub(super) fn rewrite_sent(&mut self, end: DateTime<Utc>) {
+        self.unanswered_rewrite_end = self.unanswered_rewrite_end.max(Some(end));
+    }
+
+    /// A rewrite to `end` is answered.
+    pub(super) fn rewrite_answered(&mut self, end: DateTime<Utc>) {
+        if self.unanswered_rewrite_end == Some(end) {
+            self.unanswered_rewrite_end = None;
+        }
+    }
+
+    /// Whether a request of an extension sent earlier than the one whose leases are `leases`
+    /// may still land on the acquisition whose lease that one found over at `expired_at`: an
+    /// extension that asked for a later end (not applied, since stored ends only go up), or a
+    /// rewrite at that end or later still unanswered.
+    pub(super) fn may_land_after(&self, leases: &LeaseToSend, expired_at: DateTime<Utc>) -> bool {
+        leases.earlier_end > Some(expired_at) || self.unanswered_rewrite_end >= Some(expired_at)
     }
 }

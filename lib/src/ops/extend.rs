@@ -122,13 +122,15 @@ pub(crate) struct Answered {
     /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension,
     /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease):
     ///
-    /// - The extension found this acquisition's lease over (`Expired`; not for a handle of
-    ///   another mode or owner than this client's hold). An earlier extension of the lock, sent
-    ///   while the lease stood (by this client or any other: dropped with its request on the
-    ///   way, or unanswered), carries that moment's `:now`, may land yet and hold the lock again
-    ///   for its lease (or, a rewrite under the observed-lease rule, write a version that waiters
-    ///   count a whole lease from) while its caller was told it expired: nothing in one client
-    ///   can tell that none is on its way.
+    /// - The extension found the lease over while an earlier extension of the lock, sent
+    ///   through this client, was not applied (or a rewrite of one was not answered): that one
+    ///   may land yet (unanswered, or dropped with its request on the way), sent while the lease
+    ///   stood, and hold the lock again for its lease (or, a rewrite under the observed-lease
+    ///   rule, write a version that waiters count a whole lease from) while its caller was told
+    ///   it expired. Only then: an extension through another client (its holder's, alive) may
+    ///   land as well, between this answer and the release, and its caller, answered
+    ///   `Extended`, would hold a lock the release deleted; through this client, its answer
+    ///   comes after the release started, and says `NotFound`.
     /// - The extension was applied, and answered after this client started to release the lock
     ///   (answered `NotFound`): with no release of it on its way any more, that release failed
     ///   (or was applied after it, and a second finds nothing), and the lock stood extended for
@@ -208,7 +210,11 @@ async fn extend_writing(
             outcome
         }
         Err(outcome) => {
-            to_release = matches!(outcome, ExtendOutcome::Expired { .. });
+            if let ExtendOutcome::Expired { expired_at } = &outcome {
+                to_release = table
+                    .holds
+                    .may_land_after(handle.lock_id(), &leases, *expired_at);
+            }
             if let Err(lost) = outcome.lock_or_lost() {
                 table.holds.found_lost(handle.lock_id(), &lost);
             }
@@ -250,10 +256,19 @@ async fn write(
         let version = uuid::Uuid::new_v4().to_string();
         let written = match extension.handle.mode() {
             Mode::Exclusive => {
-                // (A rewrite lands whenever the version it names still stands: unanswered, it may
-                // land after an extension found the lease over, and write a new version; see
-                // `Answered::to_release`.)
-                update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?
+                // A rewrite lands whenever the version it names still stands: unanswered (this
+                // future dropped, or failed), it may land after an extension found the lease
+                // over, and write a new version (see `Answered::to_release`).
+                let lock_id = extension.handle.lock_id();
+                if rewrite.is_some() {
+                    table.holds.rewrite_sent(lock_id, expires_at);
+                }
+                let written =
+                    update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?;
+                if rewrite.is_some() {
+                    table.holds.rewrite_answered(lock_id, expires_at);
+                }
+                written
             }
             Mode::Shared | Mode::IntentShared | Mode::IntentExclusive => {
                 let Extension {

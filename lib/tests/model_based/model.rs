@@ -397,12 +397,6 @@ impl Model {
                 let extension = self.extension(lock, now, asked, payload);
                 match extension {
                     Extension::Extended(_) => self.holds_now(*via, lock),
-                    // Found over, the lock is released by the client before it answers (an
-                    // earlier extension, through any client, may still land).
-                    Extension::Expired { .. } => {
-                        self.ends(*via, lock);
-                        self.end_hold();
-                    }
                     _ => self.ends(*via, lock),
                 }
                 Expect::Extend(extension)
