@@ -139,9 +139,11 @@ impl LockClient {
         mut underway: Option<ReleaseUnderway>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        let resent = after_earlier(&mut underway).await;
+        let resent = after_earlier(&mut underway, &change).await;
         let release = Release::of(handle).resent_if(resent);
-        release::send_retrying(&self.settings.table, &release, change).await
+        let outcome = release::send_retrying(&self.settings.table, &release, change).await;
+        answered(underway.as_ref(), &outcome);
+        outcome
     }
 
     /// Releases `lock` (a release on its way as `underway`), remembering it again if the
@@ -151,9 +153,14 @@ impl LockClient {
         lock: &Held,
         underway: Option<ReleaseUnderway>,
     ) -> Result<ReleaseOutcome, Error> {
-        let outcome = self
-            .release_retrying(&lock.handle, DataChange::Keep, underway)
-            .await;
+        let outcome = match underway {
+            Some(underway) => {
+                self.release_retrying(&lock.handle, DataChange::Keep, Some(underway))
+                    .await
+            }
+            // In place, with no runtime to spawn on: sent once, as `release` sends it there.
+            None => self.release(&lock.handle).await,
+        };
         if outcome.is_err() {
             self.settings.table.holds.put_back(lock);
         }
@@ -245,7 +252,11 @@ impl LockClient {
         let answered = self.detached(async move {
             // After any release of the lock on its way before it (a twin guard's, `with_lock`'s):
             // sent at once, it could land first, and that release, refused, found the lock gone.
-            let resent = after_earlier(&mut underway).await;
+            let resent = after_earlier(
+                &mut underway,
+                &DataChange::of_release(spawned_data.as_ref()),
+            )
+            .await;
             let release = Release {
                 resource: &resource,
                 owner: &owner,
@@ -268,6 +279,7 @@ impl LockClient {
             // dropped meanwhile leaves the lock to it; no longer once answered, so that a guard
             // dropped on its error sends it again.
             let outcome = release::send_retrying(table, &release, change).await;
+            answered(underway.as_ref(), &outcome);
             drop(underway);
             outcome
         });
@@ -353,11 +365,22 @@ async fn detached_outcome(
     }
 }
 
-/// Waits for the releases of the lock on their way before `underway` (if any); true if there
-/// was one.
-async fn after_earlier(underway: &mut Option<ReleaseUnderway>) -> bool {
-    match underway {
+/// Waits for the releases of the lock on their way before `underway` (if any,
+/// [`ReleaseUnderway::after_earlier`]); true if one of them may have released the lock, and the
+/// release, making `change`, is then a resend: never one that changes the payload, which no
+/// earlier release wrote (one that met such a release's record answered `Unconfirmed`, as if it
+/// may have written it, rather than `AlreadyReleased`; found by review).
+async fn after_earlier(underway: &mut Option<ReleaseUnderway>, change: &DataChange<'_>) -> bool {
+    let earlier = match underway {
         Some(underway) => underway.after_earlier().await,
         None => false,
+    };
+    earlier && matches!(change, DataChange::Keep)
+}
+
+/// Tells the releases waiting for the one on its way as `underway` (if any) what it found.
+fn answered(underway: Option<&ReleaseUnderway>, outcome: &Result<ReleaseOutcome, Error>) {
+    if let Some(underway) = underway {
+        underway.answered(outcome);
     }
 }

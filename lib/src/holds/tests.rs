@@ -180,6 +180,27 @@ async fn a_release_started_after_others_waits_for_them() {
     assert!(holds.release_underway(b.lock_id()));
 }
 
+/// A release after one that DynamoDB refused (the lock gone, another's) is no resend: that one
+/// changed nothing; after one that may have released the lock, it is.
+#[tokio::test]
+async fn a_release_after_a_refused_one_is_no_resend() {
+    use crate::outcome::ReleaseOutcome;
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    let a = handle("a");
+    let refused = holds.release_starts(&a);
+    let mut after_refused = holds.release_starts(&a);
+    refused.answered(&Ok(ReleaseOutcome::NotFound));
+    drop(refused);
+    assert_eq!(after_refused.after_earlier().now_or_never(), Some(false));
+    drop(after_refused);
+    let released = holds.release_starts(&a);
+    let mut after_released = holds.release_starts(&a);
+    released.answered(&Ok(ReleaseOutcome::Released));
+    drop(released);
+    assert_eq!(after_released.after_earlier().now_or_never(), Some(true));
+}
+
 #[test]
 fn the_latest_ended_acquisitions_are_kept() {
     let holds = Holds::default();
@@ -284,10 +305,12 @@ fn the_extensions_of_a_lock_taken_elsewhere_are_ordered_from_the_first() {
     let elsewhere = handle("elsewhere");
     let t = acquired_at();
     let first = holds.lease_to_send(&elsewhere, t, Duration::from_secs(60));
-    assert_eq!(first.asked, Duration::from_secs(60));
-    // Unanswered, then a shorter one: it asks past the first's end.
+    assert_eq!(first.earlier_end, None);
+    // Unanswered, then a shorter one: it asks past the first's end, and knows of it.
     let second = holds.lease_to_send(&elsewhere, t, Duration::from_secs(10));
     assert!(second.asked > Duration::from_secs(60), "{second:?}");
+    assert_eq!(first.earlier_end, None);
+    assert_eq!(second.earlier_end, Some(t + chrono::TimeDelta::seconds(60)));
     // Remembered as extended here only: release_all leaves it.
     assert!(holds.take_all().is_empty());
     // Ended through this client: no longer remembered, the lease as given.

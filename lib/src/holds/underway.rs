@@ -6,21 +6,32 @@
 //! review).
 //!
 //! A release started while others of the same lock are on their way is sent after them
-//! ([`ReleaseUnderway::after_earlier`]), as a resend: a guard's `release` called once its twin's
-//! release had stopped it (two guards of one idempotent acquisition) sent a second DeleteItem
-//! that landed first, with the same harm (found by review).
+//! ([`ReleaseUnderway::after_earlier`]), for a while at most, and as a resend if one of them may
+//! have released the lock: a guard's `release` called once its twin's release had stopped it (two
+//! guards of one idempotent acquisition) sent a second DeleteItem that landed first, with the
+//! same harm (found by review).
 
 use super::Inner;
+use crate::error::Error;
 use crate::lock::LockId;
+use crate::outcome::ReleaseOutcome;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::sync::watch;
 
+/// How long a release waits for the releases of its lock on their way before it: past it, one
+/// is taken for stuck (on a connection that never answers: the SDK sets no timeout of its own),
+/// and the release is sent all the same, as a resend (waiting on, it never answered, and the
+/// lock stayed held until its lease ended; found by review).
+const EARLIER_WAIT: Duration = Duration::from_secs(5);
+
 /// The releases of each lock on their way, in the order they started: each one's number and
-/// what tells its end (its sender is dropped with it).
+/// what tells whether it may have released the lock (its sender, dropped with it, says so until
+/// its answer says otherwise).
 #[derive(Default)]
 pub(super) struct Underway {
-    releases: HashMap<LockId, Vec<(u64, watch::Receiver<()>)>>,
+    releases: HashMap<LockId, Vec<(u64, watch::Receiver<bool>)>>,
     started: u64,
 }
 
@@ -38,10 +49,11 @@ pub(crate) struct ReleaseUnderway {
     inner: Arc<Mutex<Inner>>,
     lock_id: LockId,
     number: u64,
-    /// Dropped with this: ends the waits of the releases that started after it.
-    _ends: watch::Sender<()>,
+    /// Whether this release may have released the lock (until its answer says it did not);
+    /// dropped with this, which ends the waits of the releases that started after it.
+    may_have_released: watch::Sender<bool>,
     /// The releases of the same lock on their way when this one started.
-    earlier: Vec<watch::Receiver<()>>,
+    earlier: Vec<watch::Receiver<bool>>,
 }
 
 impl ReleaseUnderway {
@@ -51,7 +63,7 @@ impl ReleaseUnderway {
         let underway = &mut locked.underway;
         underway.started += 1;
         let number = underway.started;
-        let (ends, ended) = watch::channel(());
+        let (may_have_released, ended) = watch::channel(true);
         let releases = underway.releases.entry(lock_id).or_default();
         let earlier = releases.iter().map(|(_, ended)| ended.clone()).collect();
         releases.push((number, ended));
@@ -59,22 +71,44 @@ impl ReleaseUnderway {
             inner: Arc::clone(inner),
             lock_id,
             number,
-            _ends: ends,
+            may_have_released,
             earlier,
         }
     }
 
+    /// The release was answered `answered`: it may have released the lock unless DynamoDB
+    /// refused it (the lock gone, another's, or released already), for the releases that wait
+    /// for it.
+    pub(crate) fn answered(&self, answered: &Result<ReleaseOutcome, Error>) {
+        let may_have_released = !matches!(
+            answered,
+            Ok(ReleaseOutcome::NotFound
+                | ReleaseOutcome::NotOwner { .. }
+                | ReleaseOutcome::AlreadyReleased { .. })
+        );
+        self.may_have_released.send_replace(may_have_released);
+    }
+
     /// Waits until every release of the same lock that was on its way when this one started has
-    /// ended (answered, failed, or dropped); true if there was one: this release, sent after it,
-    /// is a resend of the lock's release, and its refusal is read as one. Whoever keeps this must
-    /// not wait, meanwhile, for a release of the same lock started after it.
+    /// ended (answered, failed, or dropped), or [`EARLIER_WAIT`] has passed; true if one of them
+    /// may have released the lock (it did not end, or its answer did not say it changed
+    /// nothing): this release, sent after it, is then a resend of the lock's release, and a
+    /// refusal that finds the lock gone is read as one. (One answered that the lock was gone,
+    /// another's, or released already told its caller so; this one, read as a resend, hid that
+    /// loss; found by review.) Whoever keeps this must not wait, meanwhile, for a release of the
+    /// same lock started after it.
     pub(crate) async fn after_earlier(&mut self) -> bool {
-        let earlier = !self.earlier.is_empty();
-        for mut ended in self.earlier.drain(..) {
-            // Nothing is ever sent: `changed` fails once the sender is dropped.
-            while ended.changed().await.is_ok() {}
-        }
-        earlier
+        let earlier = std::mem::take(&mut self.earlier);
+        // One not ended within the wait may yet release the lock: its sender still says so.
+        let _ = tokio::time::timeout(EARLIER_WAIT, async {
+            for ended in &earlier {
+                let mut ended = ended.clone();
+                // `changed` fails once the sender is dropped.
+                while ended.changed().await.is_ok() {}
+            }
+        })
+        .await;
+        earlier.iter().any(|ended| *ended.borrow())
     }
 }
 

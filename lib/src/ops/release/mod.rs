@@ -197,6 +197,39 @@ pub(crate) async fn send(
     release: &Release<'_>,
     change: DataChange<'_>,
 ) -> Result<ReleaseOutcome, Error> {
+    // A release only of a version (a dropped acquisition's clean-up) marks and frees nothing in
+    // the client: an idempotent acquisition of this client may be handed the lock back meanwhile
+    // (its new version makes this release change nothing), and, marked, it was taken for a lock
+    // being released and left held by nobody for a lease (found by review). Only a release that
+    // applied frees the lock (below).
+    let Started {
+        mismatched,
+        underway,
+    } = match release.version {
+        Some(_) => Started {
+            mismatched: false,
+            underway: None,
+        },
+        None => start(table, release, &change)?,
+    };
+    // Boxed: the future of a release nests deep (hand-overs, shared holds), and a caller's
+    // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
+    let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
+    // (A release that waits for this one reads it, whoever else holds a token of it.)
+    if let Some(underway) = &underway {
+        underway.answered(&outcome);
+    }
+    outcome
+}
+
+/// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
+/// hold.
+async fn send_started(
+    table: &LockTable,
+    release: &Release<'_>,
+    change: DataChange<'_>,
+    mismatched: bool,
+) -> Result<ReleaseOutcome, Error> {
     let Release {
         resource,
         owner,
@@ -206,21 +239,6 @@ pub(crate) async fn send(
         resent,
         version,
     } = *release;
-    // A release only of a version (a dropped acquisition's clean-up) marks and frees nothing in
-    // the client: an idempotent acquisition of this client may be handed the lock back meanwhile
-    // (its new version makes this release change nothing), and, marked, it was taken for a lock
-    // being released and left held by nobody for a lease (found by review). Only a release that
-    // applied frees the lock (below).
-    let Started {
-        mismatched,
-        underway: _underway,
-    } = match version {
-        Some(_) => Started {
-            mismatched: false,
-            underway: None,
-        },
-        None => start(table, release, &change)?,
-    };
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
         let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
         return shared::hold::release(table, &handle, mismatched, resent).await;

@@ -1,0 +1,164 @@
+//! Releases of one acquisition started through one client while another of it is on its way
+//! (two tasks releasing the same lock, a twin guard's release, `release_all` beside a release):
+//! each is sent after the one before it, within a bound, and reads what it finds as the truth
+//! about the lock, a resend only where an earlier one may have released it.
+
+use ddb_lock::{AcquireOptions, LockClient, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::{client_through, endpoint, lock_client, unique, AdjustableClock};
+use std::time::Duration;
+
+/// How long a test waits for an answer that must come, so that a hang fails it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn owner(name: &str) -> AcquireOptions {
+    AcquireOptions::new()
+        .owner(name)
+        .lease(Duration::from_secs(10))
+}
+
+/// Two releases of alice's lock at once, the first held in the network until `before_delivery`
+/// has run; their outcomes, in order.
+async fn two_releases(
+    proxy: &Proxy,
+    client: &LockClient,
+    lock: &ddb_lock::Lock,
+    operation: &str,
+    second_with_data: bool,
+) -> (ReleaseOutcome, ReleaseOutcome) {
+    let mut held = proxy.delay_next_request(operation);
+    let first = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.release(&lock).await }
+    });
+    held.captured().await;
+    let second = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move {
+            if second_with_data {
+                client
+                    .release_and_replace_data(&lock, Some(b"next".to_vec()))
+                    .await
+            } else {
+                client.release(&lock).await
+            }
+        }
+    });
+    assert!(
+        held.deliver().await,
+        "the first release reached the endpoint"
+    );
+    let first = first.await.unwrap().unwrap();
+    let second = tokio::time::timeout(PATIENCE, second)
+        .await
+        .expect("the second release is answered")
+        .unwrap()
+        .unwrap();
+    (first, second)
+}
+
+/// The lock, lapsed, taken by bob; two releases of alice's acquisition at once: the first finds
+/// bob's lock, and so must the second. Sent after the first as a resend, it read bob's lock as
+/// its own first send's doing and answered `Unconfirmed`, hiding the loss.
+#[tokio::test]
+async fn a_release_after_one_that_found_the_lock_taken_finds_it_taken_too() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let alice = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("releases-after-taken");
+    let lock = alice
+        .try_acquire(&resource, &owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    clock.advance(Duration::from_secs(11));
+    let bob = client_through(&proxy, Some(clock.clone()));
+    let bobs = bob
+        .try_acquire(&resource, &owner("bob"))
+        .await
+        .unwrap()
+        .expect("the lapsed lock");
+    let (first, second) = two_releases(&proxy, &alice, &lock, "DeleteItem", false).await;
+    for outcome in [first, second] {
+        assert!(
+            matches!(&outcome, ReleaseOutcome::NotOwner { holder } if holder.owner == "bob"),
+            "{outcome:?}"
+        );
+    }
+    bob.release(&bobs).await.unwrap();
+}
+
+/// Two releases at once, the second replacing the payload, on a client that keeps items: the
+/// first released the lock with the payload as it was, and the second, meeting its record, must
+/// say so (`AlreadyReleased`): read as a resend, it answered `Unconfirmed`, as if it may have
+/// written its payload.
+#[tokio::test]
+async fn a_release_with_a_payload_after_another_release_says_it_was_released_already() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("releases-payload-after");
+    let lock = client
+        .try_acquire(&resource, &owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let (first, second) = two_releases(&proxy, &client, &lock, "UpdateItem", true).await;
+    assert_eq!(first, ReleaseOutcome::Released);
+    assert!(
+        matches!(second, ReleaseOutcome::AlreadyReleased { .. }),
+        "{second:?}"
+    );
+}
+
+/// Two plain releases at once: the first releases the lock, the second, sent after it, finds it
+/// gone as a resend does (`Unconfirmed`, not a loss), and one DeleteItem follows the other.
+#[tokio::test]
+async fn a_release_after_one_that_released_the_lock_is_unconfirmed() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("releases-after-released");
+    let lock = client
+        .try_acquire(&resource, &owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let (first, second) = two_releases(&proxy, &client, &lock, "DeleteItem", false).await;
+    assert_eq!(first, ReleaseOutcome::Released);
+    assert_eq!(second, ReleaseOutcome::Unconfirmed);
+}
+
+/// A release stuck on a connection (held in the network, its caller gone): a second release of
+/// the lock waited for it for as long as it stayed stuck, never answered, and the lock stayed
+/// held. It waits a while, then is sent all the same.
+#[tokio::test]
+async fn a_release_behind_a_stuck_one_is_sent_after_a_while() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("release-behind-stuck");
+    let lock = client
+        .try_acquire(&resource, &owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut stuck = proxy.delay_next_request("DeleteItem");
+    tokio::select! {
+        answer = client.release(&lock) => panic!("answered while stuck: {answer:?}"),
+        () = stuck.captured() => {}
+    }
+    let second = tokio::time::timeout(PATIENCE, client.release(&lock))
+        .await
+        .expect("the release behind the stuck one is answered");
+    assert_eq!(second.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        client.status(&resource).await.unwrap(),
+        ddb_lock::LockStatus::Free
+    );
+    drop(stuck);
+}
