@@ -16,7 +16,9 @@ use crate::child::{self, Signals};
 use crate::failure::Failure;
 use crate::output::seconds;
 use crate::settings::Settings;
-use ddb_lock::{limits, AcquireOptions, Error, LockGuard, LockStatus, Mode, ReleaseOutcome};
+use ddb_lock::{
+    limits, AcquireOptions, Error, LockGuard, LockLost, LockStatus, Mode, ReleaseOutcome,
+};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -104,7 +106,15 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
             signal = signals.next() => command.forward(signal),
             lost = watch.lost() => {
                 eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
-                break command.stop(args.grace).await.map(|_| None);
+                // Its lease over (run out while ddb-lock was paused, or found expired, the lock
+                // then released at once): the next holder may take it now, and the command, given
+                // `--grace`, worked on beside it (found by review). Killed at once, as an early
+                // stop kills it by then.
+                let grace = match lost {
+                    LockLost::LeaseRanOut { .. } | LockLost::Expired { .. } => Duration::ZERO,
+                    _ => args.grace,
+                };
+                break command.stop(grace).await.map(|_| None);
             }
             () = sleep_until_some(stop_at) => {
                 if current_lease_end() != lease_end {

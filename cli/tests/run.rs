@@ -3,6 +3,7 @@
 
 mod common;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use common::{ddb_lock, ddb_lock_at, environment, finish, holder_of, Running};
 use ddb_lock::{AcquireOptions, LockId, LockStatus};
 use ddb_lock_test_kit::proxy::Proxy;
@@ -186,6 +187,42 @@ async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
         Err(nix::errno::Errno::ESRCH),
         "the command was killed"
     );
+}
+
+/// The lease found expired (a clock that jumped past it, set here in the item): the library
+/// releases the lock at once, and the command, which ignores SIGTERM, must be killed at once too:
+/// given the whole `--grace` (a minute), it worked on beside whoever took the free lock.
+#[tokio::test]
+async fn a_command_whose_lease_is_found_expired_is_killed_at_once() {
+    let client = lock_client().await;
+    let key = unique("cli-expired");
+    let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
+    let args = ["run", &key, "--lease", "3s", "--grace", "60s"];
+    let args = [
+        &args[..],
+        &["--lost-exit-code", "80", "--", "sh", "-c", &script],
+    ]
+    .concat();
+    let mut running = Running::start(ddb_lock(&args));
+    let pid: i32 = running.line().await.parse().unwrap();
+    let past = ddb_lock_test_kit::stored(chrono::Utc::now() - chrono::TimeDelta::seconds(10));
+    ddb_lock_test_kit::dynamodb()
+        .update_item()
+        .table_name(ddb_lock_test_kit::TABLE)
+        .key("PK", AttributeValue::S(format!("LOCK#{key}")))
+        .key("SK", AttributeValue::S("LOCK".into()))
+        .update_expression("SET ExpiresAt = :past")
+        .expression_attribute_values(":past", AttributeValue::S(past))
+        .send()
+        .await
+        .unwrap();
+    // The next extension (within a second) finds it expired; well within the minute of grace.
+    let (status, _) = tokio::time::timeout(Duration::from_secs(30), running.exit())
+        .await
+        .expect("ddb-lock exits before the grace is over");
+    assert_eq!(status.code(), Some(80), "--lost-exit-code");
+    assert!(!runs(pid), "the command was killed");
+    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
 }
 
 #[tokio::test]
