@@ -122,8 +122,10 @@ pub struct RunArgs {
     /// The owner name stored with the lock (default: host name and process id).
     #[arg(long)]
     pub owner: Option<String>,
-    /// After signalling the command (SIGTERM) because the lock was lost, how long to wait before
-    /// killing it (SIGKILL).
+    /// After signalling what the command left running when it exited (SIGTERM), how long to wait
+    /// before killing it (SIGKILL); before a lease about to run out unextended, the command is
+    /// stopped this long (at most a third of the lease) before its end. A command whose lock was
+    /// lost is killed at once.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub grace: Duration,
     /// The exit code when the lock is held by someone else (and `--wait` ran out).

@@ -2,9 +2,9 @@
 //!
 //! The lock is a [`LockGuard`]: extended every third of its lease while the command runs. When
 //! the command exits, what it left running in its process group is ended (see [`child`]), the
-//! lock is released and ddb-lock exits with the command's code. When the lock is lost (an
-//! extension finds it taken or gone), the command's group gets SIGTERM, then SIGKILL after
-//! `--grace`, and ddb-lock exits with `--lost-exit-code`; when no extension has succeeded by the
+//! lock is released and ddb-lock exits with the command's code. When the lock is lost (its lease
+//! ran out, or an extension finds it expired, taken or gone), the command's group gets SIGTERM and
+//! SIGKILL at once, and ddb-lock exits with `--lost-exit-code`; when no extension has succeeded by the
 //! lesser of `--grace` and a third of the lease before the lease's end (a partition), SIGTERM
 //! comes then and SIGKILL a quarter of that before the end, so that the command is gone before
 //! another process can take the lock. SIGINT,
@@ -16,9 +16,7 @@ use crate::child::{self, Signals};
 use crate::failure::Failure;
 use crate::output::seconds;
 use crate::settings::Settings;
-use ddb_lock::{
-    limits, AcquireOptions, Error, LockGuard, LockLost, LockStatus, Mode, ReleaseOutcome,
-};
+use ddb_lock::{limits, AcquireOptions, Error, LockGuard, LockStatus, Mode, ReleaseOutcome};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -107,14 +105,10 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
             lost = watch.lost() => {
                 eprintln!("ddb-lock: lost the lock on `{}` ({lost}): stopping the command", args.key);
                 // Its lease over (run out while ddb-lock was paused, or found expired, the lock
-                // then released at once): the next holder may take it now, and the command, given
-                // `--grace`, worked on beside it (found by review). Killed at once, as an early
-                // stop kills it by then.
-                let grace = match lost {
-                    LockLost::LeaseRanOut { .. } | LockLost::Expired { .. } => Duration::ZERO,
-                    _ => args.grace,
-                };
-                break command.stop(grace).await.map(|_| None);
+                // then released at once), the lock taken or gone: the next holder may hold it
+                // now, and the command, given `--grace`, worked on beside it (found by review).
+                // Killed at once, as an early stop kills it by the lease's end.
+                break command.stop(Duration::ZERO).await.map(|_| None);
             }
             () = sleep_until_some(stop_at) => {
                 if current_lease_end() != lease_end {
