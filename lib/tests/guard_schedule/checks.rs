@@ -8,6 +8,7 @@ impl World {
         // First: it flushes clients, whose background work (a release) may end guards' holds.
         self.check_lost_guards_released(context, self.clock.now())
             .await;
+        self.check_over_for_good(context).await;
         // Leases end by the latest the clock has read: a lock taken over while the clock was
         // ahead stays taken when it steps back.
         self.latest = self.latest.max(self.clock.now());
@@ -75,6 +76,41 @@ impl World {
             } else {
                 check_shared(context, *taken, lock, &item, now);
             }
+        }
+    }
+
+    /// A release of `acquisition` through its client answered `outcome`: if it answered at all,
+    /// whatever it found (released, gone, another's), the acquisition is over.
+    pub(super) fn told_over(
+        &mut self,
+        acquisition: LockId,
+        outcome: &Result<ddb_lock::ReleaseOutcome, ddb_lock::Error>,
+    ) {
+        if outcome.is_ok() {
+            self.over.insert(acquisition);
+        }
+    }
+
+    /// No acquisition some call was told is over holds the lock again: no extension of it, late,
+    /// copied, or through another client, revives it (a release, answered, removed it or found
+    /// it gone; an extension found it gone or taken).
+    pub(super) async fn check_over_for_good(&self, context: &str) {
+        if self.over.is_empty() {
+            return;
+        }
+        let Some(item) = raw_item(&self.resource).await else {
+            return;
+        };
+        let holder = item
+            .get("LockID")
+            .and_then(|id| id.as_s().ok())
+            .filter(|_| item.contains_key("Owner"));
+        for acquisition in &self.over {
+            let id = acquisition.to_string();
+            assert!(
+                holder != Some(&id) && !item.contains_key(&format!("Shared:{id}")),
+                "{context}: acquisition {id} was told over, yet the item holds it: {item:?}"
+            );
         }
     }
 

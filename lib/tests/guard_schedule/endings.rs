@@ -42,7 +42,26 @@ impl World {
             })
             .collect();
         if way == 4 {
-            let extended = client.extend(&lock, LEASE).await;
+            // At times through another client (a worker extending a lock taken elsewhere): it
+            // ends none of the guards.
+            let extender = if rng.random_bool(0.7) {
+                owner
+            } else {
+                rng.random_range(0..CLIENTS)
+            };
+            if extender != owner {
+                ended.iter_mut().for_each(|ended| *ended = false);
+            }
+            let extended = self.clients[extender].extend(&lock, LEASE).await;
+            // Found gone or taken: the acquisition is over for good. (Not found expired: the
+            // client releases it only where an extension of its own may land; one of another
+            // client's, on its way, may extend it yet, as its holder's would.)
+            if matches!(
+                extended,
+                Ok(ExtendOutcome::NotFound | ExtendOutcome::NotOwner { .. })
+            ) {
+                self.over.insert(lock.lock_id());
+            }
             // Extended, or failed: the guards stand (an extension that failed ends nothing).
             if matches!(extended, Ok(ExtendOutcome::Extended(_)) | Err(_)) {
                 ended.iter_mut().for_each(|ended| *ended = false);
@@ -53,20 +72,44 @@ impl World {
                 }
             }
             return format!(
-                "client {owner} extended the lock of the guard of step {taken}: {extended:?}"
+                "client {extender} extended the lock of the guard of step {taken}: {extended:?}"
             );
         }
+        // The acquisitions of the guards the call ends, told over if it answers.
+        let ending: Vec<LockId> = self
+            .guards
+            .iter()
+            .zip(&ended)
+            .filter(|(_, ended)| **ended)
+            .filter_map(|((taken, _, _), _)| self.acquisitions.get(taken).copied())
+            .collect();
         let how = match way {
-            0 => format!("release: {:?}", client.release(&lock).await),
-            1 => format!(
-                "release_owned: {:?}",
-                client.release_owned(&self.resource, lock.owner()).await
-            ),
-            2 => format!(
-                "force_release: {:?}",
-                client.force_release(&self.resource).await
-            ),
-            _ => format!("release_all: {} locks", client.release_all().await.len()),
+            0 => {
+                let outcome = client.release(&lock).await;
+                self.told_over(lock.lock_id(), &outcome);
+                format!("release: {outcome:?}")
+            }
+            1 => {
+                let outcome = client.release_owned(&self.resource, lock.owner()).await;
+                if outcome.is_ok() {
+                    self.over.extend(&ending);
+                }
+                format!("release_owned: {outcome:?}")
+            }
+            2 => {
+                let outcome = client.force_release(&self.resource).await;
+                if outcome.is_ok() {
+                    self.over.extend(&ending);
+                }
+                format!("force_release: {outcome:?}")
+            }
+            _ => {
+                let outcomes = client.release_all().await;
+                for (handle, outcome) in &outcomes {
+                    self.told_over(handle.lock_id(), outcome);
+                }
+                format!("release_all: {} locks", outcomes.len())
+            }
         };
         // Every guard the call ended is closed: it must say lost from now on.
         for ((_, _, guard), ended) in self.guards.iter().zip(ended) {

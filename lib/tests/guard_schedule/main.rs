@@ -23,6 +23,8 @@
 //! - a guard still open whose lease ran out (or was found expired) has released its lock once its
 //!   client's background work is done: the item does not hold its acquisition live;
 //! - a guard released, dropped, or whose lock its client ended, has a watch that says lost at once;
+//! - an acquisition a release through the client answered (`Ok`, whatever it found) or an
+//!   extension found gone or taken is never held in the item again, whatever arrives late;
 //! - once every guard is released or dropped, every held request delivered and the background
 //!   releases finished, the lock is free.
 //!
@@ -108,6 +110,8 @@ struct World {
     ran_out: std::collections::HashSet<usize>,
     /// The latest time the shared clock has read at a check (it steps back too).
     latest: DateTime<Utc>,
+    /// The acquisitions some call was told are over (see [`World::told_over`]).
+    over: std::collections::HashSet<LockId>,
 }
 
 /// An exclusive acquisition's data, as its data replacements' answers tell.
@@ -190,6 +194,7 @@ async fn run(seed: u64, items: Items, profile: Profile) {
         data: HashMap::new(),
         ran_out: std::collections::HashSet::new(),
         latest: DateTime::<Utc>::MIN_UTC,
+        over: std::collections::HashSet::new(),
     };
     // Every step's action, for a failure's message.
     let mut history = String::new();
@@ -257,6 +262,7 @@ impl World {
                 let (taken, _, guard) = self.guards.remove(pick(rng));
                 let watch = guard.watch();
                 let outcome = guard.release().await;
+                self.told_over(self.acquisitions[&taken], &outcome);
                 self.closed.push(watch);
                 format!("released the guard of step {taken}: {outcome:?}")
             }
@@ -553,6 +559,7 @@ impl World {
                 .await
                 .expect("the endpoint answers a delivered request");
         }
+        self.check_over_for_good(context).await;
         let admin = &self.clients[0];
         loop {
             let answered = self.answered();
