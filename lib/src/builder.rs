@@ -340,7 +340,7 @@ impl LockClientBuilder {
             lease: self.lease,
             acquire_timeout: self.acquire_timeout,
             backoff: self.backoff,
-            namespaces: Default::default(),
+            namespaces: crate::client::NamespaceClients::built(),
         }))
     }
 }

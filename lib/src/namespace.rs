@@ -112,12 +112,14 @@ impl LockClient {
     /// A client of the same table and settings working in `namespace`: its locks are apart from
     /// this client's and from every other namespace's, as if in another table. It has a memory
     /// of its own (its waiters' lines, the locks it holds and the extensions it sent, its
-    /// background releases), which every client of `namespace` asked of this client (or of its
-    /// clones) shares, as clones do: asked for again at each request (a Lambda function's
+    /// background releases), which every client of `namespace` asked of this client, of its
+    /// clones or of the clients of its other namespaces shares, as clones do (and this client
+    /// itself, if it works in `namespace`): asked for again at each request (a Lambda function's
     /// invocation), it remembers what the earlier ones did (made anew, it forgot an extension
     /// still on its way, and a later one that found the lease over left that one to hold the lock
-    /// again; found by review). [`InvalidInput::NamespaceOverlap`] if the schema's key formats
-    /// leave no room for namespaces (an empty key prefix).
+    /// again; found by review). The client built keeps them as long as it lives, one per
+    /// namespace asked for. [`InvalidInput::NamespaceOverlap`] if the schema's key formats leave
+    /// no room for namespaces (an empty key prefix).
     ///
     /// # Examples
     ///
@@ -133,12 +135,14 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn in_namespace(&self, namespace: Namespace) -> Result<LockClient, Error> {
-        let mut clients = self
-            .settings
-            .namespaces
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(client) = clients.get(&namespace) {
+        if self.namespace() == Some(&namespace) {
+            return Ok(self.clone());
+        }
+        let family = self.settings.namespaces.get();
+        let mut clients = family
+            .as_deref()
+            .map(|clients| clients.lock().unwrap_or_else(PoisonError::into_inner));
+        if let Some(client) = clients.as_ref().and_then(|clients| clients.get(&namespace)) {
             return Ok(client.clone());
         }
         let schema = self
@@ -152,7 +156,9 @@ impl LockClient {
             self.settings
                 .with_table(self.settings.table.with_schema(schema)),
         );
-        clients.insert(namespace, client.clone());
+        if let Some(clients) = clients.as_mut() {
+            clients.insert(namespace, client.clone());
+        }
         Ok(client)
     }
 
@@ -218,5 +224,10 @@ mod tests {
             shipping.namespace().map(Namespace::as_str),
             Some("shipping")
         );
+        // Of a namespace's client: itself for its own namespace, the family's for another.
+        let itself = first.in_namespace("billing".parse().unwrap()).unwrap();
+        assert!(std::sync::Arc::ptr_eq(first.table(), itself.table()));
+        let from_shipping = shipping.in_namespace("billing".parse().unwrap()).unwrap();
+        assert!(std::sync::Arc::ptr_eq(first.table(), from_shipping.table()));
     }
 }

@@ -22,7 +22,7 @@ use crate::namespace::Namespace;
 use crate::wait::backoff::BackoffBounds;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// A client for locks in one DynamoDB table. Cheap to clone; clones share configuration and the
@@ -57,13 +57,48 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) acquire_timeout: Duration,
     pub(crate) backoff: BackoffBounds,
-    /// The clients of each namespace made from this one ([`LockClient::in_namespace`]), so that
-    /// a namespace has one memory however often its client is asked for.
-    pub(crate) namespaces: Namespaces,
+    /// The clients of each namespace asked of this client's family
+    /// ([`LockClient::in_namespace`]), so that a namespace has one memory however often, and of
+    /// whichever client of the family, its client is asked for.
+    pub(crate) namespaces: NamespaceClients,
 }
 
-/// The clients of the namespaces a client was asked for, by namespace.
+/// The clients of the namespaces asked of a client, by namespace.
 pub(crate) type Namespaces = Mutex<HashMap<Namespace, LockClient>>;
+
+/// The namespaces' clients of a family of clients (one built, its clones, its namespaces'
+/// clients): kept by the built client, reached weakly from its namespaces' clients (kept by them,
+/// the map would keep itself).
+#[derive(Debug)]
+pub(crate) enum NamespaceClients {
+    /// Of the built client.
+    Built(Arc<Namespaces>),
+    /// Of a namespace's client: the built client's, while it lives.
+    Derived(Weak<Namespaces>),
+}
+
+impl NamespaceClients {
+    /// Those of a built client: none yet.
+    pub(crate) fn built() -> Self {
+        NamespaceClients::Built(Arc::default())
+    }
+
+    /// Those a namespace's client of this family reaches.
+    fn derived(&self) -> Self {
+        NamespaceClients::Derived(match self {
+            NamespaceClients::Built(clients) => Arc::downgrade(clients),
+            NamespaceClients::Derived(clients) => clients.clone(),
+        })
+    }
+
+    /// The family's clients, unless the built client is gone.
+    pub(crate) fn get(&self) -> Option<Arc<Namespaces>> {
+        match self {
+            NamespaceClients::Built(clients) => Some(Arc::clone(clients)),
+            NamespaceClients::Derived(clients) => clients.upgrade(),
+        }
+    }
+}
 
 impl Settings {
     /// The same defaults over another `table`.
@@ -74,7 +109,7 @@ impl Settings {
             lease: self.lease,
             acquire_timeout: self.acquire_timeout,
             backoff: self.backoff,
-            namespaces: Namespaces::default(),
+            namespaces: self.namespaces.derived(),
         }
     }
 }
