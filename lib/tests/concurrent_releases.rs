@@ -162,3 +162,38 @@ async fn a_release_behind_a_stuck_one_is_sent_after_a_while() {
     );
     drop(stuck);
 }
+
+/// The same stuck release, answered only after the release behind it was sent (past its wait)
+/// and released the lock: it found the lock gone, and its caller was told the lock had been lost
+/// (`NotFound`). Overtaken, it reads what it finds as a resend does.
+#[tokio::test]
+async fn a_release_overtaken_by_the_one_behind_it_is_unconfirmed() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("release-overtaken");
+    let lock = client
+        .try_acquire(&resource, &owner("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut stuck = proxy.delay_next_request("DeleteItem");
+    let first = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.release(&lock).await }
+    });
+    stuck.captured().await;
+    let second = tokio::time::timeout(PATIENCE, client.release(&lock))
+        .await
+        .expect("the release behind the stuck one is answered");
+    assert_eq!(second.unwrap(), ReleaseOutcome::Released);
+    assert!(
+        stuck.deliver().await,
+        "the stuck release reached the endpoint"
+    );
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        ReleaseOutcome::Unconfirmed,
+        "the release overtaken reads the lock gone as a resend does"
+    );
+}

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::lock::LockId;
 use crate::outcome::ReleaseOutcome;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -26,13 +27,20 @@ use tokio::sync::watch;
 /// lock stayed held until its lease ended; found by review).
 const EARLIER_WAIT: Duration = Duration::from_secs(5);
 
-/// The releases of each lock on their way, in the order they started: each one's number and
-/// what tells whether it may have released the lock (its sender, dropped with it, says so until
-/// its answer says otherwise).
+/// The releases of each lock on their way, in the order they started: each one's number, what
+/// tells whether it may have released the lock (its sender, dropped with it, says so until its
+/// answer says otherwise), and whether a later release was sent before it was answered.
 #[derive(Default)]
 pub(super) struct Underway {
-    releases: HashMap<LockId, Vec<(u64, watch::Receiver<bool>)>>,
+    releases: HashMap<LockId, Vec<(u64, Earlier)>>,
     started: u64,
+}
+
+/// A release on its way, as the releases that start after it see it.
+#[derive(Clone)]
+struct Earlier {
+    may_have_released: watch::Receiver<bool>,
+    overtaken: Arc<AtomicBool>,
 }
 
 impl Underway {
@@ -52,8 +60,10 @@ pub(crate) struct ReleaseUnderway {
     /// Whether this release may have released the lock (until its answer says it did not);
     /// dropped with this, which ends the waits of the releases that started after it.
     may_have_released: watch::Sender<bool>,
+    /// Whether a release that started after this one was sent before this one was answered.
+    overtaken: Arc<AtomicBool>,
     /// The releases of the same lock on their way when this one started.
-    earlier: Vec<watch::Receiver<bool>>,
+    earlier: Vec<Earlier>,
 }
 
 impl ReleaseUnderway {
@@ -64,16 +74,34 @@ impl ReleaseUnderway {
         underway.started += 1;
         let number = underway.started;
         let (may_have_released, ended) = watch::channel(true);
+        let overtaken = Arc::new(AtomicBool::new(false));
         let releases = underway.releases.entry(lock_id).or_default();
-        let earlier = releases.iter().map(|(_, ended)| ended.clone()).collect();
-        releases.push((number, ended));
+        let earlier = releases
+            .iter()
+            .map(|(_, earlier)| earlier.clone())
+            .collect();
+        releases.push((
+            number,
+            Earlier {
+                may_have_released: ended,
+                overtaken: Arc::clone(&overtaken),
+            },
+        ));
         ReleaseUnderway {
             inner: Arc::clone(inner),
             lock_id,
             number,
             may_have_released,
+            overtaken,
             earlier,
         }
+    }
+
+    /// Whether a release of the lock that started after this one was sent before this one was
+    /// answered (it waited [`EARLIER_WAIT`] for it): a refusal that finds the lock gone,
+    /// released or another's may be that release's doing, and is read as a resend's.
+    pub(crate) fn overtaken(&self) -> bool {
+        self.overtaken.load(Ordering::SeqCst)
     }
 
     /// The release was answered `answered`: it may have released the lock unless DynamoDB
@@ -85,6 +113,7 @@ impl ReleaseUnderway {
             Ok(ReleaseOutcome::NotFound
                 | ReleaseOutcome::NotOwner { .. }
                 | ReleaseOutcome::AlreadyReleased { .. })
+                | Err(Error::InvalidInput(_))
         );
         self.may_have_released.send_replace(may_have_released);
     }
@@ -99,16 +128,25 @@ impl ReleaseUnderway {
     /// same lock started after it.
     pub(crate) async fn after_earlier(&mut self) -> bool {
         let earlier = std::mem::take(&mut self.earlier);
-        // One not ended within the wait may yet release the lock: its sender still says so.
-        let _ = tokio::time::timeout(EARLIER_WAIT, async {
+        let waited = tokio::time::timeout(EARLIER_WAIT, async {
             for ended in &earlier {
-                let mut ended = ended.clone();
+                let mut ended = ended.may_have_released.clone();
                 // `changed` fails once the sender is dropped.
                 while ended.changed().await.is_ok() {}
             }
         })
         .await;
-        earlier.iter().any(|ended| *ended.borrow())
+        // One not ended within the wait may yet release the lock (its sender still says so), and
+        // this one is sent before it is answered: it is told so (it then found the lock gone,
+        // and its caller was told the lock had been lost; found by review).
+        if waited.is_err() {
+            for earlier in &earlier {
+                earlier.overtaken.store(true, Ordering::SeqCst);
+            }
+        }
+        earlier
+            .iter()
+            .any(|earlier| *earlier.may_have_released.borrow())
     }
 }
 

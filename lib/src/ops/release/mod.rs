@@ -215,10 +215,21 @@ pub(crate) async fn send(
     // Boxed: the future of a release nests deep (hand-overs, shared holds), and a caller's
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
+    let Some(underway) = &underway else {
+        return outcome;
+    };
+    // Overtaken by a later release of the lock (which waited for this one as long as it would):
+    // what this one found gone, released or another's may be that one's doing, as a resend's.
+    let outcome = match outcome {
+        Ok(
+            ReleaseOutcome::NotFound
+            | ReleaseOutcome::NotOwner { .. }
+            | ReleaseOutcome::AlreadyReleased { .. },
+        ) if underway.overtaken() => Ok(ReleaseOutcome::Unconfirmed),
+        outcome => outcome,
+    };
     // (A release that waits for this one reads it, whoever else holds a token of it.)
-    if let Some(underway) = &underway {
-        underway.answered(&outcome);
-    }
+    underway.answered(&outcome);
     outcome
 }
 
