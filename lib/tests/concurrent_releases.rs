@@ -11,6 +11,15 @@ use std::time::Duration;
 /// How long a test waits for an answer that must come, so that a hang fails it.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Alice's ten-second lock on `resource`, taken through `client`.
+async fn alices(client: &LockClient, resource: &str) -> ddb_lock::Lock {
+    client
+        .try_acquire(resource, &owner("alice"))
+        .await
+        .unwrap()
+        .expect("a free lock")
+}
+
 fn owner(name: &str) -> AcquireOptions {
     AcquireOptions::new()
         .owner(name)
@@ -67,11 +76,7 @@ async fn a_release_after_one_that_found_the_lock_taken_finds_it_taken_too() {
     let clock = AdjustableClock::new();
     let alice = client_through(&proxy, Some(clock.clone()));
     let resource = unique("releases-after-taken");
-    let lock = alice
-        .try_acquire(&resource, &owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = alices(&alice, &resource).await;
     clock.advance(Duration::from_secs(11));
     let bob = client_through(&proxy, Some(clock.clone()));
     let bobs = bob
@@ -102,11 +107,7 @@ async fn a_release_with_a_payload_after_another_release_says_it_was_released_alr
         .build()
         .unwrap();
     let resource = unique("releases-payload-after");
-    let lock = client
-        .try_acquire(&resource, &owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = alices(&client, &resource).await;
     let (first, second) = two_releases(&proxy, &client, &lock, "UpdateItem", true).await;
     assert_eq!(first, ReleaseOutcome::Released);
     assert!(
@@ -123,60 +124,24 @@ async fn a_release_after_one_that_released_the_lock_is_unconfirmed() {
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_through(&proxy, None);
     let resource = unique("releases-after-released");
-    let lock = client
-        .try_acquire(&resource, &owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = alices(&client, &resource).await;
     let (first, second) = two_releases(&proxy, &client, &lock, "DeleteItem", false).await;
     assert_eq!(first, ReleaseOutcome::Released);
     assert_eq!(second, ReleaseOutcome::Unconfirmed);
 }
 
-/// A release stuck on a connection (held in the network, its caller gone): a second release of
-/// the lock waited for it for as long as it stayed stuck, never answered, and the lock stayed
-/// held. It waits a while, then is sent all the same.
+/// A release stuck on a connection (held in the network): a second release of the lock waited
+/// for it for as long as it stayed stuck, never answered, and the lock stayed held. It waits a
+/// while, then is sent all the same. The stuck one, answered after it, found the lock gone, and
+/// its caller was told the lock had been lost (`NotFound`): overtaken, it reads what it finds as
+/// a resend does.
 #[tokio::test]
-async fn a_release_behind_a_stuck_one_is_sent_after_a_while() {
+async fn a_release_behind_a_stuck_one_is_sent_after_a_while_and_overtakes_it() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_through(&proxy, None);
     let resource = unique("release-behind-stuck");
-    let lock = client
-        .try_acquire(&resource, &owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut stuck = proxy.delay_next_request("DeleteItem");
-    tokio::select! {
-        answer = client.release(&lock) => panic!("answered while stuck: {answer:?}"),
-        () = stuck.captured() => {}
-    }
-    let second = tokio::time::timeout(PATIENCE, client.release(&lock))
-        .await
-        .expect("the release behind the stuck one is answered");
-    assert_eq!(second.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(
-        client.status(&resource).await.unwrap(),
-        ddb_lock::LockStatus::Free
-    );
-    drop(stuck);
-}
-
-/// The same stuck release, answered only after the release behind it was sent (past its wait)
-/// and released the lock: it found the lock gone, and its caller was told the lock had been lost
-/// (`NotFound`). Overtaken, it reads what it finds as a resend does.
-#[tokio::test]
-async fn a_release_overtaken_by_the_one_behind_it_is_unconfirmed() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("release-overtaken");
-    let lock = client
-        .try_acquire(&resource, &owner("alice"))
-        .await
-        .unwrap()
-        .unwrap();
+    let lock = alices(&client, &resource).await;
     let mut stuck = proxy.delay_next_request("DeleteItem");
     let first = tokio::spawn({
         let (client, lock) = (client.clone(), lock.clone());
@@ -187,6 +152,10 @@ async fn a_release_overtaken_by_the_one_behind_it_is_unconfirmed() {
         .await
         .expect("the release behind the stuck one is answered");
     assert_eq!(second.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        client.status(&resource).await.unwrap(),
+        ddb_lock::LockStatus::Free
+    );
     assert!(
         stuck.deliver().await,
         "the stuck release reached the endpoint"

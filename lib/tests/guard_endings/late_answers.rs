@@ -262,15 +262,24 @@ async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() 
     );
 }
 
-/// A guard stopped by its twin's release (two guards of one idempotent acquisition), dropped
-/// while that release is on its way: it sent a release of its own, which landed first, and
-/// `with_lock`, whose release was then refused, answered that its work had lost its lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it() {
+/// A guard of alice's idempotent acquisition of a fresh resource (named after `prefix`) through a
+/// proxy, and `with_lock` of the same acquisition (its twin) in a task, whose work returns 7 and
+/// whose release's DeleteItem the proxy holds: the guard, stopped by that release, says
+/// released. The proxy, the client, the resource, the guard, the held release and the task.
+async fn twin_beside_with_lock(
+    prefix: &str,
+) -> (
+    Proxy,
+    LockClient,
+    String,
+    ddb_lock::LockGuard,
+    ddb_lock_test_kit::proxy::HeldRequest,
+    tokio::task::JoinHandle<Result<u32, Error>>,
+) {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_through(&proxy, None);
-    let resource = unique("twin-guard-dropped");
+    let resource = unique(prefix);
     let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
     let twin = client.lock(&resource, &opts).await.unwrap();
     let mut held = proxy.delay_next_request("DeleteItem");
@@ -284,6 +293,15 @@ async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it(
     });
     held.captured().await;
     assert_eq!(twin.lost().await, LockLost::Released);
+    (proxy, client, resource, twin, held, job)
+}
+
+/// A guard stopped by its twin's release (two guards of one idempotent acquisition), dropped
+/// while that release is on its way: it sent a release of its own, which landed first, and
+/// `with_lock`, whose release was then refused, answered that its work had lost its lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it() {
+    let (proxy, client, _, twin, held, job) = twin_beside_with_lock("twin-guard-dropped").await;
     drop(twin);
     assert!(held.deliver().await, "the release reached the endpoint");
     assert_eq!(job.await.unwrap().unwrap(), 7);
@@ -297,23 +315,7 @@ async fn a_twin_guard_dropped_while_with_lock_releases_leaves_the_release_to_it(
 /// resend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_twin_guard_released_while_with_lock_releases_is_sent_after_it() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("twin-guard-released");
-    let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
-    let twin = client.lock(&resource, &opts).await.unwrap();
-    let mut held = proxy.delay_next_request("DeleteItem");
-    let job = tokio::spawn({
-        let (client, resource, opts) = (client.clone(), resource.clone(), opts.clone());
-        async move {
-            client
-                .with_lock(&resource, &opts, |_| async { Ok::<_, Error>(7) })
-                .await
-        }
-    });
-    held.captured().await;
-    assert_eq!(twin.lost().await, LockLost::Released);
+    let (_, client, resource, twin, held, job) = twin_beside_with_lock("twin-guard-released").await;
     let twins_release = tokio::spawn(twin.release());
     assert!(held.deliver().await, "the release reached the endpoint");
     assert_eq!(job.await.unwrap().unwrap(), 7);
