@@ -1,11 +1,16 @@
 //! The invariants the schedules check after every step, against the stored item.
 
+use super::releases::{Ended, State};
 use super::*;
+use ddb_lock::ReleaseOutcome;
 
 impl World {
     /// Checks every invariant at this step (`context` names it in a failure).
     pub(super) async fn check(&mut self, context: &str) {
-        // First: it flushes clients, whose background work (a release) may end guards' holds.
+        // The calls left on their way that have ended: acquisitions they were told over are
+        // checked below.
+        self.check_pending(context, false).await;
+        // Then: it flushes clients, whose background work (a release) may end guards' holds.
         self.check_lost_guards_released(context, self.clock.now())
             .await;
         self.check_over_for_good(context).await;
@@ -79,6 +84,78 @@ impl World {
         }
     }
 
+    /// The calls left on their way (see [`releases`](super::releases)) that have ended (`all`: every
+    /// one, awaited, at the end once the held releases are delivered): an acquisition a release
+    /// answered is over ([`World::told_over`]); and the first release started of an acquisition,
+    /// its guard held until then, released it, unless something else ended it meanwhile: it
+    /// answers `Released`, or `Unconfirmed` (overtaken by a later release of the acquisition that
+    /// waited for it as long as it would), never that it found the lock gone, another's or
+    /// released already (a twin guard's release sent while the first was held in the network
+    /// landed first, and the first answered `NotFound`). A first release that left a payload and
+    /// answered `Released` left it in the item, if the item is still the acquisition's.
+    pub(super) async fn check_pending(&mut self, context: &str, all: bool) {
+        let mut k = 0;
+        while k < self.pending.len() {
+            if !all && self.pending[k].running() {
+                k += 1;
+                continue;
+            }
+            let pending = self.pending.remove(k);
+            let what = pending.what;
+            let ended = match pending.state {
+                State::Done(ended) => ended,
+                State::Running(task) => timeout(PATIENCE, task)
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "{context}: {what} is on its way still, every held release delivered"
+                        )
+                    })
+                    .expect("the release's task"),
+            };
+            let outcome = match ended {
+                Ended::One(outcome) => outcome,
+                Ended::All(outcomes) => {
+                    for (handle, outcome) in &outcomes {
+                        self.told_over(handle.lock_id(), outcome);
+                    }
+                    continue;
+                }
+            };
+            if let Some(acquisition) = pending.acquisition {
+                self.told_over(acquisition, &outcome);
+            }
+            let Some(first) = pending.first.filter(|f| f.ended_otherwise.is_none()) else {
+                continue;
+            };
+            let id = first.lock.lock_id().to_string();
+            assert!(
+                matches!(
+                    outcome,
+                    Ok(ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed)
+                ),
+                "{context}: {what}, the first release of acquisition {id}, answered {outcome:?}, and nothing else ended it"
+            );
+            let (Some(payload), Ok(ReleaseOutcome::Released)) = (&first.payload, &outcome) else {
+                continue;
+            };
+            let Some(item) = raw_item(&self.resource).await else {
+                continue;
+            };
+            if item.get("LockID").and_then(|l| l.as_s().ok()) == Some(&id) {
+                let stored = match item.get("Data") {
+                    Some(AttributeValue::B(blob)) => Some(blob.as_ref().to_vec()),
+                    _ => None,
+                };
+                assert_eq!(
+                    stored.as_deref().map(String::from_utf8_lossy),
+                    Some(String::from_utf8_lossy(payload)),
+                    "{context}: {what} answered Released, and the item, still acquisition {id}'s, holds other data: {item:?}"
+                );
+            }
+        }
+    }
+
     /// A release of `acquisition` through its client answered `outcome`: if it answered at all,
     /// whatever it found (released, gone, another's), the acquisition is over.
     pub(super) fn told_over(
@@ -138,6 +215,11 @@ impl World {
         // the patience that turns a release that never comes into a failure.
         let deadline = tokio::time::Instant::now() + PATIENCE;
         for (taken, client) in lost {
+            // A flush of a client whose release is held in the network, or behind one, waits for
+            // its delivery: checked at a later check (the guard stays in `ran_out`).
+            if self.busy(client) {
+                continue;
+            }
             loop {
                 let answered = self.answered();
                 self.clients[client].flush().await;

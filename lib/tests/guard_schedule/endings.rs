@@ -8,8 +8,10 @@ impl World {
     /// as another client's guards could only learn of it from their next extension), or
     /// `release_all`; or extends it through its client (`LockClient::extend`), which ends it if
     /// the extension finds it lost (expired after a jump of the clock, gone, taken). Every guard
-    /// of the client that the call ends must say lost at once.
-    pub(super) async fn end_through_the_client(&mut self, rng: &mut StdRng) -> String {
+    /// of the client that the call ends must say lost at once. (`release_all` ends with a flush,
+    /// which waits for any release of the client held in the network: it is left on its way if
+    /// it does not finish soon.)
+    pub(super) async fn end_through_the_client(&mut self, rng: &mut StdRng, step: usize) -> String {
         let (taken, chosen, ref guard) = self.guards[rng.random_range(0..self.guards.len())];
         let Some(lock) = guard.lock() else {
             return format!("the guard of step {taken} is lost already");
@@ -25,7 +27,7 @@ impl World {
             2 => holders.first().copied().unwrap_or(chosen),
             _ => chosen,
         };
-        let client = &self.clients[owner];
+        let client = self.clients[owner].clone();
         // The guards of that client the call ends, chosen before it (their locks, after it, are
         // gone): the acquisition's for a release by id, the exclusive ones for a release by owner
         // (the client's guards are all of its one owner), every one of the client's otherwise.
@@ -83,6 +85,16 @@ impl World {
             .filter(|(_, ended)| **ended)
             .filter_map(|((taken, _, _), _)| self.acquisitions.get(taken).copied())
             .collect();
+        let steps: Vec<usize> = self
+            .guards
+            .iter()
+            .zip(&ended)
+            .filter(|(_, ended)| **ended)
+            .map(|((taken, _, _), _)| *taken)
+            .collect();
+        for taken in steps {
+            self.ending(taken, step);
+        }
         let how = match way {
             0 => {
                 let outcome = client.release(&lock).await;
@@ -90,6 +102,9 @@ impl World {
                 format!("release: {outcome:?}")
             }
             1 => {
+                // It releases whatever lock the owner holds: one whose release is on its way too.
+                let why = format!("client {owner}'s release_owned at step {step}");
+                self.ended_otherwise(|p| p.client == owner, &why);
                 let outcome = client.release_owned(&self.resource, lock.owner()).await;
                 if outcome.is_ok() {
                     self.over.extend(&ending);
@@ -97,6 +112,8 @@ impl World {
                 format!("release_owned: {outcome:?}")
             }
             2 => {
+                let why = format!("client {owner}'s force_release at step {step}");
+                self.ended_otherwise(|_| true, &why);
                 let outcome = client.force_release(&self.resource).await;
                 if outcome.is_ok() {
                     self.over.extend(&ending);
@@ -104,11 +121,10 @@ impl World {
                 format!("force_release: {outcome:?}")
             }
             _ => {
-                let outcomes = client.release_all().await;
-                for (handle, outcome) in &outcomes {
-                    self.told_over(handle.lock_id(), outcome);
-                }
-                format!("release_all: {} locks", outcomes.len())
+                let what = format!("client {owner}'s release_all, started at step {step}");
+                let call = async move { releases::Ended::All(client.release_all().await) };
+                let outcome = self.leave_on_its_way(what, owner, None, None, call).await;
+                format!("release_all: {outcome}")
             }
         };
         // Every guard the call ended is closed: it must say lost from now on.

@@ -7,7 +7,9 @@
 //! (`release`, `release_owned`, `force_release`, `release_all`) or extend them through it (`extend`,
 //! which ends a guard whose lock it finds lost), suffer dropped and delayed answers,
 //! extensions and releases that arrive late (held by the proxy, delivered some steps later) or
-//! twice (a copy delivered again some steps later), data replacements whose request is held in
+//! twice (a copy delivered again some steps later), second releases of an acquisition (a twin
+//! guard's, through the client, `release_all`) while its first is held in the network (see
+//! [`releases`]), data replacements whose request is held in
 //! the network and given up on (delivered some steps later, at times after the clock stepped
 //! back), and see time jump past every lease or step back (or, in the extensions profile, step
 //! forward by less than a lease). After every step the invariants are checked against the stored item:
@@ -25,6 +27,10 @@
 //! - a guard released, dropped, or whose lock its client ended, has a watch that says lost at once;
 //! - an acquisition a release through the client answered (`Ok`, whatever it found) or an
 //!   extension found gone or taken is never held in the item again, whatever arrives late;
+//! - the first release of an acquisition, started while its guard held it, answers `Released` or
+//!   `Unconfirmed` unless something else ended the acquisition meanwhile, however late its
+//!   request arrives and whatever later releases of it were started meanwhile (and a payload it
+//!   left, answered released, is in the item while the item is the acquisition's);
 //! - once every guard is released or dropped, every held request delivered and the background
 //!   releases finished, the lock is free.
 //!
@@ -38,8 +44,10 @@
 mod checks;
 mod endings;
 mod profile;
+mod releases;
 
 use profile::{Profile, STEP_FORWARD};
+use releases::Pending;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -112,6 +120,12 @@ struct World {
     latest: DateTime<Utc>,
     /// The acquisitions some call was told are over (see [`World::told_over`]).
     over: std::collections::HashSet<LockId>,
+    /// Releases held in the network, with their client (every flush of it waits for them).
+    held_releases: Vec<(usize, HeldRequest)>,
+    /// Releases and `release_all`s left on their way across steps (see [`releases`]).
+    pending: Vec<Pending>,
+    /// The step that first started to end each acquisition (a release, a drop, a call).
+    first_enders: HashMap<LockId, usize>,
 }
 
 /// An exclusive acquisition's data, as its data replacements' answers tell.
@@ -195,6 +209,9 @@ async fn run(seed: u64, items: Items, profile: Profile) {
         ran_out: std::collections::HashSet::new(),
         latest: DateTime::<Utc>::MIN_UTC,
         over: std::collections::HashSet::new(),
+        held_releases: Vec::new(),
+        pending: Vec::new(),
+        first_enders: HashMap::new(),
     };
     // Every step's action, for a failure's message.
     let mut history = String::new();
@@ -237,6 +254,7 @@ impl World {
                 } else {
                     opts(client).idempotent(idempotent)
                 };
+                self.may_take_over(client, step);
                 match self.clients[client].try_lock(&self.resource, &opts).await {
                     Ok(Some(guard)) => {
                         if let Some(lock) = guard.lock() {
@@ -258,25 +276,25 @@ impl World {
                     Err(err) => format!("client {client} try_lock failed: {err}"),
                 }
             }
-            22..32 if open > 0 => {
-                let (taken, _, guard) = self.guards.remove(pick(rng));
-                let watch = guard.watch();
-                let outcome = guard.release().await;
-                self.told_over(self.acquisitions[&taken], &outcome);
-                self.closed.push(watch);
-                format!("released the guard of step {taken}: {outcome:?}")
+            22..28 if open > 0 => {
+                let k = self.pick_guard(rng);
+                self.release_guard(k, step).await
             }
+            28..32 if open > 0 => self.release_held(rng, step).await,
             32..40 if open > 0 => {
-                let (taken, _, guard) = self.guards.remove(pick(rng));
+                let (taken, _, guard) = self.guards.remove(self.pick_guard(rng));
+                self.ending(taken, step);
                 self.closed.push(guard.watch());
                 drop(guard);
                 format!("dropped the guard of step {taken}")
             }
             40..46 if open > 0 => {
-                let (taken, owner, guard) = self.guards.remove(pick(rng));
+                let (taken, owner, guard) = self.guards.remove(self.pick_guard(rng));
+                self.ending(taken, step);
                 let watch = guard.watch();
                 self.closed.push(watch);
-                if rng.random_bool(0.5) {
+                // Behind a release held in the network, a release waits: not for its answer.
+                if self.busy(owner) || rng.random_bool(0.5) {
                     // Polled once and dropped at its first await (a current-thread runtime).
                     let cancelled = timeout(Duration::ZERO, guard.release()).await;
                     assert!(cancelled.is_err(), "a release finished in one poll");
@@ -353,7 +371,7 @@ impl World {
                     format!("cancelled a data replacement of the guard of step {taken}: {outcome}")
                 }
             }
-            54..62 if open > 0 => self.end_through_the_client(rng).await,
+            54..62 if open > 0 => self.end_through_the_client_or_behind(rng, step).await,
             62..68 => {
                 let operation = OPERATIONS[rng.random_range(0..OPERATIONS.len())];
                 self.proxies[client].drop_next_answer(operation);
@@ -368,7 +386,8 @@ impl World {
                 format!("client {client}'s answers delayed by {latency:?}")
             }
             73..78 => {
-                // Only extensions are held back: every other step awaits its own requests.
+                // Extensions held back (releases are, by `release_held`; every other step awaits
+                // its own requests).
                 let extension = EXTENSIONS[rng.random_range(0..EXTENSIONS.len())];
                 self.held.push(
                     self.proxies[client].delay_next_request_containing("UpdateItem", extension),
@@ -393,8 +412,8 @@ impl World {
                     .push(self.proxies[client].duplicate_next_request_containing(operation, text));
                 format!("client {client}'s next {operation} containing {text:?} will arrive twice")
             }
-            84..90 if !self.held.is_empty() => {
-                let request = self.held.remove(rng.random_range(0..self.held.len()));
+            84..90 if !self.held.is_empty() || !self.held_releases.is_empty() => {
+                let request = self.take_held(rng);
                 let operation = request.operation().to_owned();
                 let delivered = timeout(PATIENCE, request.deliver())
                     .await
@@ -441,6 +460,8 @@ impl World {
                 .unwrap_or_else(|_| panic!("no answer and no guard lost within {PATIENCE:?}"));
                 format!("waited for {waited}")
             }
+            // Nobody holds the lock: a release held in the network may be what keeps it taken.
+            _ if !self.held_releases.is_empty() => self.deliver_held_release().await,
             _ => "nothing".to_owned(),
         }
     }
@@ -471,27 +492,6 @@ impl World {
             Data::Unknown
         };
         self.data.insert(acquisition, known);
-    }
-
-    /// The request of a release: a DeleteItem, or an UpdateItem where items are kept.
-    fn release_operation(&self) -> &'static str {
-        self.release_request().0
-    }
-
-    /// The operation of a release by lock id, and what only its request says: its condition's
-    /// end. Not `REMOVE #owner` where items are kept: a shared acquisition's update removes a
-    /// lapsed exclusive holder with those words, and its copy, delivered after every release,
-    /// took the lock again for a lease with nobody holding it (the documented limit of copies of
-    /// acquisitions, below). Not a release by owner either (`release_owned`, conditioned on the
-    /// owner alone): its copy, delivered after the same owner took the lock again, releases that
-    /// newer lock, as documented (release by owner is safe where owners are unique per holder,
-    /// and this test's clients each reuse theirs); seed 646 of items kept found it so.
-    fn release_request(&self) -> (&'static str, &'static str) {
-        const BY_ID: &str = ":owner AND attribute_not_exists(#queue)";
-        match self.items {
-            Items::Deleted => ("DeleteItem", BY_ID),
-            Items::Kept => ("UpdateItem", BY_ID),
-        }
     }
 
     /// The clients whose guards say held now (one exclusive acquisition, or shared ones of
@@ -533,48 +533,6 @@ impl World {
             }
         }
         any(waits).await;
-    }
-
-    /// Releases or drops every open guard, delivers every held request, then waits (event by
-    /// event) until the lock is free.
-    async fn finish(mut self, context: &str) {
-        for proxy in &self.proxies {
-            proxy.set_faults(Faults::default());
-        }
-        for (i, (_, _, guard)) in self.guards.drain(..).enumerate() {
-            self.closed.push(guard.watch());
-            if i % 2 == 0 {
-                let _ = guard.release().await;
-            } else {
-                drop(guard);
-            }
-        }
-        self.check(context).await;
-        for client in &self.clients {
-            client.flush().await;
-        }
-        // Whatever arrives late, after every release, must not hold the lock again.
-        for request in self.held.drain(..) {
-            timeout(PATIENCE, request.deliver())
-                .await
-                .expect("the endpoint answers a delivered request");
-        }
-        self.check_over_for_good(context).await;
-        let admin = &self.clients[0];
-        loop {
-            let answered = self.answered();
-            if admin.status(&self.resource).await.expect("status") == ddb_lock::LockStatus::Free {
-                return;
-            }
-            // A background release is still to come: the next answer of any proxy.
-            if timeout(PATIENCE, self.any_answer_after(answered))
-                .await
-                .is_err()
-            {
-                let item = raw_item(&self.resource).await;
-                panic!("{context}: every guard is closed and nothing happens, but the lock is held: {item:?}");
-            }
-        }
     }
 }
 

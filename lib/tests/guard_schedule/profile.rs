@@ -31,9 +31,10 @@ impl Profile {
     /// chosen with this profile's weights.
     pub(super) fn roll(self, rng: &mut StdRng, open: usize) -> u32 {
         /// The start of a kind's range in the mixed profile, and its weight here (of 100).
-        const EXTENSIONS: [(u32, u32); 15] = [
+        const EXTENSIONS: [(u32, u32); 16] = [
             (0, 10),           // acquire
-            (22, 3),           // release
+            (22, 2),           // release
+            (28, 2),           // release, its request held in the network
             (32, 2),           // drop
             (40, 3),           // cancel a release
             (46, 20),          // replace data
@@ -46,7 +47,7 @@ impl Profile {
             (90, 3),           // jump past every lease
             (93, 5),           // step back
             (STEP_FORWARD, 3), // step forward
-            (95, 3),           // wait
+            (95, 2),           // wait
         ];
         match self {
             Profile::Mixed => rng.random_range(0..100),
