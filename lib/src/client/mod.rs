@@ -144,9 +144,7 @@ impl LockClient {
 
     /// Waits until every release this client (or a clone) sent in the background has finished:
     /// those of dropped [`LockGuard`](crate::LockGuard)s, of a `release()` or an acquisition
-    /// whose future was dropped mid-request; and the hand-backs of a lock to idempotent
-    /// acquisitions on their way (sent from the background too, so that one whose acquisition is
-    /// dropped releases what it wrote). Call it before a Lambda handler returns: the
+    /// whose future was dropped mid-request. Call it before a Lambda handler returns: the
     /// execution environment is frozen afterwards, and a release still in flight would wait for
     /// the next invocation (the lock meanwhile held until its lease ends).
     ///

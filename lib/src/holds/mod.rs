@@ -65,10 +65,6 @@ struct Inner {
     /// extended through it (taken for its own, a `release_all` released a lock taken elsewhere,
     /// a saga's, say; found by review).
     pruned: Latest<()>,
-    /// The exclusive acquisitions of this client dropped with their write in flight, the latest
-    /// [`ENDED_KEPT`]: a hand-back of such a lock to an acquisition itself dropped before its
-    /// answer is released (nobody else holds it), unlike one of a lock taken elsewhere.
-    dropped_writes: Latest<()>,
     /// The locks whose releases are on their way, which `take_all` leaves to them.
     underway: Underway,
 }
@@ -295,18 +291,6 @@ impl Holds {
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
         self.inner().underway.contains(lock_id)
-    }
-
-    /// An exclusive acquisition of `lock_id` through this client was dropped with its write in
-    /// flight (its clean-up releases only the version that write stored).
-    pub(crate) fn write_dropped(&self, lock_id: LockId) {
-        self.inner().dropped_writes.insert_new(lock_id, ());
-    }
-
-    /// Whether an exclusive acquisition of `lock_id` through this client was dropped with its
-    /// write in flight ([`write_dropped`](Self::write_dropped)).
-    pub(crate) fn dropped_write(&self, lock_id: LockId) -> bool {
-        self.inner().dropped_writes.contains(lock_id)
     }
 
     /// Whether this client holds the lock `lock_id` as taken here (acquired, or handed back to

@@ -136,8 +136,6 @@ pub(crate) struct Answered {
     ///   (or was applied after it, and a second finds nothing), and the lock stood extended for
     ///   nobody (found by review).
     pub(crate) to_release: bool,
-    /// The `Version` the extension stored, if it extended the lock.
-    pub(crate) version: Option<String>,
 }
 
 /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
@@ -191,7 +189,6 @@ async fn extend_writing(
         new_version,
     };
     let mut to_release = false;
-    let mut version = None;
     let outcome = match write(table, &extension).await? {
         // This client started the lock's release before the answer came:
         // applied ahead of the release's delete, the extension was answered `Extended`, a lease
@@ -200,10 +197,7 @@ async fn extend_writing(
             to_release = true;
             ExtendOutcome::NotFound
         }
-        Ok(record) => {
-            version = Some(record.version.clone());
-            extended(table, &extension, record, sent)
-        }
+        Ok(record) => extended(table, &extension, record, sent),
         // A handle of another mode or owner than this client's hold finds nothing of its own:
         // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
         // it stood).
@@ -238,7 +232,6 @@ async fn extend_writing(
     Ok(Answered {
         outcome,
         to_release,
-        version,
     })
 }
 

@@ -70,10 +70,7 @@ impl Drop for InFlightAcquisition<'_> {
         // marked as ended at once, so that no idempotent acquisition of this client is handed
         // it back before the release is sent; unless one was handed it back already.
         let left = match self.version {
-            Some(_) => {
-                self.table.holds.write_dropped(handle.lock_id());
-                self.table.holds.handed_back(handle.lock_id())
-            }
+            Some(_) => self.table.holds.handed_back(handle.lock_id()),
             None => !self.table.holds.abandoned(&handle),
         };
         if left {

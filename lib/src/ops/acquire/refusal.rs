@@ -10,8 +10,7 @@ use crate::fair::line;
 use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
-use crate::ops::extend::{self, Answered, DataChange};
-use crate::ops::release::{self, Release};
+use crate::ops::extend;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared::writer::{self, SharedRefusal};
@@ -21,7 +20,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// The first waiter of a line standing on an item without a holder (a kept item released when
 /// every waiter's deadline was gone), as the holder a fair acquirer is refused by: it joins the
@@ -264,39 +263,12 @@ fn wall_clock_retry_at(
 /// from when it first saw it, which may be long ago, so the wall clock's view of the remaining
 /// lease promised nothing. If the item changed meanwhile, the attempt is retried as after a
 /// conflict.
-async fn reclaim(
-    table: &Arc<LockTable>,
-    lock: Lock,
-    lease: Duration,
-) -> Result<Option<Lock>, Error> {
-    // Sent from a task of the client: an acquisition dropped while the hand-back was on its way
-    // left the lock it wrote held by nobody for its lease, when that lock was an acquisition of
-    // this client dropped with its write in flight (whose clean-up spares it: it releases only
-    // the version its own write stored; found by the random test of tasks sharing clients). The
-    // task then releases what the hand-back wrote if nobody takes its answer; not a lock taken
-    // elsewhere, whose holder (a saga's first attempt, still running) may go on holding it.
-    // Boxed: this nests an extension inside an acquire attempt, deeply enough, unboxed, to
-    // exceed the compiler's query depth in callers that nest `acquire` further.
-    let (answer, answered) = tokio::sync::oneshot::channel();
-    let (spawned_table, handle) = (Arc::clone(table), lock.handle().clone());
-    let spawned = table.release_in_background(async move {
-        let handed = extend::hand_back(&spawned_table, &handle, lease).await;
-        if let Err(Ok(unheard)) = answer.send(handed) {
-            release_unheard_hand_back(&spawned_table, &handle, unheard).await;
-        }
-    });
-    let handed = match answered.await {
-        Ok(handed) => handed,
-        // No runtime to spawn on: in place.
-        Err(_) if !spawned => Box::pin(extend::hand_back(table, lock.handle(), lease)).await,
-        Err(_) => {
-            return Err(Error::UnexpectedResponse {
-                operation: "UpdateItem",
-                detail: "the task sending a hand-back ended without an answer",
-            })
-        }
-    };
-    match handed?.outcome {
+async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Option<Lock>, Error> {
+    // Boxed: this nests an extension inside an acquire attempt, and without the box the
+    // acquire future's type would nest the whole extension's, deeply enough to exceed the
+    // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
+    let extension = Box::pin(extend::hand_back(table, lock.handle(), lease));
+    match extension.await?.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
         outcome => {
             debug!(
@@ -306,35 +278,6 @@ async fn reclaim(
             );
             Ok(None)
         }
-    }
-}
-
-/// Releases what a hand-back of `handle`'s lock whose acquisition was dropped before its answer
-/// (`unheard`) wrote, if that lock is an acquisition of this client dropped with its write in
-/// flight (nobody holds it): only the version it stored, so that a later hand-back (in this
-/// client or another) is spared.
-async fn release_unheard_hand_back(table: &LockTable, handle: &LockHandle, unheard: Answered) {
-    let (ExtendOutcome::Extended(_), Some(version)) = (&unheard.outcome, &unheard.version) else {
-        return;
-    };
-    let lock_id = handle.lock_id();
-    if !table.holds.dropped_write(lock_id) || table.holds.handed_back(lock_id) {
-        // Taken elsewhere (its holder may go on), or handed back to another acquisition of this
-        // client meanwhile: left to them.
-        return;
-    }
-    let release = Release::of(handle).only_of_version(Some(version));
-    match release::send_retrying(table, &release, DataChange::Keep).await {
-        Ok(outcome) => debug!(
-            resource = handle.resource(),
-            ?outcome,
-            "released the lock a dropped acquisition was handed back"
-        ),
-        Err(err) => warn!(
-            resource = handle.resource(),
-            %err,
-            "the lock a dropped acquisition was handed back could not be released; it expires with its lease"
-        ),
     }
 }
 
