@@ -139,10 +139,8 @@ impl LockClient {
             return Ok(self.clone());
         }
         let family = self.settings.namespaces.get();
-        let mut clients = family
-            .as_deref()
-            .map(|clients| clients.lock().unwrap_or_else(PoisonError::into_inner));
-        if let Some(client) = clients.as_ref().and_then(|clients| clients.get(&namespace)) {
+        let mut clients = family.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = clients.get(&namespace) {
             return Ok(client.clone());
         }
         let schema = self
@@ -156,9 +154,7 @@ impl LockClient {
             self.settings
                 .with_table(self.settings.table.with_schema(schema)),
         );
-        if let Some(clients) = clients.as_mut() {
-            clients.insert(namespace, client.clone());
-        }
+        clients.insert(namespace, client.clone());
         Ok(client)
     }
 
@@ -229,5 +225,12 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(first.table(), itself.table()));
         let from_shipping = shipping.in_namespace("billing".parse().unwrap()).unwrap();
         assert!(std::sync::Arc::ptr_eq(first.table(), from_shipping.table()));
+        // The built client dropped: a namespace's client keeps its own.
+        drop((client, clone, again, itself, from_shipping, first));
+        let (a, b) = (
+            shipping.in_namespace("audit".parse().unwrap()).unwrap(),
+            shipping.in_namespace("audit".parse().unwrap()).unwrap(),
+        );
+        assert!(std::sync::Arc::ptr_eq(a.table(), b.table()));
     }
 }

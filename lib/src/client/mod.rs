@@ -73,8 +73,13 @@ pub(crate) type Namespaces = Mutex<HashMap<Namespace, LockClient>>;
 pub(crate) enum NamespaceClients {
     /// Of the built client.
     Built(Arc<Namespaces>),
-    /// Of a namespace's client: the built client's, while it lives.
-    Derived(Weak<Namespaces>),
+    /// Of a namespace's client: the built client's, while it lives; then a map of its own (the
+    /// built client dropped, a fresh client at every call made a fresh memory each time; found
+    /// by review).
+    Derived {
+        family: Weak<Namespaces>,
+        own: Arc<Namespaces>,
+    },
 }
 
 impl NamespaceClients {
@@ -83,19 +88,26 @@ impl NamespaceClients {
         NamespaceClients::Built(Arc::default())
     }
 
-    /// Those a namespace's client of this family reaches.
+    /// Those a namespace's client of this family reaches (with a map of its own, empty: shared,
+    /// a map would keep the clients that keep it).
     fn derived(&self) -> Self {
-        NamespaceClients::Derived(match self {
+        let family = match self {
             NamespaceClients::Built(clients) => Arc::downgrade(clients),
-            NamespaceClients::Derived(clients) => clients.clone(),
-        })
+            NamespaceClients::Derived { family, .. } => family.clone(),
+        };
+        NamespaceClients::Derived {
+            family,
+            own: Arc::default(),
+        }
     }
 
-    /// The family's clients, unless the built client is gone.
-    pub(crate) fn get(&self) -> Option<Arc<Namespaces>> {
+    /// The family's clients, or this client's own once the built client is gone.
+    pub(crate) fn get(&self) -> Arc<Namespaces> {
         match self {
-            NamespaceClients::Built(clients) => Some(Arc::clone(clients)),
-            NamespaceClients::Derived(clients) => clients.upgrade(),
+            NamespaceClients::Built(clients) => Arc::clone(clients),
+            NamespaceClients::Derived { family, own } => {
+                family.upgrade().unwrap_or_else(|| Arc::clone(own))
+            }
         }
     }
 }
