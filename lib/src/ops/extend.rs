@@ -131,10 +131,9 @@ pub(crate) struct Answered {
     ///   land as well, between this answer and the release, and its caller, answered
     ///   `Extended`, would hold a lock the release deleted; through this client, its answer
     ///   comes after the release started, and says `NotFound`.
-    /// - The extension was applied, and answered after this client started to release the lock
-    ///   (answered `NotFound`): with no release of it on its way any more, that release failed
-    ///   (or was applied after it, and a second finds nothing), and the lock stood extended for
-    ///   nobody (found by review).
+    /// - The extension was applied after this client started to release the lock (answered
+    ///   `NotFound`), and no release of it is on its way: that release failed (or landed after
+    ///   it: a second finds nothing), and the lock stood extended for nobody (found by review).
     pub(crate) to_release: bool,
 }
 
