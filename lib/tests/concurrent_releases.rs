@@ -166,3 +166,35 @@ async fn a_release_behind_a_stuck_one_is_sent_after_a_while_and_overtakes_it() {
         "the release overtaken reads the lock gone as a resend does"
     );
 }
+
+/// The same, with both releases started before the first one's task ran (both called at once,
+/// as `join!` does): the overtaken one was told so through the token its call made, while its
+/// task read another, made when it sent, and the stuck release, answered after the second had
+/// released the lock, answered `NotFound` (found by review).
+#[tokio::test]
+async fn a_release_started_at_once_with_another_and_stuck_is_overtaken_as_a_resend() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("release-at-once-stuck");
+    let lock = alices(&client, &resource).await;
+    let stuck = proxy.delay_next_request("DeleteItem");
+    let (first, second) = tokio::time::timeout(PATIENCE, async {
+        tokio::join!(client.release(&lock), async {
+            let second = client.release(&lock).await;
+            assert!(
+                stuck.deliver().await,
+                "the stuck release reached the endpoint"
+            );
+            second
+        })
+    })
+    .await
+    .expect("both releases are answered");
+    assert_eq!(second.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        first.unwrap(),
+        ReleaseOutcome::Unconfirmed,
+        "the release overtaken reads the lock gone as a resend does"
+    );
+}

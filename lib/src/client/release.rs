@@ -141,7 +141,8 @@ impl LockClient {
         self.settings.table.check_handle(handle)?;
         let resent = after_earlier(&mut underway, &change).await;
         let release = Release::of(handle).resent_if(resent);
-        let outcome = release::send_retrying(&self.settings.table, &release, change).await;
+        let outcome =
+            release::send_retrying(&self.settings.table, &release, change, underway.as_ref()).await;
         answered(underway.as_ref(), &outcome);
         outcome
     }
@@ -278,7 +279,7 @@ impl LockClient {
             // then released the lock (found by review). On its way until then, so that a guard
             // dropped meanwhile leaves the lock to it; no longer once answered, so that a guard
             // dropped on its error sends it again.
-            let outcome = release::send_retrying(table, &release, change).await;
+            let outcome = release::send_retrying(table, &release, change, underway.as_ref()).await;
             answered(underway.as_ref(), &outcome);
             drop(underway);
             outcome

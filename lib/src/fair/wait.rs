@@ -383,7 +383,7 @@ async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<boo
     match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
         Left::Granted(_) => {
             let release = Release::of(handle);
-            let outcome = release::send_retrying(table, &release, DataChange::Keep).await?;
+            let outcome = release::send_retrying(table, &release, DataChange::Keep, None).await?;
             debug!(
                 resource,
                 ?outcome,

@@ -90,7 +90,7 @@ impl Drop for InFlightAcquisition<'_> {
             let release = Release::of(&handle).only_of_version(version.as_deref());
             // Nothing of ours yet: the write may still be on its way; look again.
             let released = looking_again(
-                || release::send_retrying(&table, &release, DataChange::Keep),
+                || release::send_retrying(&table, &release, DataChange::Keep, None),
                 |released| {
                     matches!(
                         released,

@@ -117,14 +117,27 @@ impl<'a> Release<'a> {
 /// [`send`] sent again when DynamoDB fails it ([`retrying_resent`]): a
 /// resend's refusal is read as one (a request that failed may have been applied), and never names
 /// a next holder, nor a loss, that the client's own earlier send made.
+///
+/// A caller that started the release ([`start`]) passes its `underway` token: each try is sent
+/// as that release, read by it (made anew at each try, a token of its own, a later release's
+/// overtaking, told to the caller's token, went unread, and a release overtaken answered
+/// `NotFound`; found by review).
 pub(crate) async fn send_retrying(
     table: &LockTable,
     release: &Release<'_>,
     change: DataChange<'_>,
+    underway: Option<&ReleaseUnderway>,
 ) -> Result<ReleaseOutcome, Error> {
     retrying_resent(|resent| {
         let release = release.resent_if(release.resent || resent);
-        async move { send(table, &release, change).await }
+        async move {
+            match underway {
+                Some(underway) => {
+                    send_underway(table, &release, change, false, Some(underway)).await
+                }
+                None => send(table, &release, change).await,
+            }
+        }
     })
     .await
 }
@@ -212,10 +225,22 @@ pub(crate) async fn send(
         },
         None => start(table, release, &change)?,
     };
+    send_underway(table, release, change, mismatched, underway.as_ref()).await
+}
+
+/// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
+/// hold, `underway` the token of the release (if any), which reads the answer.
+async fn send_underway(
+    table: &LockTable,
+    release: &Release<'_>,
+    change: DataChange<'_>,
+    mismatched: bool,
+    underway: Option<&ReleaseUnderway>,
+) -> Result<ReleaseOutcome, Error> {
     // Boxed: the future of a release nests deep (hand-overs, shared holds), and a caller's
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
-    let Some(underway) = &underway else {
+    let Some(underway) = underway else {
         return outcome;
     };
     // Overtaken by a later release of the lock (which waited for this one as long as it would):
@@ -233,8 +258,8 @@ pub(crate) async fn send(
     outcome
 }
 
-/// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
-/// hold.
+/// [`send_underway`]'s request and its reading: `mismatched` if the handle is of another mode or
+/// owner than this client's hold.
 async fn send_started(
     table: &LockTable,
     release: &Release<'_>,
