@@ -429,3 +429,47 @@ async fn an_extension_applied_after_its_clients_release_failed_is_released() {
         "a lock answered not found is held"
     );
 }
+
+/// Two extensions of alice's lock through one client: the first held in the network, the clock
+/// past the lease, the second refused (`Expired`), its answer held; then the first lands, and is
+/// answered `Extended`. The second's answer, read after, told of an earlier extension that may
+/// land, released the lock the first one's caller was told it held for a minute more (bob took
+/// it: two holders; found by review). Read after an applied extension with a later lease end,
+/// the refusal is out of date: the second is sent again, and extends the lock too.
+#[tokio::test]
+async fn an_expired_answer_read_after_an_earlier_extension_applied_releases_nothing() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("expired-answer-after-applied");
+    let lock = alices(&client, &resource).await;
+    let mut late = proxy.delay_next_request("UpdateItem");
+    let first = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    late.captured().await;
+    clock.advance(Duration::from_secs(11));
+    let mut refusal = proxy.withhold_next_answer("UpdateItem");
+    let second = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    refusal.applied().await;
+    assert!(late.deliver().await, "the first extension landed");
+    let first = first.await.unwrap().unwrap();
+    assert!(matches!(first, ExtendOutcome::Extended(_)), "{first:?}");
+    refusal.deliver();
+    let second = second.await.unwrap().unwrap();
+    assert!(matches!(second, ExtendOutcome::Extended(_)), "{second:?}");
+    client.flush().await;
+
+    let bob = client_through(&proxy, Some(clock));
+    let taken = bob
+        .try_acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(taken.is_none(), "bob took alice's extended lock");
+    client.release(&lock).await.unwrap();
+}

@@ -28,6 +28,7 @@ use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
 use sent::Sent;
+pub(crate) use sent::{Applied, ExpiryFound, LeaseToSend};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
@@ -203,6 +204,13 @@ struct Hold {
     /// Taken by this client (acquired, handed back): not only extended through it, a handle
     /// taken elsewhere (a saga's lock a worker extends), which `release_all` leaves to its holder.
     taken_here: bool,
+}
+
+impl Hold {
+    /// Whether `handle` is of another mode or owner than the one this hold was taken with.
+    fn is_another_handle(&self, handle: &LockHandle) -> bool {
+        self.handle.mode() != handle.mode() || self.handle.owner() != handle.owner()
+    }
 }
 
 /// One lock as `release_all` takes it: its handle, when it was acquired, its lease end, and the
@@ -383,13 +391,6 @@ impl Holds {
         self.inner().ended.contains(lock_id)
     }
 
-    /// Whether a release of the lock `lock_id` has started through this client (answered or
-    /// not, failed or not: its outcome may be unknown, and it may have deleted the lock): whatever
-    /// an extension of it wrote, the lock is not counted on. A lock only found lost is not.
-    pub(crate) fn being_released(&self, lock_id: LockId) -> bool {
-        self.inner().ended.ids.get(&lock_id) == Some(&Ending::Released)
-    }
-
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
     /// any owner, any time: a force release, which removes every holder) starts: every lock of
     /// this client it can end is marked as being released, and its guards turn lost, as released,
@@ -427,37 +428,50 @@ impl Holds {
         }
     }
 
-    /// The lock of `handle` was extended to `until`. Remembered again if it had been pruned (its
-    /// lease had run out on this process's clock, which times it conservatively, yet the item was
-    /// still live and the extension succeeded), unless its release has started: an extension
-    /// answered after that does not make it held again. A lock this client did not take (a handle
-    /// from elsewhere) is remembered as extended here only: its extensions are ordered as this
-    /// client's own are, and `release_all` leaves it to its holder.
-    pub(crate) fn extended(&self, handle: &LockHandle, acquired_at: DateTime<Utc>, until: Instant) {
+    /// The lock of `handle` was extended (`applied`): false if this client has started to release
+    /// it (answered, failed or not: a failed release's outcome may be unknown, and it may have
+    /// deleted the lock), for the handle it holds it with, and the lock is not counted on;
+    /// checked and counted under one lock, against an extension that found the lease over (see
+    /// [`expiry_found`](Self::expiry_found)). Remembered again if it had been pruned (its lease
+    /// had run out on this process's clock, which times it conservatively, yet the item was still
+    /// live and the extension succeeded), unless its release has started or it was found lost:
+    /// an extension answered after that does not make it held again. A lock this client did not
+    /// take (a handle from elsewhere) is remembered as extended here only: its extensions are
+    /// ordered as this client's own are, and `release_all` leaves it to its holder.
+    pub(crate) fn extended(&self, handle: &LockHandle, applied: Applied) -> bool {
         let mut inner = self.inner();
-        if inner.ended.contains(handle.lock_id()) {
-            return;
+        let lock_id = handle.lock_id();
+        if let Some(ending) = inner.ended.ids.get(&lock_id) {
+            let another_handle = inner
+                .held
+                .get(&lock_id)
+                .is_some_and(|hold| hold.is_another_handle(handle));
+            return *ending != Ending::Released || another_handle;
         }
-        if let Some(hold) = inner.held.get_mut(&handle.lock_id()) {
+        if let Some(hold) = inner.held.get_mut(&lock_id) {
             // Never earlier: answers of two extensions can come in either order.
-            hold.until = hold.until.max(until);
+            hold.until = hold.until.max(applied.until);
             // As written (remembered at an extension's send, a lock taken elsewhere had none).
-            hold.acquired_at = Some(acquired_at);
-            return;
+            hold.acquired_at = Some(applied.acquired_at);
+            hold.sent.applied(applied.stored_end);
+            return true;
         }
-        let taken_here = inner.pruned.take(handle.lock_id());
+        let taken_here = inner.pruned.take(lock_id);
+        let mut sent = Sent::default();
+        sent.applied(applied.stored_end);
         inner.held.insert(
-            handle.lock_id(),
+            lock_id,
             Hold {
                 handle: handle.clone(),
-                acquired_at: Some(acquired_at),
-                until,
+                acquired_at: Some(applied.acquired_at),
+                until: applied.until,
                 stop_guards: Vec::new(),
-                sent: Sent::default(),
+                sent,
                 until_expiry: false,
                 taken_here,
             },
         );
+        true
     }
 
     /// Whether this client holds the lock of `handle`'s id under another handle: in another mode
@@ -471,9 +485,7 @@ impl Holds {
         self.inner()
             .held
             .get(&handle.lock_id())
-            .is_some_and(|hold| {
-                hold.handle.mode() != handle.mode() || hold.handle.owner() != handle.owner()
-            })
+            .is_some_and(|hold| hold.is_another_handle(handle))
     }
 
     /// The client no longer holds the lock `lock_id`.

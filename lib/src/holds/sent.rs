@@ -3,8 +3,9 @@
 //! (see [`Holds::lease_to_send`](super::Holds::lease_to_send)), and one that finds the lease
 //! over tells whether an earlier request of the client may still land and hold it again.
 
-use super::{Hold, Holds, Inner};
+use super::{Ending, Hold, Holds, Inner};
 use crate::lock::{LockHandle, LockId};
+use crate::outcome::LockLost;
 use crate::time::whole_millis_up;
 use chrono::{DateTime, Utc};
 use std::collections::hash_map::Entry;
@@ -24,6 +25,30 @@ pub(super) struct Sent {
     /// the way, or failed. Its condition holds while the version it names stands, so it may land
     /// yet, and write a new version.
     unanswered_rewrite_end: Option<DateTime<Utc>>,
+    /// The latest lease end an applied extension's answer found stored.
+    applied_end: Option<DateTime<Utc>>,
+}
+
+/// What an applied extension's answer tells of the lock (see [`Holds::extended`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applied {
+    /// When the lock was acquired, as written.
+    pub(crate) acquired_at: DateTime<Utc>,
+    /// The lease end stored.
+    pub(crate) stored_end: DateTime<Utc>,
+    /// The monotonic lease end the caller is told.
+    pub(crate) until: Instant,
+}
+
+/// What an extension that found the lease over tells (see [`Holds::expiry_found`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpiryFound {
+    /// An extension of this client was applied with a later lease end since the refusal was
+    /// decided: the lock stands, and the extension is to be sent again.
+    OutOfDate,
+    /// The lock is lost; `to_release` if an earlier extension of this client may still land and
+    /// hold it again, which the caller is to release (the lock is marked as being released).
+    Lost { to_release: bool },
 }
 
 /// The leases of one extension (see [`Holds::lease_to_send`](super::Holds::lease_to_send)).
@@ -125,19 +150,47 @@ impl Holds {
         }
     }
 
-    /// Whether a request of an extension of `lock_id` sent before the one whose leases are
-    /// `leases`, which found the lease over at `expired_at`, may still land (see
-    /// [`sent`](self::sent)).
-    pub(crate) fn may_land_after(
+    /// An extension of `handle`'s lock whose leases were `leases` found the lease over at
+    /// `expired_at` (the lock `lost`): out of date if an extension of this client was applied with
+    /// a later lease end meanwhile (its answer read first; stored ends only go up); else the lock
+    /// is marked as lost, or as being released where an extension sent earlier may still land
+    /// (see [`sent`](self::sent)), and its guards stop. Checked and marked under one lock, against
+    /// an applied extension's answer ([`Holds::extended`]): read after, that one finds the lock
+    /// marked for release and answers `NotFound`; read before, it makes this one out of date.
+    pub(crate) fn expiry_found(
         &self,
-        lock_id: LockId,
+        handle: &LockHandle,
         leases: &LeaseToSend,
         expired_at: DateTime<Utc>,
-    ) -> bool {
-        match self.inner().held.get(&lock_id) {
-            Some(hold) => hold.sent.may_land_after(leases, expired_at),
-            None => leases.earlier_end > Some(expired_at),
+        lost: &LockLost,
+    ) -> ExpiryFound {
+        let lock_id = handle.lock_id();
+        let stops = {
+            let mut inner = self.inner();
+            let hold = inner.held.get(&lock_id);
+            if hold.is_some_and(|hold| hold.sent.applied_end > Some(expired_at)) {
+                return ExpiryFound::OutOfDate;
+            }
+            let to_release = match hold {
+                Some(hold) => hold.sent.may_land_after(leases, expired_at),
+                None => leases.earlier_end > Some(expired_at),
+            };
+            let stops = hold
+                .map(|hold| hold.stop_guards.clone())
+                .unwrap_or_default();
+            let ending = if to_release {
+                Ending::Released
+            } else {
+                Ending::Lost
+            };
+            inner.ended.insert(lock_id, ending);
+            (stops, to_release)
+        };
+        let (stops, to_release) = stops;
+        for stop in stops {
+            stop(lost.clone());
         }
+        ExpiryFound::Lost { to_release }
     }
 }
 
@@ -180,6 +233,11 @@ impl Sent {
     /// Whether an extension may still be answered at `now` (its monotonic lease end is ahead).
     pub(super) fn unanswered_at(&self, now: Instant) -> bool {
         self.latest_until.is_some_and(|until| until > now)
+    }
+
+    /// An applied extension's answer found `end` stored.
+    pub(super) fn applied(&mut self, end: DateTime<Utc>) {
+        self.applied_end = self.applied_end.max(Some(end));
     }
 
     /// A rewrite to `end` is sent.

@@ -11,6 +11,16 @@ fn acquired_at() -> DateTime<Utc> {
     crate::record::samples::now()
 }
 
+/// An extension's answer: applied, to `until` (its stored end thirty seconds after
+/// [`acquired_at`]).
+fn applied(until: Instant) -> Applied {
+    Applied {
+        acquired_at: acquired_at(),
+        stored_end: acquired_at() + chrono::TimeDelta::seconds(30),
+        until,
+    }
+}
+
 /// `holds` took `lock`, for thirty seconds.
 fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
     holds.acquired(
@@ -121,10 +131,9 @@ fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
         "answered, still ended"
     );
     // An extension answered after the release does not remember it as held again.
-    holds.extended(
-        &lock,
-        acquired_at(),
-        Instant::now() + Duration::from_secs(30),
+    assert!(
+        !holds.extended(&lock, applied(Instant::now() + Duration::from_secs(30))),
+        "not counted on"
     );
     assert!(holds.handles().is_empty());
     // A lock this client never took, released through it, is marked too.
@@ -251,8 +260,8 @@ fn an_earlier_extension_answered_last_does_not_shorten_a_hold() {
     let lock = handle("r");
     let now = Instant::now();
     holds.acquired(&lock, acquired_at(), now + Duration::from_secs(5));
-    holds.extended(&lock, acquired_at(), now + Duration::from_secs(60));
-    holds.extended(&lock, acquired_at(), now + Duration::from_secs(1));
+    assert!(holds.extended(&lock, applied(now + Duration::from_secs(60))));
+    assert!(holds.extended(&lock, applied(now + Duration::from_secs(1))));
     assert_eq!(
         holds.inner().held[&lock.lock_id()].until,
         now + Duration::from_secs(60)
@@ -342,9 +351,9 @@ fn an_extension_remembers_a_hold_pruned_before_it_succeeded() {
     }
     assert!(!holds.handles().contains(&lock), "pruned");
     let until = Instant::now() + Duration::from_secs(30);
-    holds.extended(&lock, acquired_at(), until);
+    assert!(holds.extended(&lock, applied(until)));
     assert!(holds.handles().contains(&lock), "remembered again");
-    holds.extended(&lock, acquired_at(), until + Duration::from_secs(30));
+    assert!(holds.extended(&lock, applied(until + Duration::from_secs(30))));
     let taken = holds.take_all();
     let again = taken.iter().find(|h| h.handle == lock).expect("taken");
     assert_eq!(again.until, until + Duration::from_secs(30));
@@ -355,7 +364,7 @@ fn an_extension_of_a_lock_taken_elsewhere_does_not_make_it_taken_here() {
     let holds = Holds::default();
     let elsewhere = handle("saga");
     let until = Instant::now() + Duration::from_secs(30);
-    holds.extended(&elsewhere, acquired_at(), until);
+    assert!(holds.extended(&elsewhere, applied(until)));
     assert!(
         holds.take_all().is_empty(),
         "release_all leaves it to its holder"
@@ -494,4 +503,62 @@ fn a_lock_kept_to_its_expiry_stays_out_of_release_all_unless_taken_first() {
         !holds.keep_until_expiry(taken_first.lock_id()),
         "a lock release_all took first is being released: not kept"
     );
+}
+
+/// The leases of an extension sent after one that asked for a lease end `earlier_end` seconds
+/// after [`acquired_at`].
+fn sent_after(earlier_end: i64) -> sent::LeaseToSend {
+    sent::LeaseToSend {
+        asked: Duration::from_secs(60),
+        written: Duration::from_secs(60),
+        earlier_end: Some(acquired_at() + chrono::TimeDelta::seconds(earlier_end)),
+    }
+}
+
+#[test]
+fn an_expiry_found_after_an_applied_extension_with_a_later_end_is_out_of_date() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let (stop, calls) = counting_stop();
+    assert!(holds.guarded(lock.lock_id(), stop));
+    assert!(holds.extended(&lock, applied(Instant::now())));
+    let expired = LockLost::Expired {
+        expired_at: acquired_at() + chrono::TimeDelta::seconds(10),
+    };
+    let found = holds.expiry_found(
+        &lock,
+        &sent_after(30),
+        acquired_at() + chrono::TimeDelta::seconds(10),
+        &expired,
+    );
+    assert_eq!(found, ExpiryFound::OutOfDate);
+    assert!(calls.lock().unwrap().is_empty(), "the guard still holds");
+    assert!(!holds.release_started(lock.lock_id()));
+    // At the stored end itself or later: lost.
+    let found = holds.expiry_found(
+        &lock,
+        &sent_after(10),
+        acquired_at() + chrono::TimeDelta::seconds(30),
+        &expired,
+    );
+    assert_eq!(found, ExpiryFound::Lost { to_release: false });
+    assert_eq!(*calls.lock().unwrap(), [expired]);
+}
+
+#[test]
+fn an_expiry_found_with_an_earlier_extension_on_its_way_marks_the_lock_for_release() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let expired_at = acquired_at() + chrono::TimeDelta::seconds(10);
+    let expired = LockLost::Expired { expired_at };
+    let found = holds.expiry_found(&lock, &sent_after(60), expired_at, &expired);
+    assert_eq!(found, ExpiryFound::Lost { to_release: true });
+    // The earlier extension, applied and read after: not counted on.
+    assert!(!holds.extended(&lock, applied(Instant::now())));
+    // Through a handle of another owner, the hold is not this one's.
+    holds.acquired(&lock, acquired_at(), Instant::now());
+    let other = LockHandle::new("a", "someone", lock.lock_id());
+    assert!(holds.extended(&other, applied(Instant::now())));
 }

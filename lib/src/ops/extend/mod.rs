@@ -11,18 +11,22 @@
 //! that met such a lease is written again with that lease end, conditioned on the version it saw
 //! (a bounded number of times), since its data was not applied.
 
+mod answered;
+
+pub(crate) use answered::Answered;
+
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::item::{self, s, Item};
 use crate::limits;
-use crate::lock::{Lock, LockHandle};
+use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared;
 use crate::takeover::TakeoverRule;
-use crate::time::{after, millis, span};
+use crate::time::after;
 use crate::timestamp;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -30,7 +34,6 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::{info, warn};
 
 /// Extend (UpdateItem) moves the lease end…
 pub(crate) const EXTEND_SET_LEASE: &str = "SET #expires_at = :expires_at";
@@ -114,29 +117,6 @@ pub(crate) enum Refusal {
     Lost(ExtendOutcome),
 }
 
-/// An extension's outcome, and what it leaves behind.
-#[derive(Debug)]
-pub(crate) struct Answered {
-    pub(crate) outcome: ExtendOutcome,
-    /// The lock is to be released, unless a release of it is on its way
-    /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension,
-    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease):
-    ///
-    /// - The extension found the lease over while an earlier extension of the lock, sent
-    ///   through this client, was not applied (or a rewrite of one was not answered): that one
-    ///   may land yet (unanswered, or dropped with its request on the way), sent while the lease
-    ///   stood, and hold the lock again for its lease (or, a rewrite under the observed-lease
-    ///   rule, write a version that waiters count a whole lease from) while its caller was told
-    ///   it expired. Only then: an extension through another client (its holder's, alive) may
-    ///   land as well, between this answer and the release, and its caller, answered
-    ///   `Extended`, would hold a lock the release deleted; through this client, its answer
-    ///   comes after the release started, and says `NotFound`.
-    /// - The extension was applied after this client started to release the lock (answered
-    ///   `NotFound`), and no release of it is on its way: that release failed (or landed after
-    ///   it: a second finds nothing), and the lock stood extended for nobody (found by review).
-    pub(crate) to_release: bool,
-}
-
 /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
 pub(crate) async fn extend(
     table: &LockTable,
@@ -176,69 +156,29 @@ async fn extend_writing(
         }
         .into());
     }
-    let sent = Instant::now();
-    let now = table.now();
-    let leases = table.holds.lease_to_send(handle, now, lease);
-    let extension = Extension {
-        handle,
-        lease: leases.asked,
-        lease_ms: leases.written,
-        change,
-        now,
-        new_version,
-    };
-    let mut to_release = false;
-    let outcome = match write(table, &extension).await? {
-        // This client started the lock's release before the answer came:
-        // applied ahead of the release's delete, the extension was answered `Extended`, a lease
-        // its caller counted on while the release took the lock away.
-        Ok(_) if ended_here(table, handle) => {
-            to_release = true;
-            ExtendOutcome::NotFound
+    // Sent again where its refusal (`Expired`) was read after an earlier extension of this
+    // client was applied with a later lease end: out of date (see [`answered::settle`]).
+    for _ in 0..MAX_EXTEND_TRIES {
+        let sent = Instant::now();
+        let now = table.now();
+        let leases = table.holds.lease_to_send(handle, now, lease);
+        let extension = Extension {
+            handle,
+            lease: leases.asked,
+            lease_ms: leases.written,
+            change,
+            now,
+            new_version,
+        };
+        let written = write(table, &extension).await?;
+        if let Some(answered) = answered::settle(table, &extension, &leases, written, sent) {
+            return Ok(answered);
         }
-        Ok(record) => extended(table, &extension, record, sent),
-        // A handle of another mode or owner than this client's hold finds nothing of its own:
-        // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
-        // it stood).
-        Err(outcome) if table.holds.held_by_another_handle(handle) => {
-            warn!(
-                resource = handle.resource(),
-                ?outcome,
-                "lock not extended: the handle's mode or owner is not the one it was taken with"
-            );
-            outcome
-        }
-        Err(outcome) => {
-            if let ExtendOutcome::Expired { expired_at } = &outcome {
-                to_release = table
-                    .holds
-                    .may_land_after(handle.lock_id(), &leases, *expired_at);
-            }
-            if let Err(lost) = outcome.lock_or_lost() {
-                table.holds.found_lost(handle.lock_id(), &lost);
-            }
-            table.queues.freed(handle.resource(), handle.lock_id());
-            table.holds.freed(handle.lock_id());
-            warn!(
-                resource = handle.resource(),
-                owner = handle.owner(),
-                ?outcome,
-                "lock not extended"
-            );
-            outcome
-        }
-    };
-    Ok(Answered {
-        outcome,
-        to_release,
+    }
+    Err(Error::UnexpectedResponse {
+        operation: "UpdateItem",
+        detail: "every try of the extension found the lease over, each answer read after an earlier extension of the lock was applied",
     })
-}
-
-/// Whether this client has started to release `handle`'s lock (answered, failed or not: a failed
-/// release's outcome may be unknown), for a handle of the mode it holds it in (one of another mode
-/// changes nothing of the hold).
-fn ended_here(table: &LockTable, handle: &LockHandle) -> bool {
-    table.holds.being_released(handle.lock_id()) && !table.holds.held_by_another_handle(handle)
 }
 
 /// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with
@@ -317,41 +257,6 @@ async fn write(
             Refusal::Lost(outcome) => return Ok(Err(outcome)),
         }
     }
-}
-
-/// The lock as extended to `record`'s lease, remembered by this client's line and logged.
-fn extended(
-    table: &LockTable,
-    extension: &Extension<'_>,
-    record: Record,
-    sent: Instant,
-) -> ExtendOutcome {
-    let handle = extension.handle;
-    let lock = Lock::new(
-        handle.clone(),
-        record.holder.acquired_at,
-        record.holder.expires_at,
-        sent + extension.lease,
-    )
-    .with_fencing_token(record.holder.fencing_token)
-    .with_data(record.holder.data);
-    table
-        .holds
-        .extended(handle, lock.acquired_at(), lock.valid_until_instant());
-    table.queues.extended(
-        handle.resource(),
-        handle.lock_id(),
-        lock.valid_until_instant(),
-    );
-    info!(
-        resource = handle.resource(),
-        owner = handle.owner(),
-        lock_id = %handle.lock_id().short(),
-        lease_ms = millis(extension.lease),
-        held_ms = millis(span(lock.acquired_at(), extension.now)),
-        "lock extended"
-    );
-    ExtendOutcome::Extended(lock)
 }
 
 /// One UpdateItem of extend, to `expires_at` (a `rewrite` of a data change, if given):

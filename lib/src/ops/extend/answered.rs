@@ -1,0 +1,148 @@
+//! An extension's answer, read: the outcome its caller is told, and what it leaves to do.
+//!
+//! Two extensions of one lock through one client can be decided by DynamoDB in one order and
+//! read by the client in the other. One that found the lease over (`Expired`) tells of an earlier
+//! extension that may still land, and the lock is released; but read after that earlier one was
+//! applied and answered `Extended`, its refusal is out of date: the lock stood, extended, and the
+//! release deleted it under the caller told it held (found by review). Such a refusal is sent
+//! again ([`settle`] says `None`). Which of the two a client reads first is decided under the
+//! holds' lock ([`Holds::extended`](crate::holds::Holds::extended),
+//! [`Holds::expiry_found`](crate::holds::Holds::expiry_found)): an applied extension read after
+//! the lock was marked for release answers `NotFound`.
+
+use super::Extension;
+use crate::holds::{Applied, ExpiryFound, LeaseToSend};
+use crate::lock::Lock;
+use crate::lock_table::LockTable;
+use crate::outcome::ExtendOutcome;
+use crate::record::Record;
+use crate::time::{millis, span};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// An extension's outcome, and what it leaves behind.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) outcome: ExtendOutcome,
+    /// The lock is to be released, unless a release of it is on its way
+    /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension,
+    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease):
+    ///
+    /// - The extension found the lease over while an earlier extension of the lock, sent
+    ///   through this client, was not applied (or a rewrite of one was not answered): that one
+    ///   may land yet (unanswered, or dropped with its request on the way), sent while the lease
+    ///   stood, and hold the lock again for its lease (or, a rewrite under the observed-lease
+    ///   rule, write a version that waiters count a whole lease from) while its caller was told
+    ///   it expired. Only then: an extension through another client (its holder's, alive) may
+    ///   land as well, between this answer and the release, and its caller, answered
+    ///   `Extended`, would hold a lock the release deleted; through this client, its answer
+    ///   read after the lock was marked for release says `NotFound`, and read before it makes
+    ///   this answer out of date (see the module's comment).
+    /// - The extension was applied after this client started to release the lock (answered
+    ///   `NotFound`), and no release of it is on its way: that release failed (or landed after
+    ///   it: a second finds nothing), and the lock stood extended for nobody (found by review).
+    pub(crate) to_release: bool,
+}
+
+/// The answer `written` of `extension` (whose leases were `leases`, sent at `sent`), read:
+/// `None` if it is out of date and the extension is to be sent again (a refusal that found the
+/// lease over, read after an earlier extension of this client was applied with a later lease
+/// end).
+pub(super) fn settle(
+    table: &LockTable,
+    extension: &Extension<'_>,
+    leases: &LeaseToSend,
+    written: Result<Record, ExtendOutcome>,
+    sent: Instant,
+) -> Option<Answered> {
+    let handle = extension.handle;
+    let (outcome, to_release) = match written {
+        Ok(record) => match extended(table, extension, record, sent) {
+            Some(outcome) => (outcome, false),
+            // This client started the lock's release before the answer came: applied ahead of
+            // the release's delete, the extension was answered `Extended`, a lease its caller
+            // counted on while the release took the lock away.
+            None => (ExtendOutcome::NotFound, true),
+        },
+        // A handle of another mode or owner than this client's hold finds nothing of its own:
+        // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
+        // it stood).
+        Err(outcome) if table.holds.held_by_another_handle(handle) => {
+            warn!(
+                resource = handle.resource(),
+                ?outcome,
+                "lock not extended: the handle's mode or owner is not the one it was taken with"
+            );
+            (outcome, false)
+        }
+        Err(outcome) => {
+            let mut to_release = false;
+            if let Err(lost) = outcome.lock_or_lost() {
+                match outcome {
+                    ExtendOutcome::Expired { expired_at } => {
+                        match table.holds.expiry_found(handle, leases, expired_at, &lost) {
+                            ExpiryFound::OutOfDate => return None,
+                            ExpiryFound::Lost { to_release: found } => to_release = found,
+                        }
+                    }
+                    _ => table.holds.found_lost(handle.lock_id(), &lost),
+                }
+            }
+            table.queues.freed(handle.resource(), handle.lock_id());
+            table.holds.freed(handle.lock_id());
+            warn!(
+                resource = handle.resource(),
+                owner = handle.owner(),
+                ?outcome,
+                "lock not extended"
+            );
+            (outcome, to_release)
+        }
+    };
+    Some(Answered {
+        outcome,
+        to_release,
+    })
+}
+
+/// The lock as extended to `record`'s lease, remembered by this client's line and logged; `None`
+/// if this client has started to release it (see [`Holds::extended`](crate::holds::Holds::extended)).
+fn extended(
+    table: &LockTable,
+    extension: &Extension<'_>,
+    record: Record,
+    sent: Instant,
+) -> Option<ExtendOutcome> {
+    let handle = extension.handle;
+    let stored_end = record.holder.expires_at;
+    let lock = Lock::new(
+        handle.clone(),
+        record.holder.acquired_at,
+        record.holder.expires_at,
+        sent + extension.lease,
+    )
+    .with_fencing_token(record.holder.fencing_token)
+    .with_data(record.holder.data);
+    let applied = Applied {
+        acquired_at: lock.acquired_at(),
+        stored_end,
+        until: lock.valid_until_instant(),
+    };
+    if !table.holds.extended(handle, applied) {
+        return None;
+    }
+    table.queues.extended(
+        handle.resource(),
+        handle.lock_id(),
+        lock.valid_until_instant(),
+    );
+    info!(
+        resource = handle.resource(),
+        owner = handle.owner(),
+        lock_id = %handle.lock_id().short(),
+        lease_ms = millis(extension.lease),
+        held_ms = millis(span(lock.acquired_at(), extension.now)),
+        "lock extended"
+    );
+    Some(ExtendOutcome::Extended(lock))
+}
