@@ -381,3 +381,68 @@ async fn a_hand_back_that_lands_before_a_dropped_acquisitions_clean_up_keeps_the
         ddb_lock::ReleaseOutcome::Released
     );
 }
+
+/// A release with the lock's id under the wrong owner, or of a shared hold as exclusive, through
+/// a client that does not hold the lock (a warm Lambda instance; the saga took the lock in
+/// another): DynamoDB refuses it, and the holder's next extension through that client must
+/// extend the lock. The refused release marked the lock as being released all the same, and the
+/// extension, applied, was answered `NotFound` and the lock deleted under its holder (found by
+/// review).
+#[tokio::test]
+async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone() {
+    let elsewhere = lock_client().await;
+    let client = lock_client().await;
+    let resource = unique("release-other-handle");
+    let exclusive = elsewhere
+        .try_acquire(&resource, &saga_step())
+        .await
+        .unwrap()
+        .expect("a free lock");
+    let intruder = ddb_lock::LockHandle::new(&resource, "intruder", exclusive.lock_id());
+    assert!(matches!(
+        client.release(&intruder).await.unwrap(),
+        ddb_lock::ReleaseOutcome::NotOwner { .. }
+    ));
+    let extended = client
+        .extend(&exclusive, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    client.flush().await;
+    assert!(raw_item(&resource).await.is_some(), "the lock stands");
+    elsewhere.release(&exclusive).await.unwrap();
+
+    let shared = elsewhere
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("saga-1")
+                .mode(ddb_lock::Mode::Shared),
+        )
+        .await
+        .unwrap()
+        .expect("a free lock");
+    let as_exclusive = ddb_lock::LockHandle::new(&resource, "saga-1", shared.lock_id());
+    let released = client.release(&as_exclusive).await.unwrap();
+    assert_ne!(released, ddb_lock::ReleaseOutcome::Released);
+    let extended = client
+        .extend(&shared, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    client.flush().await;
+    assert!(
+        matches!(
+            client.status(&resource).await.unwrap(),
+            LockStatus::Held { .. } | LockStatus::Shared { .. }
+        ),
+        "the shared hold stands"
+    );
+    elsewhere.release(&shared).await.unwrap();
+}

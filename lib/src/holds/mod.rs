@@ -27,14 +27,16 @@ use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
+use ended::{Ended, Ending, Latest};
 use sent::Sent;
 pub(crate) use sent::{Applied, ExpiryFound, LeaseToSend};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 pub(crate) use underway::ReleaseUnderway;
 use underway::Underway;
 
+mod ended;
 mod sent;
 mod underway;
 
@@ -68,60 +70,6 @@ struct Inner {
     pruned: Latest<()>,
     /// The locks whose releases are on their way, which `take_all` leaves to them.
     underway: Underway,
-}
-
-/// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted (the oldest forgotten first).
-struct Latest<V> {
-    order: VecDeque<LockId>,
-    ids: HashMap<LockId, V>,
-}
-
-impl<V> Default for Latest<V> {
-    fn default() -> Self {
-        Latest {
-            order: VecDeque::new(),
-            ids: HashMap::new(),
-        }
-    }
-}
-
-impl<V> Latest<V> {
-    /// Inserts `lock_id` with `value`, unless it is there.
-    fn insert_new(&mut self, lock_id: LockId, value: V) {
-        if self.ids.contains_key(&lock_id) {
-            return;
-        }
-        self.ids.insert(lock_id, value);
-        self.order.push_back(lock_id);
-        if self.order.len() > ENDED_KEPT {
-            if let Some(oldest) = self.order.pop_front() {
-                self.ids.remove(&oldest);
-            }
-        }
-    }
-
-    fn contains(&self, lock_id: LockId) -> bool {
-        self.ids.contains_key(&lock_id)
-    }
-
-    /// Whether `lock_id` was there (it is not any more).
-    fn take(&mut self, lock_id: LockId) -> bool {
-        self.ids.remove(&lock_id).is_some()
-    }
-}
-
-/// Acquisitions whose release started through this client, or that it found lost, the latest
-/// [`ENDED_KEPT`], each with how it ended.
-type Ended = Latest<Ending>;
-
-/// How an acquisition ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    /// Its release started through this client (a release, a drop, `release_all`, a force
-    /// release or release by owner that read it, a dropped acquisition's clean-up).
-    Released,
-    /// An extension found it lost (gone, taken, or expired).
-    Lost,
 }
 
 impl Inner {
@@ -173,18 +121,6 @@ impl Inner {
                 taken_here: true,
             },
         );
-    }
-}
-
-impl Ended {
-    /// Marks `lock_id` as ended by `ending` (a release outranks a loss: either way it ended, but
-    /// only a release takes the lock away whatever an extension wrote).
-    fn insert(&mut self, lock_id: LockId, ending: Ending) {
-        match self.ids.get_mut(&lock_id) {
-            Some(marked) if ending == Ending::Released => *marked = Ending::Released,
-            Some(_) => {}
-            None => self.insert_new(lock_id, ending),
-        }
     }
 }
 
@@ -292,7 +228,9 @@ impl Holds {
         {
             return false;
         }
-        inner.ended.insert(handle.lock_id(), Ending::Released);
+        inner
+            .ended
+            .insert(handle.lock_id(), Ending::released_by(handle));
         true
     }
 
@@ -334,7 +272,7 @@ impl Holds {
     /// guard said held for a lock another client had force-released), and no late answer of an
     /// extension remembers it again.
     pub(crate) fn found_lost(&self, lock_id: LockId, lost: &LockLost) {
-        self.end([lock_id], lost);
+        self.end([lock_id], &Ending::Lost, lost);
     }
 
     /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
@@ -344,7 +282,11 @@ impl Holds {
         // On its way before the guards are stopped: one dropped once stopped leaves the lock to
         // this release.
         let underway = ReleaseUnderway::start(&self.inner, handle.lock_id());
-        self.end([handle.lock_id()], &LockLost::Released);
+        self.end(
+            [handle.lock_id()],
+            &Ending::released_by(handle),
+            &LockLost::Released,
+        );
         underway
     }
 
@@ -355,23 +297,18 @@ impl Holds {
     /// the locks the client remembered marked, its late answer started a guard held on a lock
     /// already deleted).
     pub(crate) fn removing(&self, lock_ids: impl IntoIterator<Item = LockId>) {
-        self.end(lock_ids, &LockLost::Released);
+        self.end(lock_ids, &Ending::released_by_any(), &LockLost::Released);
     }
 
-    /// Marks `lock_ids` as ended and turns their guards lost for `lost` (outside the set's mutex:
-    /// a guard's stop takes its own state's lock).
-    fn end(&self, lock_ids: impl IntoIterator<Item = LockId>, lost: &LockLost) {
+    /// Marks `lock_ids` as ended by `ending` and turns their guards lost for `lost` (outside the
+    /// set's mutex: a guard's stop takes its own state's lock).
+    fn end(&self, lock_ids: impl IntoIterator<Item = LockId>, ending: &Ending, lost: &LockLost) {
         let stops: Vec<StopGuard> = {
             let mut inner = self.inner();
             lock_ids
                 .into_iter()
                 .flat_map(|lock_id| {
-                    let ending = if *lost == LockLost::Released {
-                        Ending::Released
-                    } else {
-                        Ending::Lost
-                    };
-                    inner.ended.insert(lock_id, ending);
+                    inner.ended.insert(lock_id, ending.clone());
                     inner
                         .held
                         .get(&lock_id)
@@ -403,7 +340,7 @@ impl Holds {
     ) {
         let stops: Vec<StopGuard> = {
             let mut inner = self.inner();
-            let ending: Vec<(LockId, Vec<StopGuard>)> = inner
+            let ending: Vec<(LockId, Ending, Vec<StopGuard>)> = inner
                 .held
                 .values()
                 .filter(|hold| {
@@ -413,12 +350,19 @@ impl Holds {
                         })
                         && acquired_by.is_none_or(|by| hold.acquired_at.is_some_and(|at| at <= by))
                 })
-                .map(|hold| (hold.handle.lock_id(), hold.stop_guards.clone()))
+                .map(|hold| {
+                    // A force release removes every holder; a release by owner, the owner's.
+                    let by = match owner {
+                        Some(_) => Ending::released_by(&hold.handle),
+                        None => Ending::released_by_any(),
+                    };
+                    (hold.handle.lock_id(), by, hold.stop_guards.clone())
+                })
                 .collect();
             ending
                 .into_iter()
-                .flat_map(|(lock_id, stops)| {
-                    inner.ended.insert(lock_id, Ending::Released);
+                .flat_map(|(lock_id, by, stops)| {
+                    inner.ended.insert(lock_id, by);
                     stops
                 })
                 .collect()
@@ -441,12 +385,8 @@ impl Holds {
     pub(crate) fn extended(&self, handle: &LockHandle, applied: Applied) -> bool {
         let mut inner = self.inner();
         let lock_id = handle.lock_id();
-        if let Some(ending) = inner.ended.ids.get(&lock_id) {
-            let another_handle = inner
-                .held
-                .get(&lock_id)
-                .is_some_and(|hold| hold.is_another_handle(handle));
-            return *ending != Ending::Released || another_handle;
+        if let Some(ending) = inner.ended.get(lock_id) {
+            return !ending.releases(handle);
         }
         if let Some(hold) = inner.held.get_mut(&lock_id) {
             // Never earlier: answers of two extensions can come in either order.
@@ -529,7 +469,7 @@ impl Holds {
             .map(|(lock_id, hold)| {
                 // Marked with the take, not when each release's task first runs: an idempotent
                 // acquisition in between was handed back a lock about to be released.
-                ended.insert(lock_id, Ending::Released);
+                ended.insert(lock_id, Ending::released_by(&hold.handle));
                 Held {
                     handle: hold.handle,
                     acquired_at: hold.acquired_at,

@@ -179,7 +179,7 @@ impl Holds {
                 .map(|hold| hold.stop_guards.clone())
                 .unwrap_or_default();
             let ending = if to_release {
-                Ending::Released
+                Ending::released_by(handle)
             } else {
                 Ending::Lost
             };
