@@ -28,8 +28,9 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tracing::debug;
 
-/// The marker is set only over shared holders, and never shortens another writer's.
-const ANNOUNCE_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_exists(#shared) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :until)";
+/// The marker is set only over shared holders, and never shortens another writer's; over its own
+/// writer's marker lasting as long (placed again), it is set anew.
+const ANNOUNCE_CONDITION: &str = "attribute_exists(#lock_id) AND attribute_exists(#shared) AND (attribute_not_exists(#writer_waiting) OR #writer_waiting.#expires_at < :until OR (#writer_waiting.#owner = :owner AND #writer_waiting.#expires_at = :until))";
 const ANNOUNCE_UPDATE: &str = "SET #writer_waiting = :writer";
 /// A writer withdraws only its own marker.
 const WITHDRAW_CONDITION: &str =
@@ -162,6 +163,7 @@ pub(crate) async fn announce(
         .update_item(resource, ANNOUNCE_UPDATE, ANNOUNCE_CONDITION)
         .set_expression_attribute_values(Some(Item::from([
             (":writer".to_owned(), marker.clone()),
+            (":owner".to_owned(), s(owner)),
             (":until".to_owned(), s(timestamp::format(until))),
         ])))
         .send();

@@ -26,6 +26,8 @@ pub(crate) struct WriterMarker {
     resource: String,
     owner: String,
     placed: Option<Placed>,
+    /// The deadline every marker of this acquisition lasts until, from its first announce on.
+    until: Option<DateTime<Utc>>,
 }
 
 /// A marker set: when (the acquirer's clock) and until when.
@@ -43,6 +45,7 @@ impl WriterMarker {
             resource: resource.to_owned(),
             owner: owner.to_owned(),
             placed: None,
+            until: None,
         }
     }
 
@@ -63,8 +66,17 @@ impl WriterMarker {
         if remaining.is_zero() {
             return;
         }
-        let Ok(until) = crate::time::after(at, remaining, "timeout") else {
-            return;
+        // One deadline for every marker of this acquisition: placed again until a deadline of
+        // its own (a clock set back, milliseconds cut), the second was refused by the first, yet
+        // counted as placed, and a writer dropped before its answer withdrew the second alone,
+        // leaving the first to keep readers out until its deadline (found by review). An announce
+        // over its own marker is applied (see `writer::announce`).
+        let until = match self.until {
+            Some(until) => until,
+            None => match crate::time::after(at, remaining, "timeout") {
+                Ok(until) => *self.until.insert(until),
+                Err(_) => return,
+            },
         };
         // Counted as placed from before the request: an acquirer dropped while it is on its way
         // (or after it landed, before its answer was read) withdraws it. Refused, it was not.

@@ -331,3 +331,52 @@ async fn a_writer_with_no_time_to_wait_places_no_marker() {
         "no announce, no withdrawal"
     );
 }
+
+/// A writer's marker placed, then a reader that came in before it landed refuses the writer
+/// again: it announces again, its clock set back meanwhile, and is dropped before that answer
+/// came. Each announce lasted until a deadline of its own, the second 50 ms before the first:
+/// refused by the first, yet counted as placed, the writer withdrew the second alone and left
+/// the first standing until its deadline, keeping readers out for a writer that had gone (found
+/// by review). Every marker of one acquisition now lasts until the same deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_dropped_while_announcing_again_withdraws_its_first_marker() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    // A second behind: the reader who comes in next took the lock after the first marker's time.
+    clock.set_back(Duration::from_secs(1));
+    let writers = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("writer-dropped-announcing-again");
+    let r1 = direct
+        .try_acquire(&resource, &reader("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut first = proxy.delay_next_request_containing("UpdateItem", "SET #writer_waiting");
+    let waiting = {
+        let (writers, resource) = (writers.clone(), resource.clone());
+        tokio::spawn(async move { writers.acquire(&resource, &writer("w")).await })
+    };
+    first.captured().await;
+    let r2 = direct
+        .try_acquire(&resource, &reader("r2"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut next_try = proxy.delay_next_request("PutItem");
+    assert!(first.deliver().await, "the first marker landed");
+    next_try.captured().await;
+    marker_becomes(&direct, &resource, Some("w")).await;
+    clock.set_back(Duration::from_millis(50));
+    let mut again = proxy.withhold_next_answer("UpdateItem");
+    assert!(next_try.deliver().await, "refused by the readers");
+    again.applied().await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    again.drop_it();
+    writers.flush().await;
+
+    marker_becomes(&direct, &resource, None).await;
+    direct.release(&r1).await.unwrap();
+    direct.release(&r2).await.unwrap();
+}
