@@ -382,7 +382,17 @@ async fn a_hand_back_that_lands_before_a_dropped_acquisitions_clean_up_keeps_the
     );
 }
 
-/// A release with the lock's id under the wrong owner, or of a shared hold as exclusive, through
+/// `lock` extended through `client`, which has done all it does about it.
+async fn extends_through(client: &LockClient, lock: &ddb_lock::Lock) {
+    let extended = client.extend(lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    client.flush().await;
+}
+
+/// A release with the lock's id under the wrong owner or resource, or of a shared hold as exclusive, through
 /// a client that does not hold the lock (a warm Lambda instance; the saga took the lock in
 /// another): DynamoDB refuses it, and the holder's next extension through that client must
 /// extend the lock. The refused release marked the lock as being released all the same, and the
@@ -403,15 +413,13 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
         client.release(&intruder).await.unwrap(),
         ddb_lock::ReleaseOutcome::NotOwner { .. }
     ));
-    let extended = client
-        .extend(&exclusive, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(
-        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
-        "{extended:?}"
+    let elsewhere_named =
+        ddb_lock::LockHandle::new(format!("{resource}-other"), "saga-1", exclusive.lock_id());
+    assert_eq!(
+        client.release(&elsewhere_named).await.unwrap(),
+        ddb_lock::ReleaseOutcome::NotFound
     );
-    client.flush().await;
+    extends_through(&client, &exclusive).await;
     assert!(raw_item(&resource).await.is_some(), "the lock stands");
     elsewhere.release(&exclusive).await.unwrap();
 
@@ -428,15 +436,7 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
     let as_exclusive = ddb_lock::LockHandle::new(&resource, "saga-1", shared.lock_id());
     let released = client.release(&as_exclusive).await.unwrap();
     assert_ne!(released, ddb_lock::ReleaseOutcome::Released);
-    let extended = client
-        .extend(&shared, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(
-        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
-        "{extended:?}"
-    );
-    client.flush().await;
+    extends_through(&client, &shared).await;
     assert!(
         matches!(
             client.status(&resource).await.unwrap(),

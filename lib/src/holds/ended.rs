@@ -7,8 +7,9 @@
 //! is on its way. A release made with the lock's id under another owner or mode (a wrong owner, a
 //! shared hold released as exclusive), which DynamoDB refuses, marked it all the same, and the
 //! holder's next extension through that client, applied, was answered `NotFound` and the lock
-//! deleted under its holder (found by review). A release mark now names the owner and mode of the
-//! handle that released (or any holder), and only an extension of that handle reads it.
+//! deleted under its holder (found by review); so did one with the lock's id on another resource.
+//! A release mark now names the resource, owner and mode of each handle that released (or any
+//! holder), and only an extension of such a handle reads it.
 
 use super::ENDED_KEPT;
 use crate::lock::{LockHandle, LockId};
@@ -23,19 +24,36 @@ pub(super) type Ended = Latest<Ending>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Ending {
     /// Its release started through this client (a release, a drop, `release_all`, a force
-    /// release or release by owner that read it, a dropped acquisition's clean-up), by a handle
-    /// of this owner and mode (`None`: any holder, a force release's, or releases by two
-    /// handles).
-    Released { by: Option<(String, Mode)> },
+    /// release or release by owner that read it, a dropped acquisition's clean-up), by handles
+    /// of these resources, owners and modes (`None`: any holder, a force release's).
+    Released { by: Option<Vec<Releaser>> },
     /// An extension found it lost (gone, taken, or expired).
     Lost,
 }
 
+/// What names the hold a release takes away, besides the lock's id: its resource, owner and mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Releaser {
+    resource: String,
+    owner: String,
+    mode: Mode,
+}
+
+impl Releaser {
+    fn of(handle: &LockHandle) -> Self {
+        Releaser {
+            resource: handle.resource().to_owned(),
+            owner: handle.owner().to_owned(),
+            mode: handle.mode(),
+        }
+    }
+}
+
 impl Ending {
-    /// Released by `handle` (its owner and mode).
+    /// Released by `handle` (its resource, owner and mode).
     pub(super) fn released_by(handle: &LockHandle) -> Self {
         Ending::Released {
-            by: Some((handle.owner().to_owned(), handle.mode())),
+            by: Some(vec![Releaser::of(handle)]),
         }
     }
 
@@ -45,14 +63,13 @@ impl Ending {
     }
 
     /// Whether this is a release that may take away the hold of `handle`: one made with its
-    /// owner and mode, or by any holder. (A release by another owner or mode names another
-    /// holder in its condition, and changes nothing of this one's hold.)
+    /// resource, owner and mode, or by any holder. (A release of another resource is sent to
+    /// another item, and one by another owner or mode names another holder in its condition:
+    /// either changes nothing of this one's hold.)
     pub(super) fn releases(&self, handle: &LockHandle) -> bool {
         match self {
             Ending::Released { by: None } => true,
-            Ending::Released {
-                by: Some((owner, mode)),
-            } => owner == handle.owner() && *mode == handle.mode(),
+            Ending::Released { by: Some(by) } => by.contains(&Releaser::of(handle)),
             Ending::Lost => false,
         }
     }
@@ -60,17 +77,26 @@ impl Ending {
 
 impl Ended {
     /// Marks `lock_id` as ended by `ending` (a release outranks a loss: either way it ended, but
-    /// only a release takes the lock away whatever an extension wrote; releases by two handles
-    /// count as one by any holder).
+    /// only a release takes the lock away whatever an extension wrote; releases by several
+    /// handles each count, and one by any holder counts for all).
     pub(super) fn insert(&mut self, lock_id: LockId, ending: Ending) {
         match (self.ids.get_mut(&lock_id), ending) {
             (Some(_), Ending::Lost) => {}
             (Some(marked @ Ending::Lost), released) => *marked = released,
-            (Some(marked), released) => {
-                if *marked != released {
-                    *marked = Ending::released_by_any();
+            (
+                Some(Ending::Released { by: Some(marked) }),
+                Ending::Released {
+                    by: Some(releasers),
+                },
+            ) => {
+                for releaser in releasers {
+                    if !marked.contains(&releaser) {
+                        marked.push(releaser);
+                    }
                 }
             }
+            (Some(marked), Ending::Released { by: None }) => *marked = Ending::released_by_any(),
+            (Some(Ending::Released { by: None }), _) => {}
             (None, ending) => self.insert_new(lock_id, ending),
         }
     }

@@ -143,9 +143,12 @@ struct Hold {
 }
 
 impl Hold {
-    /// Whether `handle` is of another mode or owner than the one this hold was taken with.
+    /// Whether `handle` is of another resource, mode or owner than the one this hold was taken
+    /// with.
     fn is_another_handle(&self, handle: &LockHandle) -> bool {
-        self.handle.mode() != handle.mode() || self.handle.owner() != handle.owner()
+        self.handle.mode() != handle.mode()
+            || self.handle.owner() != handle.owner()
+            || self.handle.resource() != handle.resource()
     }
 }
 
@@ -416,9 +419,9 @@ impl Holds {
 
     /// Whether this client holds the lock of `handle`'s id under another handle: in another mode
     /// than the handle's (an intention's id labelled shared, a shared hold's id in a handle left
-    /// exclusive), or for another owner (a handle rebuilt with a default owner). A request made
-    /// with such a handle changes nothing of the hold (its condition names the mode's entry and
-    /// the owner), and must neither forget it nor stop its guards (a release or an extension
+    /// exclusive), for another owner (a handle rebuilt with a default owner), or of another
+    /// resource. A request made with such a handle changes nothing of the hold (it goes to another
+    /// item, or its condition names the mode's entry and the owner), and must neither forget it nor stop its guards (a release or an extension
     /// answered `NotFound`, `NotOwner` or `ModeMismatch` for it did, and the real hold, its guard
     /// stopped or saying held, was left to its lease).
     pub(crate) fn held_by_another_handle(&self, handle: &LockHandle) -> bool {

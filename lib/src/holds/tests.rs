@@ -562,3 +562,28 @@ fn an_expiry_found_with_an_earlier_extension_on_its_way_marks_the_lock_for_relea
     let other = LockHandle::new("a", "someone", lock.lock_id());
     assert!(holds.extended(&other, applied(Instant::now())));
 }
+
+#[test]
+fn a_release_mark_counts_for_the_handles_that_released() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    let other_owner = LockHandle::new("a", "other", lock.lock_id());
+    let other_resource = LockHandle::new("b", "me", lock.lock_id());
+    let shared = lock.clone().with_mode(Mode::Shared);
+    drop(holds.release_starts(&other_owner));
+    drop(holds.release_starts(&other_resource));
+    // Neither took away the hold of `lock`, nor of its shared twin.
+    assert!(holds.extended(&lock, applied(Instant::now())));
+    assert!(holds.extended(&shared, applied(Instant::now())));
+    assert!(!holds.extended(&other_owner, applied(Instant::now())));
+    assert!(!holds.extended(&other_resource, applied(Instant::now())));
+    // A loss after them changes nothing; a release by `lock` counts for it.
+    holds.found_lost(lock.lock_id(), &LockLost::NotFound);
+    assert!(!holds.extended(&other_owner, applied(Instant::now())));
+    drop(holds.release_starts(&lock));
+    assert!(!holds.extended(&lock, applied(Instant::now())));
+    assert!(holds.extended(&shared, applied(Instant::now())));
+    // A force release's mark counts for every holder.
+    holds.removing([lock.lock_id()]);
+    assert!(!holds.extended(&shared, applied(Instant::now())));
+}
