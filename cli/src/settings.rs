@@ -62,7 +62,9 @@ impl Settings {
                 "no AWS Region: pass --region, set AWS_REGION, or give the profile a region",
             ));
         }
-        let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            ddb_lock::with_request_timeouts((&aws).into()).build(),
+        );
         let client = config
             .lock_client(dynamodb)
             .map_err(|err| Failure::of(&config.table, err))?;

@@ -19,7 +19,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config = Config::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let client = config.lock_client(aws_sdk_dynamodb::Client::new(&aws))?;
+    let dynamodb =
+        aws_sdk_dynamodb::Client::from_conf(ddb_lock::with_request_timeouts((&aws).into()).build());
+    let client = config.lock_client(dynamodb)?;
     let handler = Arc::new(Handler::new(client, config));
     let service = service_fn(move |event: LambdaEvent<Value>| {
         let handler = Arc::clone(&handler);

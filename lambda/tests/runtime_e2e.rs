@@ -2,10 +2,11 @@
 //! the local DynamoDB endpoint.
 
 use ddb_lock_lambda::error::name;
+use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::runtime_api::{now_ms, FunctionProcess, RuntimeApi};
 use ddb_lock_test_kit::{endpoint, lock_client, unique, TABLE};
 use serde_json::{json, Value};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const BOOTSTRAP: &str = env!("CARGO_BIN_EXE_bootstrap");
 
@@ -179,4 +180,26 @@ async fn concurrent_invocations_on_several_instances_hold_the_lock_one_at_a_time
     for process in &mut processes {
         assert!(process.is_running());
     }
+}
+
+/// A request stuck on its connection (held in the network, never answered): the function gives
+/// the attempt up after its timeout (`ddb_lock::request_timeouts`) and sends it again, and the
+/// invocation is answered. Built with the SDK's defaults, it waited on the stuck connection until
+/// the invocation's deadline, and its caller got Lambda's own timeout rather than an answer.
+#[tokio::test]
+async fn a_request_stuck_on_its_connection_is_sent_again_and_answered() {
+    lock_client().await; // the table
+    let proxy = Proxy::start(&endpoint()).await;
+    let api = RuntimeApi::start().await;
+    let mut process = FunctionProcess::spawn(BOOTSTRAP, &api, &proxy.endpoint(), TABLE, &[]);
+    let resource = unique("e2e-stuck");
+    let mut stuck = proxy.delay_next_request("PutItem");
+    let event = json!({"op": "try_acquire", "resource": resource, "owner": "exec-1"});
+    let lock = tokio::time::timeout(Duration::from_secs(30), api.invoke(&event))
+        .await
+        .expect("the invocation is answered")
+        .response();
+    assert_eq!(lock["owner"], "exec-1");
+    assert!(stuck.is_captured(), "the first attempt was stuck");
+    assert!(process.is_running());
 }

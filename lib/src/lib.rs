@@ -73,6 +73,7 @@ mod options;
 mod outcome;
 mod path;
 mod record;
+pub mod request_timeouts;
 mod schedule;
 mod schema;
 mod shared;
@@ -108,6 +109,7 @@ pub use outcome::{
     AcquireAttempt, AcquireStats, ExtendOutcome, LockLost, LockStatus, ReleaseOutcome,
 };
 pub use path::LockPath;
+pub use request_timeouts::with_request_timeouts;
 pub use schedule::{LockingHint, ScheduledJob, Scheduler, TickOutcome};
 pub use schema::{
     TableSchema, DEFAULT_FENCE_KEY_PREFIX, DEFAULT_KEY_PREFIX, DEFAULT_NAMESPACE_INDEX,
