@@ -64,6 +64,51 @@ async fn a_set_acquisition_dropped_mid_request_leaves_nothing_held() {
     assert_eq!(client.status(&b).await.unwrap(), LockStatus::Free);
 }
 
+/// A set acquired by a saga's execution, its answer lost and its future dropped, its clean-up's
+/// request on its way; meanwhile the same owner's idempotent acquire of one member in another
+/// process is handed it back. The clean-up must spare that lock: releasing any version of it, it
+/// deleted the lock the other process went on believing it held, and bob took it (found by
+/// review).
+#[tokio::test]
+async fn a_dropped_sets_clean_up_spares_a_member_handed_back_to_another_process() {
+    let elsewhere = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let (a, b) = (unique("set/handed-back-a"), unique("set/handed-back-b"));
+    let execution = writer_options("execution-1");
+    let mut answer = proxy.withhold_next_answer("TransactWriteItems");
+    let attempt = {
+        let (client, a, b, execution) = (client.clone(), a.clone(), b.clone(), execution.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire_set(&[(&a, Mode::Exclusive), (&b, Mode::Exclusive)], &execution)
+                .await
+        })
+    };
+    answer.applied().await;
+    let mut clean_up = proxy.delay_next_request_containing("DeleteItem", &a);
+    attempt.abort();
+    let _ = attempt.await;
+    answer.drop_it();
+    clean_up.captured().await;
+    let handed_back = elsewhere
+        .try_acquire(&a, &execution.clone().idempotent(true))
+        .await
+        .unwrap()
+        .expect("the member handed back");
+    assert!(
+        clean_up.deliver().await,
+        "the clean-up reached the endpoint"
+    );
+    client.flush().await;
+    let bob = elsewhere
+        .try_acquire(&a, &writer_options("bob"))
+        .await
+        .unwrap();
+    assert!(bob.is_none(), "bob took the lock handed back: {bob:?}");
+    elsewhere.release(&handed_back).await.unwrap();
+}
+
 /// A single-item write that DynamoDB refuses because a transaction (a lock set's, a path's) is
 /// writing the same item is sent again: nothing was written. The SDK does not retry the error,
 /// and an acquisition, a shared release, or the clearing of lapsed readers of an item that sets

@@ -85,6 +85,19 @@ impl Member<'_> {
         self.lock().resource()
     }
 
+    /// The `Version` an exclusive member's write stores: its clean-up, if the set's acquisition
+    /// is dropped unanswered, releases only that version. An idempotent acquisition of the same
+    /// owner in another process may be handed the member back meanwhile (a saga's single acquire
+    /// of one of its set's resources), writing a new version, and a clean-up of any version
+    /// deleted the lock it went on believing it held (found by review). Shared holds are never
+    /// handed back.
+    fn stored_version(&self) -> Option<&str> {
+        match self {
+            Member::Exclusive { new, .. } => Some(new.version()),
+            Member::Shared { .. } => None,
+        }
+    }
+
     /// The fence item raise of a fenced exclusive member.
     fn fence(&self, table: &LockTable) -> Option<Result<TransactWriteItem, Error>> {
         match self {
@@ -167,7 +180,9 @@ pub(crate) async fn attempt(
             .collect::<Result<Vec<_>, Error>>()?;
         let in_flight: Vec<InFlightAcquisition<'_>> = members
             .iter()
-            .map(|member| InFlightAcquisition::new(table, member.lock().handle(), None))
+            .map(|member| {
+                InFlightAcquisition::new(table, member.lock().handle(), member.stored_version())
+            })
             .collect();
         let transmissions = Transmissions::default();
         let sent = table

@@ -66,8 +66,8 @@ impl Drop for InFlightAcquisition<'_> {
         // client may still be handed it back (its extension, landing first, makes the clean-up
         // change nothing; landing after it, it finds nothing and the acquisition tries again).
         // Marked, an acquisition whose hand-back was on its way waited out the lease of a lock
-        // held by nobody. Otherwise (shared holds, set members: never handed back) the lock is
-        // marked as ended at once, so that no idempotent acquisition of this client is handed
+        // held by nobody (a set's exclusive member alike). Otherwise (shared holds: never handed
+        // back) the lock is marked as ended at once, so that no idempotent acquisition of this client is handed
         // it back before the release is sent; unless one was handed it back already.
         let left = match self.version {
             Some(_) => self.table.holds.handed_back(handle.lock_id()),
