@@ -144,7 +144,19 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// A duration such as `500ms`, `30s`, `2m` or `1h 30m`.
-fn duration(text: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(text)
+/// A duration such as `500ms`, `30s`, `2m` or `1h 30m`, no longer than the library takes
+/// ([`limits::MAX_DURATION`](ddb_lock::limits::MAX_DURATION)): clap names the option in the error.
+/// (A `--grace` of millions of years overflowed the clock after the command exited, and ddb-lock
+/// panicked with the lock held and the command's leftovers running; found by review.)
+fn duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|err| err.to_string())?;
+    let max = ddb_lock::limits::MAX_DURATION;
+    if duration > max {
+        return Err(format!(
+            "{} is longer than the maximum of {} days",
+            humantime::format_duration(duration),
+            max.as_secs() / 86_400
+        ));
+    }
+    Ok(duration)
 }

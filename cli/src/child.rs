@@ -16,6 +16,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 use std::ffi::OsString;
+use std::future::Future;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -156,13 +157,22 @@ impl RunningCommand {
         };
     }
 
-    /// Stops the command: SIGTERM, then SIGKILL if it has not exited after `grace`. Returns how
-    /// it ended; the rest of its group is left to [`end_the_rest`](Self::end_the_rest).
-    pub async fn stop(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+    /// Stops the command: SIGTERM, then SIGKILL if it has not exited after `grace`, or at once
+    /// when `lost` completes (the lock is lost: the next holder may hold it). Returns how it
+    /// ended; the rest of its group is left to [`end_the_rest`](Self::end_the_rest).
+    pub async fn stop(
+        &mut self,
+        grace: Duration,
+        lost: impl Future<Output = ()>,
+    ) -> io::Result<ExitStatus> {
         self.send(Signal::SIGTERM);
-        match tokio::time::timeout(grace, self.child.wait()).await {
-            Ok(status) => status,
-            Err(_) => {
+        let exited = tokio::select! {
+            exited = tokio::time::timeout(grace, self.child.wait()) => exited.ok(),
+            () = lost => None,
+        };
+        match exited {
+            Some(status) => status,
+            None => {
                 self.send(Signal::SIGKILL);
                 self.child.start_kill()?;
                 self.child.wait().await
@@ -171,10 +181,11 @@ impl RunningCommand {
     }
 
     /// Once the command has exited: ends what is left of its process group, SIGTERM, then
-    /// SIGKILL if some of it still runs after `grace`, and waits for it to be gone (a while at
-    /// most after SIGKILL). Nothing to do for a command in ddb-lock's own group, or whose group
-    /// has ended with it.
-    pub async fn end_the_rest(&self, grace: Duration) {
+    /// SIGKILL if some of it still runs after `grace`, or at once when `lost` completes (the
+    /// lock is lost: given the rest of its grace, what the command left worked on beside the next
+    /// holder; found by review), and waits for it to be gone (a while at most after SIGKILL).
+    /// Nothing to do for a command in ddb-lock's own group, or whose group has ended with it.
+    pub async fn end_the_rest(&self, grace: Duration, lost: impl Future<Output = ()>) {
         let Some(group) = self.group else {
             return;
         };
@@ -183,10 +194,11 @@ impl RunningCommand {
         }
         eprintln!("ddb-lock: the command exited; ending the processes it left running");
         self.send(Signal::SIGTERM);
-        if tokio::time::timeout(grace, group_ended(group))
-            .await
-            .is_ok()
-        {
+        let ended = tokio::select! {
+            ended = tokio::time::timeout(grace, group_ended(group)) => ended.is_ok(),
+            () = lost => false,
+        };
+        if ended {
             return;
         }
         self.send(Signal::SIGKILL);

@@ -108,7 +108,10 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
                 // then released at once), the lock taken or gone: the next holder may hold it
                 // now, and the command, given `--grace`, worked on beside it (found by review).
                 // Killed at once, as an early stop kills it by the lease's end.
-                break command.stop(Duration::ZERO).await.map(|_| None);
+                break command
+                    .stop(Duration::ZERO, std::future::pending())
+                    .await
+                    .map(|_| None);
             }
             () = sleep_until_some(stop_at) => {
                 if current_lease_end() != lease_end {
@@ -123,7 +126,10 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
                     .unwrap_or_else(tokio::time::Instant::now);
                 kill_by = Some(kill_at);
                 let grace = kill_at.saturating_duration_since(tokio::time::Instant::now());
-                break command.stop(grace).await.map(|_| None);
+                break command
+                    .stop(grace, lock_lost(&watch))
+                    .await
+                    .map(|_| None);
             }
         }
     };
@@ -137,7 +143,10 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         .and_then(|end| end.checked_sub(early / 4))
         .unwrap_or(now);
     command
-        .end_the_rest(by_grace.min(by_lease).saturating_duration_since(now))
+        .end_the_rest(
+            by_grace.min(by_lease).saturating_duration_since(now),
+            lock_lost(&watch),
+        )
         .await;
     // Whether the lock was still ours when the command exited (its lease counted on this
     // process's monotonic clock), read before the release, and whether the release found it so.
@@ -158,6 +167,12 @@ pub async fn run(settings: &Settings, args: &RunArgs) -> Result<u8, Failure> {
         }
         Ok(Some(status)) => Ok(child::exit_code(status)),
     }
+}
+
+/// Completes once the lock `watch` watches is lost (taken, gone, its lease over).
+async fn lock_lost(watch: &ddb_lock::LockWatch) {
+    let lost = watch.lost().await;
+    eprintln!("ddb-lock: the lock is lost ({lost}): killing the command's processes at once");
 }
 
 /// Completes at `at`, never without one.

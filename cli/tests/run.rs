@@ -3,8 +3,7 @@
 
 mod common;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use common::{ddb_lock, ddb_lock_at, environment, finish, holder_of, Running};
+use common::{ddb_lock, ddb_lock_at, environment, finish, holder_of, runs, Running, WORK_A_MINUTE};
 use ddb_lock::{AcquireOptions, LockId, LockStatus};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{endpoint, hold, lock_client, unique};
@@ -17,10 +16,6 @@ use std::time::Duration;
 fn until_signalled(trapped: &str, code: u8) -> String {
     format!("trap 'echo {trapped}; exit {code}' {trapped}; echo started; {WORK_A_MINUTE}")
 }
-
-/// The body of a command that works until signalled.
-const WORK_A_MINUTE: &str =
-    "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo unsignalled";
 
 #[tokio::test]
 async fn the_command_runs_holding_the_lock_and_its_exit_code_is_returned() {
@@ -163,70 +158,20 @@ async fn a_partition_that_loses_the_lock_stops_the_command() {
     assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
 }
 
-/// A command that ignores SIGTERM, whose lock is force-released: killed at once, not after
-/// `--grace` (a minute), which it spent working beside whoever took the free lock.
+/// A `--grace` longer than any duration the library takes is refused before anything runs,
+/// naming the option and the limit: accepted, it overflowed the clock once the command had exited,
+/// and ddb-lock panicked with the lock held and the command's leftovers running.
 #[tokio::test]
-async fn a_command_whose_lock_is_taken_away_is_killed_at_once() {
-    let client = lock_client().await;
-    let key = unique("cli-kill");
-    let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
-    let args = ["run", &key, "--lease", "3s", "--grace", "60s"];
-    let args = [
-        &args[..],
-        &["--lost-exit-code", "80", "--", "sh", "-c", &script],
-    ]
-    .concat();
-    let mut running = Running::start(ddb_lock(&args));
-    let pid: i32 = running.line().await.parse().unwrap();
-
-    // Taken away: the guard's next extension (within a second) finds the lock gone.
-    client.force_release(&key).await.unwrap().expect("held");
-    let (status, _) = tokio::time::timeout(Duration::from_secs(30), running.exit())
-        .await
-        .expect("ddb-lock exits before the grace is over");
-    assert_eq!(status.code(), Some(80), "--lost-exit-code");
-    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
-    assert_eq!(
-        alive,
-        Err(nix::errno::Errno::ESRCH),
-        "the command was killed"
+async fn a_grace_beyond_the_longest_duration_is_refused_naming_the_option() {
+    let key = unique("cli-grace");
+    let args = ["run", &key, "--grace", "300000000000y", "--", "true"];
+    let refused = finish(ddb_lock(&args)).await;
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--grace") && refused.stderr.contains("366 days"),
+        "{}",
+        refused.stderr
     );
-}
-
-/// The lease found expired (a clock that jumped past it, set here in the item): the library
-/// releases the lock at once, and the command, which ignores SIGTERM, must be killed at once too:
-/// given the whole `--grace` (a minute), it worked on beside whoever took the free lock.
-#[tokio::test]
-async fn a_command_whose_lease_is_found_expired_is_killed_at_once() {
-    let client = lock_client().await;
-    let key = unique("cli-expired");
-    let script = format!("trap '' TERM; echo $$; {WORK_A_MINUTE}");
-    let args = ["run", &key, "--lease", "3s", "--grace", "60s"];
-    let args = [
-        &args[..],
-        &["--lost-exit-code", "80", "--", "sh", "-c", &script],
-    ]
-    .concat();
-    let mut running = Running::start(ddb_lock(&args));
-    let pid: i32 = running.line().await.parse().unwrap();
-    let past = ddb_lock_test_kit::stored(chrono::Utc::now() - chrono::TimeDelta::seconds(10));
-    ddb_lock_test_kit::dynamodb()
-        .update_item()
-        .table_name(ddb_lock_test_kit::TABLE)
-        .key("PK", AttributeValue::S(format!("LOCK#{key}")))
-        .key("SK", AttributeValue::S("LOCK".into()))
-        .update_expression("SET ExpiresAt = :past")
-        .expression_attribute_values(":past", AttributeValue::S(past))
-        .send()
-        .await
-        .unwrap();
-    // The next extension (within a second) finds it expired; well within the minute of grace.
-    let (status, _) = tokio::time::timeout(Duration::from_secs(30), running.exit())
-        .await
-        .expect("ddb-lock exits before the grace is over");
-    assert_eq!(status.code(), Some(80), "--lost-exit-code");
-    assert!(!runs(pid), "the command was killed");
-    assert_eq!(client.status(&key).await.unwrap(), LockStatus::Free);
 }
 
 #[tokio::test]
@@ -439,15 +384,6 @@ async fn a_wait_at_a_terminal_shows_who_holds_the_lock() {
     let (status, rest) = running.exit().await;
     assert_eq!(status.code(), Some(0));
     assert_eq!(rest.last().map(|line| line.trim_end()), Some("got-it"));
-}
-
-/// Whether process `pid` runs (a zombie, ended but not yet reaped by whoever inherited it, does
-/// not).
-fn runs(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.trim_start());
-        !state.is_some_and(|state| state.starts_with('Z'))
-    })
 }
 
 /// A command's own children end with it: ddb-lock's SIGTERM reached the shell alone, which died

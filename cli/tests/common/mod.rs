@@ -113,3 +113,16 @@ pub async fn holder_of(client: &ddb_lock::LockClient, key: &str) -> Option<Strin
         _ => None,
     }
 }
+
+/// The body of a command that works until signalled.
+pub const WORK_A_MINUTE: &str =
+    "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo unsignalled";
+
+/// Whether process `pid` runs (a zombie, ended but not yet reaped by whoever inherited it, does
+/// not).
+pub fn runs(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|state| state.starts_with('Z'))
+    })
+}
