@@ -100,11 +100,6 @@ impl Ended {
             (None, ending) => self.insert_new(lock_id, ending),
         }
     }
-
-    /// How `lock_id` ended, if it did.
-    pub(super) fn get(&self, lock_id: LockId) -> Option<&Ending> {
-        self.ids.get(&lock_id)
-    }
 }
 
 /// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted (the oldest forgotten first).
@@ -137,6 +132,11 @@ impl<V> Latest<V> {
         }
     }
 
+    /// The value of `lock_id`, if it is there.
+    pub(super) fn get(&self, lock_id: LockId) -> Option<&V> {
+        self.ids.get(&lock_id)
+    }
+
     pub(super) fn contains(&self, lock_id: LockId) -> bool {
         self.ids.contains_key(&lock_id)
     }
@@ -144,5 +144,15 @@ impl<V> Latest<V> {
     /// Whether `lock_id` was there (it is not any more).
     pub(super) fn take(&mut self, lock_id: LockId) -> bool {
         self.ids.remove(&lock_id).is_some()
+    }
+}
+
+impl<V: Ord + Copy> Latest<V> {
+    /// Sets the value of `lock_id` to `value` if it is larger, or inserts it.
+    pub(super) fn raise(&mut self, lock_id: LockId, value: V) {
+        match self.ids.get_mut(&lock_id) {
+            Some(marked) => *marked = (*marked).max(value),
+            None => self.insert_new(lock_id, value),
+        }
     }
 }

@@ -68,6 +68,10 @@ struct Inner {
     /// extended through it (taken for its own, a `release_all` released a lock taken elsewhere,
     /// a saga's, say; found by review).
     pruned: Latest<()>,
+    /// The latest lease end an applied extension's answer found stored, for each of the latest
+    /// [`ENDED_KEPT`] locks extended: kept apart from the holds, which a lock found lost leaves
+    /// (see [`expiry_found`](Holds::expiry_found)).
+    applied: Latest<DateTime<Utc>>,
     /// The locks whose releases are on their way, which `take_all` leaves to them.
     underway: Underway,
 }
@@ -388,6 +392,9 @@ impl Holds {
     pub(crate) fn extended(&self, handle: &LockHandle, applied: Applied) -> bool {
         let mut inner = self.inner();
         let lock_id = handle.lock_id();
+        // Whatever the client makes of it: the item stood extended, and a refusal decided before
+        // it, read after, is out of date.
+        inner.applied.raise(lock_id, applied.stored_end);
         if let Some(ending) = inner.ended.get(lock_id) {
             return !ending.releases(handle);
         }
@@ -396,12 +403,9 @@ impl Holds {
             hold.until = hold.until.max(applied.until);
             // As written (remembered at an extension's send, a lock taken elsewhere had none).
             hold.acquired_at = Some(applied.acquired_at);
-            hold.sent.applied(applied.stored_end);
             return true;
         }
         let taken_here = inner.pruned.take(lock_id);
-        let mut sent = Sent::default();
-        sent.applied(applied.stored_end);
         inner.held.insert(
             lock_id,
             Hold {
@@ -409,7 +413,7 @@ impl Holds {
                 acquired_at: Some(applied.acquired_at),
                 until: applied.until,
                 stop_guards: Vec::new(),
-                sent,
+                sent: Sent::default(),
                 until_expiry: false,
                 taken_here,
             },

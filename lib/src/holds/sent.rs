@@ -25,8 +25,6 @@ pub(super) struct Sent {
     /// the way, or failed. Its condition holds while the version it names stands, so it may land
     /// yet, and write a new version.
     unanswered_rewrite_end: Option<DateTime<Utc>>,
-    /// The latest lease end an applied extension's answer found stored.
-    applied_end: Option<DateTime<Utc>>,
 }
 
 /// What an applied extension's answer tells of the lock (see [`Holds::extended`]).
@@ -167,10 +165,18 @@ impl Holds {
         let lock_id = handle.lock_id();
         let stops = {
             let mut inner = self.inner();
-            let hold = inner.held.get(&lock_id);
-            if hold.is_some_and(|hold| hold.sent.applied_end > Some(expired_at)) {
+            // Kept apart from the hold: an extension that found the lease over before leaves
+            // it, and a late one applied after (sent while the lease stood) extended the lock
+            // again, answered `Extended`; a refusal decided before that one, read after, then
+            // released it under its caller (found by the random test of extension histories).
+            if inner
+                .applied
+                .get(lock_id)
+                .is_some_and(|end| *end > expired_at)
+            {
                 return ExpiryFound::OutOfDate;
             }
+            let hold = inner.held.get(&lock_id);
             let to_release = match hold {
                 Some(hold) => hold.sent.may_land_after(leases, expired_at),
                 None => leases.earlier_end > Some(expired_at),
@@ -233,11 +239,6 @@ impl Sent {
     /// Whether an extension may still be answered at `now` (its monotonic lease end is ahead).
     pub(super) fn unanswered_at(&self, now: Instant) -> bool {
         self.latest_until.is_some_and(|until| until > now)
-    }
-
-    /// An applied extension's answer found `end` stored.
-    pub(super) fn applied(&mut self, end: DateTime<Utc>) {
-        self.applied_end = self.applied_end.max(Some(end));
     }
 
     /// A rewrite to `end` is sent.

@@ -587,3 +587,26 @@ fn a_release_mark_counts_for_the_handles_that_released() {
     holds.removing([lock.lock_id()]);
     assert!(!holds.extended(&shared, applied(Instant::now())));
 }
+
+#[test]
+fn an_extension_applied_after_the_lock_was_found_lost_makes_older_refusals_out_of_date() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let expired_at = acquired_at() + chrono::TimeDelta::seconds(10);
+    let expired = LockLost::Expired { expired_at };
+    // Found over, no earlier extension on its way: lost, and forgotten as a hold.
+    let given = sent::LeaseToSend::given(Duration::from_secs(60));
+    assert_eq!(
+        holds.expiry_found(&lock, &given, expired_at, &expired),
+        ExpiryFound::Lost { to_release: false }
+    );
+    holds.freed(lock.lock_id());
+    // A late extension, sent while the lease stood, applied and answered after.
+    assert!(holds.extended(&lock, applied(Instant::now())));
+    // A refusal decided before it, read now: out of date.
+    assert_eq!(
+        holds.expiry_found(&lock, &sent_after(60), expired_at, &expired),
+        ExpiryFound::OutOfDate
+    );
+}
