@@ -148,10 +148,16 @@ impl<V> Latest<V> {
 }
 
 impl<V: Ord + Copy> Latest<V> {
-    /// Sets the value of `lock_id` to `value` if it is larger, or inserts it.
+    /// Sets the value of `lock_id` to `value` if it is larger, or inserts it; either way it is
+    /// now the latest (kept in place, a lock extended all along was forgotten first, once as
+    /// many others had been inserted after its first value; found by review).
     pub(super) fn raise(&mut self, lock_id: LockId, value: V) {
         match self.ids.get_mut(&lock_id) {
-            Some(marked) => *marked = (*marked).max(value),
+            Some(marked) => {
+                *marked = (*marked).max(value);
+                self.order.retain(|id| *id != lock_id);
+                self.order.push_back(lock_id);
+            }
             None => self.insert_new(lock_id, value),
         }
     }

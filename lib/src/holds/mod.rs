@@ -513,3 +513,6 @@ impl Holds {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod extension_tests;

@@ -3,17 +3,17 @@
 use super::*;
 use std::time::Duration;
 
-fn handle(resource: &str) -> LockHandle {
+pub(super) fn handle(resource: &str) -> LockHandle {
     LockHandle::new(resource, "me", LockId::generate())
 }
 
-fn acquired_at() -> DateTime<Utc> {
+pub(super) fn acquired_at() -> DateTime<Utc> {
     crate::record::samples::now()
 }
 
 /// An extension's answer: applied, to `until` (its stored end thirty seconds after
 /// [`acquired_at`]).
-fn applied(until: Instant) -> Applied {
+pub(super) fn applied(until: Instant) -> Applied {
     Applied {
         acquired_at: acquired_at(),
         stored_end: acquired_at() + chrono::TimeDelta::seconds(30),
@@ -22,7 +22,7 @@ fn applied(until: Instant) -> Applied {
 }
 
 /// `holds` took `lock`, for thirty seconds.
-fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
+pub(super) fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
     holds.acquired(
         lock,
         acquired_at(),
@@ -31,7 +31,7 @@ fn held_for_a_while(holds: &Holds, lock: &LockHandle) {
 }
 
 /// A guard's stop that counts its calls and remembers the last reason.
-fn counting_stop() -> (StopGuard, Arc<Mutex<Vec<LockLost>>>) {
+pub(super) fn counting_stop() -> (StopGuard, Arc<Mutex<Vec<LockLost>>>) {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&calls);
     let stop: StopGuard = Arc::new(move |lost| seen.lock().unwrap().push(lost));
@@ -502,111 +502,5 @@ fn a_lock_kept_to_its_expiry_stays_out_of_release_all_unless_taken_first() {
     assert!(
         !holds.keep_until_expiry(taken_first.lock_id()),
         "a lock release_all took first is being released: not kept"
-    );
-}
-
-/// The leases of an extension sent after one that asked for a lease end `earlier_end` seconds
-/// after [`acquired_at`].
-fn sent_after(earlier_end: i64) -> sent::LeaseToSend {
-    sent::LeaseToSend {
-        asked: Duration::from_secs(60),
-        written: Duration::from_secs(60),
-        earlier_end: Some(acquired_at() + chrono::TimeDelta::seconds(earlier_end)),
-    }
-}
-
-#[test]
-fn an_expiry_found_after_an_applied_extension_with_a_later_end_is_out_of_date() {
-    let holds = Holds::default();
-    let lock = handle("a");
-    held_for_a_while(&holds, &lock);
-    let (stop, calls) = counting_stop();
-    assert!(holds.guarded(lock.lock_id(), stop));
-    assert!(holds.extended(&lock, applied(Instant::now())));
-    let expired = LockLost::Expired {
-        expired_at: acquired_at() + chrono::TimeDelta::seconds(10),
-    };
-    let found = holds.expiry_found(
-        &lock,
-        &sent_after(30),
-        acquired_at() + chrono::TimeDelta::seconds(10),
-        &expired,
-    );
-    assert_eq!(found, ExpiryFound::OutOfDate);
-    assert!(calls.lock().unwrap().is_empty(), "the guard still holds");
-    assert!(!holds.release_started(lock.lock_id()));
-    // At the stored end itself or later: lost.
-    let found = holds.expiry_found(
-        &lock,
-        &sent_after(10),
-        acquired_at() + chrono::TimeDelta::seconds(30),
-        &expired,
-    );
-    assert_eq!(found, ExpiryFound::Lost { to_release: false });
-    assert_eq!(*calls.lock().unwrap(), [expired]);
-}
-
-#[test]
-fn an_expiry_found_with_an_earlier_extension_on_its_way_marks_the_lock_for_release() {
-    let holds = Holds::default();
-    let lock = handle("a");
-    held_for_a_while(&holds, &lock);
-    let expired_at = acquired_at() + chrono::TimeDelta::seconds(10);
-    let expired = LockLost::Expired { expired_at };
-    let found = holds.expiry_found(&lock, &sent_after(60), expired_at, &expired);
-    assert_eq!(found, ExpiryFound::Lost { to_release: true });
-    // The earlier extension, applied and read after: not counted on.
-    assert!(!holds.extended(&lock, applied(Instant::now())));
-    // Through a handle of another owner, the hold is not this one's.
-    holds.acquired(&lock, acquired_at(), Instant::now());
-    let other = LockHandle::new("a", "someone", lock.lock_id());
-    assert!(holds.extended(&other, applied(Instant::now())));
-}
-
-#[test]
-fn a_release_mark_counts_for_the_handles_that_released() {
-    let holds = Holds::default();
-    let lock = handle("a");
-    let other_owner = LockHandle::new("a", "other", lock.lock_id());
-    let other_resource = LockHandle::new("b", "me", lock.lock_id());
-    let shared = lock.clone().with_mode(Mode::Shared);
-    drop(holds.release_starts(&other_owner));
-    drop(holds.release_starts(&other_resource));
-    // Neither took away the hold of `lock`, nor of its shared twin.
-    assert!(holds.extended(&lock, applied(Instant::now())));
-    assert!(holds.extended(&shared, applied(Instant::now())));
-    assert!(!holds.extended(&other_owner, applied(Instant::now())));
-    assert!(!holds.extended(&other_resource, applied(Instant::now())));
-    // A loss after them changes nothing; a release by `lock` counts for it.
-    holds.found_lost(lock.lock_id(), &LockLost::NotFound);
-    assert!(!holds.extended(&other_owner, applied(Instant::now())));
-    drop(holds.release_starts(&lock));
-    assert!(!holds.extended(&lock, applied(Instant::now())));
-    assert!(holds.extended(&shared, applied(Instant::now())));
-    // A force release's mark counts for every holder.
-    holds.removing([lock.lock_id()]);
-    assert!(!holds.extended(&shared, applied(Instant::now())));
-}
-
-#[test]
-fn an_extension_applied_after_the_lock_was_found_lost_makes_older_refusals_out_of_date() {
-    let holds = Holds::default();
-    let lock = handle("a");
-    held_for_a_while(&holds, &lock);
-    let expired_at = acquired_at() + chrono::TimeDelta::seconds(10);
-    let expired = LockLost::Expired { expired_at };
-    // Found over, no earlier extension on its way: lost, and forgotten as a hold.
-    let given = sent::LeaseToSend::given(Duration::from_secs(60));
-    assert_eq!(
-        holds.expiry_found(&lock, &given, expired_at, &expired),
-        ExpiryFound::Lost { to_release: false }
-    );
-    holds.freed(lock.lock_id());
-    // A late extension, sent while the lease stood, applied and answered after.
-    assert!(holds.extended(&lock, applied(Instant::now())));
-    // A refusal decided before it, read now: out of date.
-    assert_eq!(
-        holds.expiry_found(&lock, &sent_after(60), expired_at, &expired),
-        ExpiryFound::OutOfDate
     );
 }
