@@ -446,3 +446,74 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
     );
     elsewhere.release(&shared).await.unwrap();
 }
+
+/// A release with the wrong owner through the client (refused), then the saga's own extensions
+/// of its lock through it: one held in the network, the clock past the lease, the next found
+/// `Expired`. Marked by the wrong owner's release, the lock went untracked: the client kept no
+/// record of the extension on its way, released nothing, and the late one, landing, held the lock
+/// again for a minute nobody used (found by review). And the saga's idempotent acquire through
+/// the client is handed its live lock back: the wrong owner's mark refused it until it timed out.
+#[tokio::test]
+async fn a_release_refused_for_another_owner_leaves_the_lock_tracked_and_handed_back() {
+    let elsewhere = lock_client().await;
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let clock = ddb_lock_test_kit::AdjustableClock::new();
+    let client = ddb_lock_test_kit::client_through(&proxy, Some(clock.clone()));
+    let resource = unique("release-other-owner-tracked");
+    let step = saga_step().lease(Duration::from_secs(10));
+    let lock = elsewhere
+        .try_acquire(&resource, &step)
+        .await
+        .unwrap()
+        .expect("a free lock");
+    let refused_for_intruder = |lock: &ddb_lock::Lock| {
+        let intruder = ddb_lock::LockHandle::new(lock.resource(), "intruder", lock.lock_id());
+        let client = client.clone();
+        async move {
+            let refused = client.release(&intruder).await.unwrap();
+            assert!(matches!(refused, ddb_lock::ReleaseOutcome::NotOwner { .. }));
+        }
+    };
+    // Handed back through the client, whatever the intruder's release marked.
+    let other = unique("release-other-owner-handed-back");
+    let taken = elsewhere.try_acquire(&other, &step).await.unwrap().unwrap();
+    refused_for_intruder(&taken).await;
+    let handed_back = client
+        .try_acquire(&other, &step)
+        .await
+        .unwrap()
+        .expect("the saga's live lock handed back");
+    assert_eq!(handed_back.lock_id(), taken.lock_id());
+    client.release(&handed_back).await.unwrap();
+
+    refused_for_intruder(&lock).await;
+    let mut late = proxy.delay_next_request("UpdateItem");
+    let extending = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move { client.extend(&lock, Duration::from_secs(60)).await }
+    });
+    late.captured().await;
+    clock.advance(Duration::from_secs(11));
+    let found = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(found, ddb_lock::ExtendOutcome::Expired { .. }),
+        "{found:?}"
+    );
+    assert!(late.deliver().await, "the late extension landed");
+    let late = extending.await.unwrap().unwrap();
+    assert!(
+        !matches!(late, ddb_lock::ExtendOutcome::Extended(_)),
+        "{late:?}"
+    );
+    client.flush().await;
+    let bob = ddb_lock_test_kit::client_through(&proxy, Some(clock));
+    let taken = bob
+        .try_acquire(&resource, &AcquireOptions::new().owner("bob"))
+        .await
+        .unwrap();
+    assert!(
+        taken.is_some(),
+        "a lock found expired is held again: {:?}",
+        raw_item(&resource).await
+    );
+}

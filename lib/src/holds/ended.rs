@@ -9,7 +9,10 @@
 //! holder's next extension through that client, applied, was answered `NotFound` and the lock
 //! deleted under its holder (found by review); so did one with the lock's id on another resource.
 //! A release mark now names the resource, owner and mode of each handle that released (or any
-//! holder), and only an extension of such a handle reads it.
+//! holder), and only an extension, a hand-back or a first extension's record of such a handle
+//! reads it (marked by another handle, the lock was neither handed back to its owner's idempotent
+//! acquisition through that client, nor tracked as extended there, and a late extension of it
+//! held it again after another had found it expired; found by review).
 
 use super::ENDED_KEPT;
 use crate::lock::{LockHandle, LockId};
@@ -60,6 +63,12 @@ impl Ending {
     /// Released whoever holds the lock.
     pub(super) fn released_by_any() -> Self {
         Ending::Released { by: None }
+    }
+
+    /// Whether this ends the hold of `handle`: a loss (found through any handle), or a release
+    /// that may take it away.
+    pub(super) fn ends(&self, handle: &LockHandle) -> bool {
+        matches!(self, Ending::Lost) || self.releases(handle)
     }
 
     /// Whether this is a release that may take away the hold of `handle`: one made with its

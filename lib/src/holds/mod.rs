@@ -212,7 +212,11 @@ impl Holds {
         until: Instant,
     ) -> bool {
         let mut inner = self.inner();
-        if inner.ended.contains(handle.lock_id()) {
+        if inner
+            .ended
+            .get(handle.lock_id())
+            .is_some_and(|ending| ending.ends(handle))
+        {
             return false;
         }
         inner.remember(handle, Some(acquired_at), until);
@@ -333,6 +337,16 @@ impl Holds {
     /// not: of the last [`ENDED_KEPT`]), or the client found it lost.
     pub(crate) fn release_started(&self, lock_id: LockId) -> bool {
         self.inner().ended.contains(lock_id)
+    }
+
+    /// Whether a release of the lock of `handle` that may take away its hold has started through
+    /// this client (of the last [`ENDED_KEPT`]), or the client found the lock lost: one made with
+    /// another handle (a wrong owner or resource), which DynamoDB refuses, does not count.
+    pub(crate) fn ended_for(&self, handle: &LockHandle) -> bool {
+        self.inner()
+            .ended
+            .get(handle.lock_id())
+            .is_some_and(|ending| ending.ends(handle))
     }
 
     /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:

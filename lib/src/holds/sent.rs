@@ -112,7 +112,12 @@ impl Holds {
         let lock_id = handle.lock_id();
         let hold = match held.entry(lock_id) {
             Entry::Occupied(hold) => hold.into_mut(),
-            Entry::Vacant(_) if ended.contains(lock_id) => {
+            // Being released by this handle (a release by another, refused, counts for nothing).
+            Entry::Vacant(_)
+                if ended
+                    .get(lock_id)
+                    .is_some_and(|ending| ending.releases(handle)) =>
+            {
                 return LeaseToSend::given(lease);
             }
             // Not remembered (a handle taken elsewhere, or this client's own lock pruned):

@@ -114,9 +114,10 @@ pub(crate) async fn refused(
     // A lock whose release this client has started is not handed back to an idempotent request:
     // the release in flight may delete it at any moment after, and one answered already may have
     // deleted it after DynamoDB decided this refusal.
-    let releasing_here = record
-        .as_ref()
-        .is_some_and(|record| table.holds.release_started(record.lock_id));
+    let releasing_here = record.as_ref().is_some_and(|record| {
+        let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
+        table.holds.ended_for(&handle)
+    });
     let request = &Request {
         idempotent: request.idempotent && !releasing_here,
         ..*request
