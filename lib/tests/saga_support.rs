@@ -452,7 +452,8 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
 /// `Expired`. Marked by the wrong owner's release, the lock went untracked: the client kept no
 /// record of the extension on its way, released nothing, and the late one, landing, held the lock
 /// again for a minute nobody used (found by review). And the saga's idempotent acquire through
-/// the client is handed its live lock back: the wrong owner's mark refused it until it timed out.
+/// the client is handed its live lock back, its guard held: the wrong owner's mark refused it
+/// until it timed out.
 #[tokio::test]
 async fn a_release_refused_for_another_owner_leaves_the_lock_tracked_and_handed_back() {
     let elsewhere = lock_client().await;
@@ -478,13 +479,19 @@ async fn a_release_refused_for_another_owner_leaves_the_lock_tracked_and_handed_
     let other = unique("release-other-owner-handed-back");
     let taken = elsewhere.try_acquire(&other, &step).await.unwrap().unwrap();
     refused_for_intruder(&taken).await;
+    // As a guard, held (it started lost, for the intruder's mark, and its release deleted the
+    // lock).
     let handed_back = client
-        .try_acquire(&other, &step)
+        .try_lock(&other, &step)
         .await
         .unwrap()
         .expect("the saga's live lock handed back");
-    assert_eq!(handed_back.lock_id(), taken.lock_id());
-    client.release(&handed_back).await.unwrap();
+    assert!(
+        handed_back.is_held(),
+        "the guard of a lock handed back is held"
+    );
+    assert_eq!(handed_back.lock().unwrap().lock_id(), taken.lock_id());
+    handed_back.release().await.unwrap();
 
     refused_for_intruder(&lock).await;
     let mut late = proxy.delay_next_request("UpdateItem");

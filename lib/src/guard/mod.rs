@@ -85,7 +85,7 @@ impl LockGuard {
         lease: Duration,
         heartbeat: Duration,
     ) -> Self {
-        let lock_id = lock.lock_id();
+        let handle = lock.handle().clone();
         let expired_lock = lock.clone();
         let (sender, receiver) = watch::channel(State::Held(lock));
         let state = Arc::new(sender);
@@ -136,7 +136,7 @@ impl LockGuard {
                 }
             }
         });
-        if !client.table().holds.guarded(lock_id, stop) {
+        if !client.table().holds.guarded(&handle, stop) {
             task.abort();
             lose(&state, LockLost::Released);
         }

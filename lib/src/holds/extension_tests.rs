@@ -21,7 +21,7 @@ fn an_expiry_found_after_an_applied_extension_with_a_later_end_is_out_of_date() 
     let lock = handle("a");
     held_for_a_while(&holds, &lock);
     let (stop, calls) = counting_stop();
-    assert!(holds.guarded(lock.lock_id(), stop));
+    assert!(holds.guarded(&lock, stop));
     assert!(holds.extended(&lock, applied(Instant::now())));
     let expired = LockLost::Expired {
         expired_at: acquired_at() + chrono::TimeDelta::seconds(10),

@@ -259,13 +259,20 @@ impl Holds {
             .is_some_and(|hold| hold.taken_here)
     }
 
-    /// A guard holds the lock `lock_id`; `stop` stops it. False if the client no longer
-    /// remembers the lock, or has started to release it: a release through the client (such as
-    /// `release_all`) took it between the acquisition and the guard's start, and the guard must
-    /// not start as held.
-    pub(crate) fn guarded(&self, lock_id: LockId, stop: StopGuard) -> bool {
+    /// A guard holds the lock of `handle`; `stop` stops it. False if the client no longer
+    /// remembers the lock, or has started to release it (by that handle, or any holder's), or
+    /// found it lost: a release through the client (such as `release_all`) took it between the
+    /// acquisition and the guard's start, and the guard must not start as held. (A release by
+    /// another handle, refused, counts for nothing: a hand-back given since started its guard lost,
+    /// and its release deleted a lock another process held; found by review.)
+    pub(crate) fn guarded(&self, handle: &LockHandle, stop: StopGuard) -> bool {
         let mut inner = self.inner();
-        if inner.ended.contains(lock_id) {
+        let lock_id = handle.lock_id();
+        if inner
+            .ended
+            .get(lock_id)
+            .is_some_and(|ending| ending.ends(handle))
+        {
             return false;
         }
         match inner.held.get_mut(&lock_id) {

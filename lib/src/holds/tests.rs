@@ -48,11 +48,11 @@ fn every_guard_of_a_lock_is_stopped_and_only_those() {
     let (first, first_calls) = counting_stop();
     let (second, second_calls) = counting_stop();
     let (other, other_calls) = counting_stop();
-    assert!(holds.guarded(a.lock_id(), first));
+    assert!(holds.guarded(&a, first));
     // Handed back to an idempotent acquisition: a second guard of the same lock.
     holds.acquired(&a, acquired_at(), until);
-    assert!(holds.guarded(a.lock_id(), second));
-    assert!(holds.guarded(b.lock_id(), other));
+    assert!(holds.guarded(&a, second));
+    assert!(holds.guarded(&b, other));
 
     holds.found_lost(a.lock_id(), &LockLost::NotFound);
     assert_eq!(*first_calls.lock().unwrap(), [LockLost::NotFound]);
@@ -81,7 +81,7 @@ fn a_release_by_owner_stops_the_guards_it_can_release_and_spares_the_rest() {
     ] {
         holds.acquired(lock, at, until);
         let (stop, seen) = counting_stop();
-        assert!(holds.guarded(lock.lock_id(), stop));
+        assert!(holds.guarded(lock, stop));
         calls.push(seen);
     }
     let stopped = || {
@@ -116,7 +116,7 @@ fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
     let lock = handle("a");
     held_for_a_while(&holds, &lock);
     let (stop, calls) = counting_stop();
-    assert!(holds.guarded(lock.lock_id(), stop));
+    assert!(holds.guarded(&lock, stop));
     assert!(!holds.release_started(lock.lock_id()));
     drop(holds.release_starts(&lock));
     assert!(holds.release_started(lock.lock_id()));
@@ -124,7 +124,7 @@ fn a_lock_whose_release_started_stays_ended_after_it_is_freed() {
     // Taken again meanwhile (an answer read late): still ended, no guard joins it.
     holds.acquired(&lock, acquired_at(), Instant::now());
     assert!(holds.release_started(lock.lock_id()));
-    assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    assert!(!holds.guarded(&lock, Arc::new(|_| {})));
     holds.freed(lock.lock_id());
     assert!(
         holds.release_started(lock.lock_id()),
@@ -289,7 +289,7 @@ fn pruning_forgets_only_holds_whose_lease_ran_out_without_a_guard() {
     let ran_out = Instant::now();
     let guarded = handle("guarded");
     holds.acquired(&guarded, acquired_at(), ran_out);
-    assert!(holds.guarded(guarded.lock_id(), Arc::new(|_| {})));
+    assert!(holds.guarded(&guarded, Arc::new(|_| {})));
     for i in 0..FIRST_PRUNE_AT - 1 {
         holds.acquired(&handle(&format!("ran-out/{i}")), acquired_at(), ran_out);
     }
@@ -334,7 +334,7 @@ fn a_lock_taken_back_keeps_its_guard() {
     let holds = Holds::default();
     let lock = handle("a");
     holds.acquired(&lock, acquired_at(), Instant::now());
-    assert!(holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    assert!(holds.guarded(&lock, Arc::new(|_| {})));
     held_for_a_while(&holds, &lock);
     let taken = holds.take_all();
     assert_eq!(taken[0].stop_guards.len(), 1);
@@ -382,7 +382,7 @@ fn a_guard_cannot_join_a_hold_taken_by_release_all() {
     let lock = handle("a");
     held_for_a_while(&holds, &lock);
     assert_eq!(holds.take_all().len(), 1);
-    assert!(!holds.guarded(lock.lock_id(), Arc::new(|_| {})));
+    assert!(!holds.guarded(&lock, Arc::new(|_| {})));
     assert!(holds.handles().is_empty());
 }
 
