@@ -77,6 +77,9 @@ const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
 /// retry, a duplicate, a request delayed past a later one) must not shorten the claim another
 /// worker would then take while this one still holds it.
 const RENEW_CONDITION: &str = "#claim_token = :token AND #task_status = :in_progress AND #claimable_at >= :now AND #claimable_at < :lease_end";
+/// How many times a renewal is sent at most, when a renewal sent earlier keeps making its
+/// refusal out of date.
+const RENEW_TRIES: usize = 3;
 
 /// A task's status. `InProgress` is set by a claim only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -408,8 +411,26 @@ impl TaskQueue {
         } else {
             "SET #task_status = :status, #completed_claim = :done REMOVE #claimable_at, #claimed_by, #claim_token"
         };
-        self.own_write(task, update, OWN_CLAIM, Some(status), None)
+        // Sent from a task of the client (`flush` waits for it), as a lock's release is: awaited
+        // in place, a completion dropped before its request left (a timeout, a `select!`) sent
+        // nothing, and the task stayed claimed by nobody until its lease ended (found by review).
+        let resource = self.resource(&task.id)?;
+        let (queue, spawned_task) = (self.clone(), task.clone());
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let spawned = self.table().release_in_background(async move {
+            let written = queue
+                .own_write(&spawned_task, update, OWN_CLAIM, Some(status), None)
+                .await;
+            let _ = answer.send(written);
+        });
+        if !spawned {
+            return self
+                .own_write(task, update, OWN_CLAIM, Some(status), None)
+                .await;
+        }
+        answered
             .await
+            .unwrap_or_else(|_| Err(Error::ReleaseAbandoned { resource }))
     }
 
     /// Extends `task`'s claim by `lease` from now, while its lease stands; false if it was lost.
@@ -437,7 +458,9 @@ impl TaskQueue {
         .await
     }
 
-    /// A write conditional on `task`'s claim; whether it applied.
+    /// A write conditional on `task`'s claim; whether it applied. A renewal (`lease_end`) whose
+    /// refusal a renewal sent earlier made out of date (see [`unsettled::give_back_lapsed`]) is
+    /// sent again, [`RENEW_TRIES`] times in all at most.
     async fn own_write(
         &self,
         task: &ClaimedTask,
@@ -446,6 +469,29 @@ impl TaskQueue {
         status: Option<TaskStatus>,
         lease_end: Option<DateTime<Utc>>,
     ) -> Result<bool, Error> {
+        for _ in 1..RENEW_TRIES {
+            if let Some(written) = self
+                .own_write_once(task, update, condition, status, lease_end)
+                .await?
+            {
+                return Ok(written);
+            }
+        }
+        Ok(self
+            .own_write_once(task, update, condition, status, lease_end)
+            .await?
+            .unwrap_or(false))
+    }
+
+    /// [`own_write`](Self::own_write), sent once; `None` if it is to be sent again.
+    async fn own_write_once(
+        &self,
+        task: &ClaimedTask,
+        update: &str,
+        condition: &str,
+        status: Option<TaskStatus>,
+        lease_end: Option<DateTime<Utc>>,
+    ) -> Result<Option<bool>, Error> {
         let now = s(timestamp::format(self.table().now()));
         let mut request = self
             .update_item(&task.id, update, condition)?
@@ -467,7 +513,7 @@ impl TaskQueue {
                 request.expression_attribute_values(":lease_end", s(timestamp::format(lease_end)));
         }
         let answer = answer("UpdateItem", request.send().await, update_refused)?;
-        Ok(match answer {
+        Ok(Some(match answer {
             Answer::Applied(_) => true,
             // A completion applied by an attempt whose answer was lost (or this same completion
             // sent again): the recorded completion marks it ours, whatever happened since.
@@ -500,12 +546,14 @@ impl TaskQueue {
                         token: task.token.clone(),
                         now: self.table().now(),
                     };
-                    unsettled::give_back_lapsed(self, claim, seen_end.clone()).await;
+                    if unsettled::give_back_lapsed(self, claim, seen_end.clone()).await {
+                        return Ok(None);
+                    }
                 }
                 completed || renewed
             }
             Answer::Refused(None) => false,
-        })
+        }))
     }
 }
 

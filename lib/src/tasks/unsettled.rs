@@ -120,22 +120,42 @@ async fn give_back(queue: &TaskQueue, claim: &Claim) {
 /// landed since (sent earlier by another task of the worker, and answered `true`) keeps the
 /// claim; given back under it, another worker claimed the task while this one held it. From a
 /// task of the client (`flush` waits for it): a renewal dropped after its answer still gives the
-/// claim back. Logged, not returned.
-pub(super) async fn give_back_lapsed(queue: &TaskQueue, claim: Claim, seen_end: String) {
+/// claim back.
+///
+/// True if the give-back was refused by a later lease end of the same claim: a renewal sent
+/// earlier landed between the refusal that found the lease over and the give-back, and the claim
+/// stands (answered lost, the task stayed claimed by nobody who knew for that renewal's lease;
+/// found by review). The renewal that found the lease over is then out of date, and is sent
+/// again.
+pub(super) async fn give_back_lapsed(queue: &TaskQueue, claim: Claim, seen_end: String) -> bool {
     let (spawned_queue, (done, given_back)) = (queue.clone(), tokio::sync::oneshot::channel());
     let spawned = queue.table().release_in_background(async move {
         let sent = send_give_back(&spawned_queue, &claim, Some(&seen_end)).await;
-        match sent {
-            Ok(_) => debug!(task = claim.id, "gave back a claim whose lease was over"),
-            Err(err) => {
-                warn!(task = claim.id, %err, "could not give back a claim whose lease was over; a renewal sent earlier may still hold it")
+        let moved = match sent {
+            Ok(Answer::Applied(_)) => {
+                debug!(task = claim.id, "gave back a claim whose lease was over");
+                false
             }
-        }
-        let _ = done.send(());
+            Ok(Answer::Refused(item)) => item.is_some_and(|item| {
+                super::token_of(&item) == Some(claim.token.as_str())
+                    && item
+                        .get(super::TASK_STATUS)
+                        .and_then(|v| v.as_s().ok())
+                        .map(String::as_str)
+                        == Some(super::TaskStatus::InProgress.as_str())
+                    && item
+                        .get(super::CLAIMABLE_AT)
+                        .and_then(|v| v.as_s().ok())
+                        .is_some_and(|stored| *stored > seen_end)
+            }),
+            Err(err) => {
+                warn!(task = claim.id, %err, "could not give back a claim whose lease was over; a renewal sent earlier may still hold it");
+                false
+            }
+        };
+        let _ = done.send(moved);
     });
-    if spawned {
-        let _ = given_back.await;
-    }
+    spawned && given_back.await.unwrap_or(false)
 }
 
 /// One give-back of `claim` (only at the lease end `seen_end`, if given), tried again when

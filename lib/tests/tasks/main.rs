@@ -3,6 +3,8 @@
 //! claim cannot complete, candidates come from a Query of the index (never a Scan), and bad
 //! input names the field.
 
+mod late_requests;
+
 use ddb_lock::{ClaimedTask, Error, InvalidInput, LockClient, TaskQueue, TaskStatus};
 use ddb_lock_test_kit::clocks::AdjustableClock;
 use ddb_lock_test_kit::proxy::Proxy;
@@ -453,101 +455,4 @@ async fn each_task_of_a_long_claim_gets_its_lease_from_its_own_claim() {
         ["a"],
         "only the task whose lease ran out is claimed again"
     );
-}
-
-/// A copy of a claim delivered after the claim was completed, its completer's clock stepped back
-/// (so the task's `ClaimableAt` is no later than the copy's `:now`): the copy took the task again,
-/// claimed by a worker that had finished with it, for a whole lease.
-#[tokio::test]
-async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
-    let (name, proxy, clock, queue) = queue_through_a_proxy("q-claim-copy").await;
-    queue.set_status("job", TaskStatus::Pending).await.unwrap();
-    clock.advance(Duration::from_secs(1));
-    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimed_by = :owner");
-    let task = claim_until(&queue, 1).await.pop().expect("claimed");
-    clock.set_back(Duration::from_secs(2));
-    assert!(queue.complete(&task, TaskStatus::Failed).await.unwrap());
-
-    assert!(copy.deliver().await, "the copy reached the endpoint");
-    let item = ddb_lock_test_kit::raw_item(&format!("task:{name}/job")).await;
-    let status = item
-        .as_ref()
-        .and_then(|item| item.get("TaskStatus"))
-        .and_then(|status| status.as_s().ok())
-        .cloned();
-    assert_eq!(status.as_deref(), Some("failed"), "{item:?}");
-}
-
-/// An administrative status write whose answer was lost, sent again by the SDK after a worker
-/// claimed the task, took the task from that worker: the next claim ran it a second time.
-#[tokio::test]
-async fn a_late_copy_of_a_status_write_leaves_a_claim_made_since() {
-    let (_, proxy, clock, queue) = queue_through_a_proxy("q-status-copy").await;
-    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#task_status = :status");
-    queue.set_status("job", TaskStatus::Pending).await.unwrap();
-    clock.advance(Duration::from_secs(1));
-    let task = claim_until(&queue, 1).await.pop().expect("claimed");
-
-    assert!(copy.deliver().await, "the copy reached the endpoint");
-    clock.advance(Duration::from_secs(1));
-    assert!(
-        queue
-            .claim(1, Duration::from_secs(60))
-            .await
-            .unwrap()
-            .is_empty(),
-        "claimed once"
-    );
-    assert!(
-        queue.complete(&task, TaskStatus::Done).await.unwrap(),
-        "the worker's claim stands"
-    );
-}
-
-/// A queue named after `name` whose client goes through a proxy, on a clock the test moves.
-async fn queue_through_a_proxy(name: &str) -> (String, Proxy, Arc<AdjustableClock>, TaskQueue) {
-    lock_client().await;
-    let name = unique(name);
-    let proxy = Proxy::start(&endpoint()).await;
-    let clock = AdjustableClock::new();
-    let queue = queue_of(
-        builder(dynamodb_at(&proxy.endpoint()))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-        &name,
-    );
-    (name, proxy, clock, queue)
-}
-
-/// A renewal held in the network (its caller gave up on it), then one that finds the claim's
-/// lease over (answered `false`: lost): the first, sent while the lease stood, landed after and
-/// held the task for its whole lease, claimed by a worker told it had lost it; no other worker
-/// could claim it. A renewal that finds its claim's lease over gives the claim back.
-#[tokio::test]
-async fn a_late_renewal_after_one_found_the_claim_over_holds_nothing() {
-    let (name, proxy, clock, queue) = queue_through_a_proxy("q-renew-late").await;
-    queue.set_status("job", TaskStatus::Pending).await.unwrap();
-    let task = claim_until(&queue, 1).await.pop().expect("claimed");
-    let mut late = proxy.delay_next_request_containing("UpdateItem", "#claimable_at >= :now");
-    tokio::select! {
-        answer = queue.renew(&task, Duration::from_secs(3600)) => panic!("answered while held: {answer:?}"),
-        () = late.captured() => {}
-    }
-    clock.advance(LEASE + Duration::from_secs(1));
-    assert!(
-        !queue.renew(&task, LEASE).await.unwrap(),
-        "the claim is over"
-    );
-    assert!(
-        late.deliver().await,
-        "the late renewal reached the endpoint"
-    );
-    let other = queue_of(
-        builder(dynamodb()).clock(clock.clone()).build().unwrap(),
-        &name,
-    );
-    let again = claim_until(&other, 1).await;
-    assert_eq!(again.len(), 1, "a claim answered lost holds the task");
-    assert!(!queue.complete(&task, TaskStatus::Done).await.unwrap());
 }
