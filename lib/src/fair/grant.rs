@@ -231,6 +231,16 @@ fn granted_in(table: &LockTable, resource: &str, to: LockId, item: &Item) -> Res
     })
 }
 
+/// The version a grant to the waiter `lock_id` writes: known to the waiter without a read, so
+/// that a waiter gone before it saw its grant releases only the item as the grant left it. A
+/// hand-back to an idempotent acquisition of its owner since (in whichever process) writes a new
+/// version and is spared: released by id and owner, it was deleted under that acquisition, or
+/// handed over to the next in line beside it (found by review). (Unique as the waiter's lock id
+/// is, one per turn in a line.)
+pub(crate) fn version_granted_to(lock_id: LockId) -> String {
+    format!("granted-{lock_id}")
+}
+
 /// The update of a grant to the waiter at `place` of `line`, at `now` until `expires_at`. A
 /// fenced waiter's grant sets `#fencing_token` to `:fencing_token`, whose value each try adds;
 /// any other removes the last holder's token.
@@ -249,7 +259,7 @@ fn grant_write(
         (":to_owner".to_owned(), s(&to.waiter.owner)),
         (":now".to_owned(), s(timestamp::format(now))),
         (":expires".to_owned(), s(timestamp::format(expires_at))),
-        (":version".to_owned(), s(uuid::Uuid::new_v4().to_string())),
+        (":version".to_owned(), s(version_granted_to(to.lock_id))),
         (":lease_ms".to_owned(), item::millis(to.waiter.lease)),
         (
             ":removed".to_owned(),

@@ -382,7 +382,10 @@ async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<boo
     let resource = handle.resource();
     match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
         Left::Granted(_) => {
-            let release = Release::of(handle);
+            // Only as the grant left it: a hand-back to an idempotent acquisition of the owner
+            // since, in another process, is that one's.
+            let version = grant::version_granted_to(handle.lock_id());
+            let release = Release::of(handle).only_of_version(Some(&version));
             let outcome = release::send_retrying(table, &release, DataChange::Keep, None).await?;
             debug!(
                 resource,

@@ -373,6 +373,44 @@ async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
     );
 }
 
+/// As above, the owner's idempotent acquisition made in another process (its own client): the
+/// dropped waiter's leave, which knew nothing of it, released the lock by its id and owner, and
+/// deleted it under the process it had been handed back to. It releases only the item as the
+/// grant left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiter_leaves_its_grant_to_another_process_it_was_handed_back_to() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let (waiting, look) = granted_before_its_look(&proxy, &holder, &client, &resource).await;
+    let elsewhere = lock_client().await;
+    let handed_back = elsewhere
+        .try_acquire(
+            &resource,
+            &ddb_lock::AcquireOptions::new()
+                .owner("alice")
+                .idempotent(true),
+        )
+        .await
+        .unwrap()
+        .expect("the owner's lock, handed back");
+
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    drop(look);
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("still held");
+    assert_eq!(
+        string_attr(&item, "LockID"),
+        handed_back.lock_id().to_string()
+    );
+    assert_eq!(
+        elsewhere.release(&handed_back).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
+
 /// As above, the hand-back failing (DynamoDB failed its extension): the grant is nobody's, and
 /// the dropped waiter releases it. Its leave took the hand-back's extension, remembered at its
 /// send, for a hold of the client, and left the lock granted to nobody for a lease.
