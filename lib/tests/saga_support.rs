@@ -456,6 +456,20 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
 /// until it timed out.
 #[tokio::test]
 async fn a_release_refused_for_another_owner_leaves_the_lock_tracked_and_handed_back() {
+    refused_for_another_owner_leaves_the_lock_tracked_and_handed_back(false).await;
+}
+
+/// The same with an extension with the wrong owner (refused): taken for a loss, it marked the lock
+/// lost in the client, with the same harm (found by review).
+#[tokio::test]
+async fn an_extension_refused_for_another_owner_leaves_the_lock_tracked_and_handed_back() {
+    refused_for_another_owner_leaves_the_lock_tracked_and_handed_back(true).await;
+}
+
+/// The saga's lock through a client that does not hold it, after a request of an intruder with
+/// its lock id (an extension if `by_extension`, else a release), refused: handed back to the
+/// saga's idempotent acquire, and tracked as extended there.
+async fn refused_for_another_owner_leaves_the_lock_tracked_and_handed_back(by_extension: bool) {
     let elsewhere = lock_client().await;
     let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
     let clock = ddb_lock_test_kit::AdjustableClock::new();
@@ -471,8 +485,16 @@ async fn a_release_refused_for_another_owner_leaves_the_lock_tracked_and_handed_
         let intruder = ddb_lock::LockHandle::new(lock.resource(), "intruder", lock.lock_id());
         let client = client.clone();
         async move {
-            let refused = client.release(&intruder).await.unwrap();
-            assert!(matches!(refused, ddb_lock::ReleaseOutcome::NotOwner { .. }));
+            if by_extension {
+                let refused = client
+                    .extend(&intruder, Duration::from_secs(60))
+                    .await
+                    .unwrap();
+                assert!(matches!(refused, ddb_lock::ExtendOutcome::NotOwner { .. }));
+            } else {
+                let refused = client.release(&intruder).await.unwrap();
+                assert!(matches!(refused, ddb_lock::ReleaseOutcome::NotOwner { .. }));
+            }
         }
     };
     // Handed back through the client, whatever the intruder's release marked.

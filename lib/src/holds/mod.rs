@@ -456,6 +456,19 @@ impl Holds {
             .is_some_and(|hold| hold.is_another_handle(handle))
     }
 
+    /// An extension with `handle` found the lock under another owner: a hold this client
+    /// remembers only from such extensions (recorded under that handle at their send, neither
+    /// taken here nor guarded) is forgotten; any other is left as it is.
+    pub(crate) fn forget_extended_as(&self, handle: &LockHandle) {
+        let mut inner = self.inner();
+        let lock_id = handle.lock_id();
+        if inner.held.get(&lock_id).is_some_and(|hold| {
+            hold.handle == *handle && !hold.taken_here && hold.stop_guards.is_empty()
+        }) {
+            inner.held.remove(&lock_id);
+        }
+    }
+
     /// The client no longer holds the lock `lock_id`.
     pub(crate) fn freed(&self, lock_id: LockId) {
         self.inner().held.remove(&lock_id);

@@ -10,7 +10,7 @@
 //! [`Holds::expiry_found`](crate::holds::Holds::expiry_found)): an applied extension read after
 //! the lock was marked for release answers `NotFound`.
 
-use super::Extension;
+use super::{Extension, NotExtended};
 use crate::holds::{Applied, ExpiryFound, LeaseToSend};
 use crate::lock::Lock;
 use crate::lock_table::LockTable;
@@ -52,7 +52,7 @@ pub(super) fn settle(
     table: &LockTable,
     extension: &Extension<'_>,
     leases: &LeaseToSend,
-    written: Result<Record, ExtendOutcome>,
+    written: Result<Record, NotExtended>,
     sent: Instant,
 ) -> Option<Answered> {
     let handle = extension.handle;
@@ -64,10 +64,21 @@ pub(super) fn settle(
             // counted on while the release took the lock away.
             None => (ExtendOutcome::NotFound, true),
         },
+        // A handle of another owner than the item's finds nothing of its own: whatever this
+        // client knows of the lock stays, but for what this extension's send recorded under it.
+        Err(NotExtended::AnotherHandle(outcome)) => {
+            table.holds.forget_extended_as(handle);
+            warn!(
+                resource = handle.resource(),
+                ?outcome,
+                "lock not extended: the handle's owner is not the one it was taken with"
+            );
+            (outcome, false)
+        }
         // A handle of another mode or owner than this client's hold finds nothing of its own:
         // the hold is left as it is (it was stopped and forgotten, its guard saying lost while
         // it stood).
-        Err(outcome) if table.holds.held_by_another_handle(handle) => {
+        Err(NotExtended::Lost(outcome)) if table.holds.held_by_another_handle(handle) => {
             warn!(
                 resource = handle.resource(),
                 ?outcome,
@@ -75,7 +86,7 @@ pub(super) fn settle(
             );
             (outcome, false)
         }
-        Err(outcome) => {
+        Err(NotExtended::Lost(outcome)) => {
             let mut to_release = false;
             if let Err(lost) = outcome.lock_or_lost() {
                 match outcome {

@@ -115,6 +115,18 @@ pub(crate) enum Refusal {
     LaterLeaseStored(Record),
     /// The lock is lost, and how.
     Lost(ExtendOutcome),
+    /// The item holds the lock under another owner: the handle is not the one the lock was taken
+    /// with (a wrong owner), and says nothing of the lock's hold; its caller is answered so.
+    AnotherHandle(ExtendOutcome),
+}
+
+/// Why an extension was not applied, as [`write`] settles it.
+#[derive(Debug)]
+pub(crate) enum NotExtended {
+    /// The lock is lost, and how.
+    Lost(ExtendOutcome),
+    /// The handle is not the one the lock was taken with ([`Refusal::AnotherHandle`]).
+    AnotherHandle(ExtendOutcome),
 }
 
 /// The UpdateItem of extend: a new lease, a new version, perhaps a new payload.
@@ -182,11 +194,11 @@ async fn extend_writing(
 }
 
 /// Writes the extension until its outcome is settled: `Ok` with the stored item, or `Err` with
-/// how the lock was lost.
+/// why it was not applied.
 async fn write(
     table: &LockTable,
     extension: &Extension<'_>,
-) -> Result<Result<Record, ExtendOutcome>, Error> {
+) -> Result<Result<Record, NotExtended>, Error> {
     let mut expires_at = after(extension.now, extension.lease, "lease")?;
     let mut rewrite = None;
     let mut tries = 0;
@@ -254,7 +266,8 @@ async fn write(
                     stored_version: record.version,
                 });
             }
-            Refusal::Lost(outcome) => return Ok(Err(outcome)),
+            Refusal::Lost(outcome) => return Ok(Err(NotExtended::Lost(outcome))),
+            Refusal::AnotherHandle(outcome) => return Ok(Err(NotExtended::AnotherHandle(outcome))),
         }
     }
 }
@@ -362,6 +375,15 @@ pub(crate) fn read_refused(
         {
             Refusal::LaterLeaseStored(record)
         }
+        // The lock id with another owner: the handle's owner is wrong (lock ids are unique). Taken
+        // for a loss, it marked the lock lost in the client (a warm Lambda instance, say), and
+        // the real owner's idempotent acquisition there was refused its hand-back, its first
+        // extension there left untracked (found by review).
+        Some(record)
+            if record.lock_id == handle.lock_id() && record.holder.owner != handle.owner() =>
+        {
+            Refusal::AnotherHandle(lost_outcome(handle, Some(record), now))
+        }
         record => Refusal::Lost(lost_outcome(handle, record, now)),
     }
 }
@@ -457,7 +479,6 @@ mod tests {
         for other in [
             record(LockId::generate(), "me", "v9", 5),
             record(LockId::generate(), "them", "v9", 5),
-            record(h.lock_id(), "them", "v9", 5),
         ] {
             let refusal = read_refused(&h, "v2", wanted(), Some(other.clone()), now());
             assert_eq!(
@@ -467,6 +488,15 @@ mod tests {
                 })
             );
         }
+        // The same acquisition under another owner: the handle's owner is wrong.
+        let theirs = record(h.lock_id(), "them", "v9", 5);
+        let refusal = read_refused(&h, "v2", wanted(), Some(theirs.clone()), now());
+        assert_eq!(
+            refusal,
+            Refusal::AnotherHandle(ExtendOutcome::NotOwner {
+                holder: theirs.holder
+            })
+        );
     }
 
     #[test]
