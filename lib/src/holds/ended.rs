@@ -14,13 +14,12 @@
 //! acquisition through that client, nor tracked as extended there, and a late extension of it
 //! held it again after another had found it expired; found by review).
 
-use super::ENDED_KEPT;
+use super::latest::Latest;
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
-use std::collections::{HashMap, VecDeque};
 
 /// Acquisitions whose release started through this client, or that it found lost, the latest
-/// [`ENDED_KEPT`], each with how it ended.
+/// [`ENDED_KEPT`](super::ENDED_KEPT), each with how it ended.
 pub(super) type Ended = Latest<Ending>;
 
 /// How an acquisition ended.
@@ -89,7 +88,7 @@ impl Ended {
     /// only a release takes the lock away whatever an extension wrote; releases by several
     /// handles each count, and one by any holder counts for all).
     pub(super) fn insert(&mut self, lock_id: LockId, ending: Ending) {
-        match (self.ids.get_mut(&lock_id), ending) {
+        match (self.get_mut(lock_id), ending) {
             (Some(_), Ending::Lost) => {}
             (Some(marked @ Ending::Lost), released) => *marked = released,
             (
@@ -107,67 +106,6 @@ impl Ended {
             (Some(marked), Ending::Released { by: None }) => *marked = Ending::released_by_any(),
             (Some(Ending::Released { by: None }), _) => {}
             (None, ending) => self.insert_new(lock_id, ending),
-        }
-    }
-}
-
-/// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted (the oldest forgotten first).
-pub(super) struct Latest<V> {
-    pub(super) order: VecDeque<LockId>,
-    ids: HashMap<LockId, V>,
-}
-
-impl<V> Default for Latest<V> {
-    fn default() -> Self {
-        Latest {
-            order: VecDeque::new(),
-            ids: HashMap::new(),
-        }
-    }
-}
-
-impl<V> Latest<V> {
-    /// Inserts `lock_id` with `value`, unless it is there.
-    pub(super) fn insert_new(&mut self, lock_id: LockId, value: V) {
-        if self.ids.contains_key(&lock_id) {
-            return;
-        }
-        self.ids.insert(lock_id, value);
-        self.order.push_back(lock_id);
-        if self.order.len() > ENDED_KEPT {
-            if let Some(oldest) = self.order.pop_front() {
-                self.ids.remove(&oldest);
-            }
-        }
-    }
-
-    /// The value of `lock_id`, if it is there.
-    pub(super) fn get(&self, lock_id: LockId) -> Option<&V> {
-        self.ids.get(&lock_id)
-    }
-
-    pub(super) fn contains(&self, lock_id: LockId) -> bool {
-        self.ids.contains_key(&lock_id)
-    }
-
-    /// Whether `lock_id` was there (it is not any more).
-    pub(super) fn take(&mut self, lock_id: LockId) -> bool {
-        self.ids.remove(&lock_id).is_some()
-    }
-}
-
-impl<V: Ord + Copy> Latest<V> {
-    /// Sets the value of `lock_id` to `value` if it is larger, or inserts it; either way it is
-    /// now the latest (kept in place, a lock extended all along was forgotten first, once as
-    /// many others had been inserted after its first value; found by review).
-    pub(super) fn raise(&mut self, lock_id: LockId, value: V) {
-        match self.ids.get_mut(&lock_id) {
-            Some(marked) => {
-                *marked = (*marked).max(value);
-                self.order.retain(|id| *id != lock_id);
-                self.order.push_back(lock_id);
-            }
-            None => self.insert_new(lock_id, value),
         }
     }
 }

@@ -27,7 +27,8 @@ use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
-use ended::{Ended, Ending, Latest};
+use ended::{Ended, Ending};
+use latest::Latest;
 use sent::Sent;
 pub(crate) use sent::{Applied, ExpiryFound, LeaseToSend};
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ pub(crate) use underway::ReleaseUnderway;
 use underway::Underway;
 
 mod ended;
+mod latest;
 mod sent;
 mod underway;
 

@@ -226,7 +226,7 @@ fn the_latest_ended_acquisitions_are_kept() {
     assert!(rest
         .iter()
         .all(|lock| holds.release_started(lock.lock_id())));
-    assert_eq!(holds.inner().ended.order.len(), ENDED_KEPT);
+    assert_eq!(holds.inner().ended.len(), ENDED_KEPT);
 }
 
 #[test]
