@@ -5,7 +5,9 @@
 
 use ddb_lock::{AcquireOptions, LockClient, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::{client_through, endpoint, lock_client, unique, AdjustableClock};
+use ddb_lock_test_kit::{
+    client_through, endpoint, guard_options, lock_client, unique, AdjustableClock,
+};
 use std::time::Duration;
 
 /// How long a test waits for an answer that must come, so that a hang fails it.
@@ -86,6 +88,39 @@ async fn a_release_after_one_that_found_the_lock_taken_finds_it_taken_too() {
         .expect("the lapsed lock");
     let (first, second) = two_releases(&proxy, &alice, &lock, "DeleteItem", false).await;
     for outcome in [first, second] {
+        assert!(
+            matches!(&outcome, ReleaseOutcome::NotOwner { holder } if holder.owner == "bob"),
+            "{outcome:?}"
+        );
+    }
+    bob.release(&bobs).await.unwrap();
+}
+
+/// The same with twin guards (two guards of one idempotent acquisition), the second released
+/// once the first was answered: it is sent after a release that found bob's lock, which told its
+/// caller so, and says so too (read as a resend of it, it answered `Unconfirmed`; found by
+/// review).
+#[tokio::test]
+async fn a_twin_guards_release_after_one_that_found_the_lock_taken_finds_it_taken_too() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let alice = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("twin-releases-after-taken");
+    let opts = guard_options("alice", 10_000, 3_000).idempotent(true);
+    let guard = alice.lock(&resource, &opts).await.unwrap();
+    let twin = alice.lock(&resource, &opts).await.unwrap();
+    clock.advance(Duration::from_secs(11));
+    let bob = client_through(&proxy, Some(clock.clone()));
+    let bobs = bob
+        .try_acquire(&resource, &owner("bob"))
+        .await
+        .unwrap()
+        .expect("the lapsed lock");
+    for outcome in [
+        guard.release().await.unwrap(),
+        twin.release().await.unwrap(),
+    ] {
         assert!(
             matches!(&outcome, ReleaseOutcome::NotOwner { holder } if holder.owner == "bob"),
             "{outcome:?}"
@@ -197,4 +232,70 @@ async fn a_release_started_at_once_with_another_and_stuck_is_overtaken_as_a_rese
         ReleaseOutcome::Unconfirmed,
         "the release overtaken reads the lock gone as a resend does"
     );
+}
+
+/// A twin guard (two guards of one idempotent acquisition) released after its twin's release was
+/// answered: it found the lock gone and said `NotFound`, a loss, of a lock its own acquisition
+/// had released. It is a resend of that release; so is the release of a guard whose lock
+/// `release_all` released, while a release sent once of a lock gone still says `NotFound`.
+#[tokio::test]
+async fn a_guards_release_after_another_release_of_its_lock_was_answered_is_a_resend() {
+    let client = lock_client().await;
+    let resource = unique("twin-released-after");
+    let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    let twin = client.lock(&resource, &opts).await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        twin.release().await.unwrap(),
+        ReleaseOutcome::Unconfirmed,
+        "the twin's acquisition was released, not lost"
+    );
+
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    let released = client.release_all().await;
+    assert!(
+        matches!(&released[..], [(_, Ok(ReleaseOutcome::Released))]),
+        "{released:?}"
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Unconfirmed);
+
+    let lock = alices(&client, &resource).await;
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::NotFound,
+        "released once more, outside a guard, the lock is gone"
+    );
+}
+
+/// A release by owner (`release_owned`, a saga's clean-up) through the client whose guard holds
+/// the lock, the guard dropped while that release is on its way: the guard, stopped by it, sent
+/// a DeleteItem of its own, which could land first, and the release by owner answered `NotFound`
+/// for a lock its own client released. The guard leaves the lock to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_while_a_release_by_owner_is_on_its_way_leaves_the_lock_to_it() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("release-owned-guard");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let mut held = proxy.delay_next_request_containing("DeleteItem", "attribute_exists");
+    let by_owner = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        async move { client.release_owned(&resource, "alice").await }
+    });
+    held.captured().await;
+    assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
+    drop(guard);
+    assert!(held.deliver().await, "the release reached the endpoint");
+    assert_eq!(by_owner.await.unwrap().unwrap(), ReleaseOutcome::Released);
+    client.flush().await;
+    assert_eq!(proxy.counts("DeleteItem").requests, 1, "released once");
 }

@@ -220,6 +220,20 @@ impl LockClient {
         self.release_changing_data(lock.as_ref(), Some(data)).await
     }
 
+    /// Releases `handle` after another release of its acquisition through this client (a twin
+    /// guard's, `with_lock`'s, `release_all`'s), which stopped the guard that sends this one: a
+    /// resend of that release, which reads the lock gone as [`ReleaseOutcome::Unconfirmed`] (sent
+    /// once that release was answered, it said `NotFound`, a loss, of a lock its own acquisition
+    /// had released).
+    pub(crate) async fn release_after_another(
+        &self,
+        handle: &LockHandle,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.settings.table.check_handle(handle)?;
+        self.release_from_task(&Release::of(handle), None, true)
+            .await
+    }
+
     /// Releases `handle`, replacing the payload with `data` if given (`Some(None)` removes it).
     async fn release_changing_data(
         &self,
@@ -227,23 +241,30 @@ impl LockClient {
         data: Option<Option<Vec<u8>>>,
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_handle(handle)?;
-        self.release_from_task(&Release::of(handle), data).await
+        self.release_from_task(&Release::of(handle), data, false)
+            .await
     }
 
     /// Sends `release` from a task of the client, started at the call and marked as being
     /// released at once: dropping the returned future (a timeout, a `select!`) cancels nothing,
     /// and [`flush`](Self::flush) waits for it (awaited in place, a release dropped before its
     /// request left sent none, and the lock stayed held for its lease; found by review). With
-    /// no runtime to spawn on, released in place.
+    /// no runtime to spawn on, released in place. `after_another` if a release of the same
+    /// acquisition through this client stopped the guard that sends this one
+    /// ([`release_after_another`](Self::release_after_another)).
     async fn release_from_task(
         &self,
         release: &Release<'_>,
         data: Option<Option<Vec<u8>>>,
+        after_another: bool,
     ) -> Result<ReleaseOutcome, Error> {
         let table = &self.settings.table;
         // On its way from here to the task's answer: `release_all` leaves the lock to it.
-        let mut underway =
-            release::start(table, release, &DataChange::of_release(data.as_ref()))?.underway;
+        let release::Started {
+            mut underway,
+            ending,
+            ..
+        } = release::start(table, release, &DataChange::of_release(data.as_ref()))?;
         let (client, (resource, owner)) = (
             self.clone(),
             (release.resource.to_owned(), release.owner.to_owned()),
@@ -258,6 +279,14 @@ impl LockClient {
                 &DataChange::of_release(spawned_data.as_ref()),
             )
             .await;
+            // Stopped by a release of its acquisition that has ended: a resend of it, if that
+            // one may have released the lock (one refused told its caller the lock was lost or
+            // another's, and this one says so too).
+            let resent = resent
+                || (after_another
+                    && lock_id.is_some_and(|lock_id| {
+                        client.settings.table.holds.may_have_been_released(lock_id)
+                    }));
             let release = Release {
                 resource: &resource,
                 owner: &owner,
@@ -282,7 +311,7 @@ impl LockClient {
             let outcome = release::send_retrying(table, &release, change, underway.as_ref()).await;
             answered(underway.as_ref(), &outcome);
             drop(underway);
-            outcome
+            release::ending_answered(&ending, outcome)
         });
         let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
         detached_outcome(answered, release.resource, in_place).await
@@ -308,7 +337,7 @@ impl LockClient {
     ) -> Result<ReleaseOutcome, Error> {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
-        self.release_from_task(&Release::owned(resource, owner, None), None)
+        self.release_from_task(&Release::owned(resource, owner, None), None, false)
             .await
     }
 
@@ -344,7 +373,7 @@ impl LockClient {
         self.settings.table.check_resource(resource)?;
         limits::owner(owner)?;
         let release = Release::owned(resource, owner, Some(acquired_by));
-        self.release_from_task(&release, None).await
+        self.release_from_task(&release, None, false).await
     }
 }
 

@@ -288,12 +288,28 @@ impl LockGuard {
     /// sends it once more only if those failed too; a second DeleteItem of the same acquisition
     /// can delete nothing else. Called while another release of the lock is on its way (a twin
     /// guard's, `with_lock`'s, which stopped this guard), it is sent once that one is answered,
-    /// as a resend: [`ReleaseOutcome::Unconfirmed`] if it finds the lock gone.
+    /// as a resend: [`ReleaseOutcome::Unconfirmed`] if it finds the lock gone; so is one called
+    /// after such a release was answered.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
+        // Stopped by another release of its acquisition through the client (a twin guard's,
+        // `with_lock`'s, `release_all`'s): this one resends it (called once that one was
+        // answered, it found the lock gone and said `NotFound`, a loss, of a lock its own
+        // acquisition had released).
+        let after_another = matches!(
+            &*self.state.borrow(),
+            State::Lost {
+                lost: LockLost::Released,
+                ..
+            }
+        );
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
-        let outcome = self.client.release(&lock).await;
+        let outcome = if after_another {
+            self.client.release_after_another(lock.handle()).await
+        } else {
+            self.client.release(&lock).await
+        };
         // Only now: a release cancelled at its await is covered by Drop, and so is one that
         // failed (DynamoDB failed it, or it was refused before it was sent): the guard, consumed,
         // is the caller's only way to the lock, so Drop sends it again from the background

@@ -247,6 +247,16 @@ impl Holds {
         true
     }
 
+    /// Whether a release of the lock `lock_id` through this client has ended that may have
+    /// released it (answered released, failed, or dropped unanswered; of the last
+    /// [`ENDED_KEPT`]): a guard stopped by it (a twin guard's, `with_lock`'s, `release_all`'s)
+    /// sends its own release as a resend of it, which reads the lock gone as `Unconfirmed`, not
+    /// as a loss. Not for one that DynamoDB refused: the lock was gone or another's, and the
+    /// guard's release says so too.
+    pub(crate) fn may_have_been_released(&self, lock_id: LockId) -> bool {
+        self.inner().underway.ended.get(lock_id) == Some(&true)
+    }
+
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
         self.inner().underway.contains(lock_id)
@@ -362,13 +372,17 @@ impl Holds {
     /// any owner, any time: a force release, which removes every holder) starts: every lock of
     /// this client it can end is marked as being released, and its guards turn lost, as released,
     /// before the request is sent. A release by owner ends only the exclusive holder's lock.
+    /// Each such lock's release is on its way while its token returned is kept (a guard it
+    /// stopped, dropped or released meanwhile, sent a DeleteItem of its own that could land
+    /// first, and the release by owner answered `NotFound` for a lock its own client released;
+    /// found by review).
     pub(crate) fn releases_start_on(
         &self,
         resource: &str,
         owner: Option<&str>,
         acquired_by: Option<DateTime<Utc>>,
-    ) {
-        let stops: Vec<StopGuard> = {
+    ) -> Vec<ReleaseUnderway> {
+        let (underway, stops) = {
             let mut inner = self.inner();
             let ending: Vec<(LockId, Ending, Vec<StopGuard>)> = inner
                 .held
@@ -389,17 +403,24 @@ impl Holds {
                     (hold.handle.lock_id(), by, hold.stop_guards.clone())
                 })
                 .collect();
-            ending
-                .into_iter()
-                .flat_map(|(lock_id, by, stops)| {
-                    inner.ended.insert(lock_id, by);
-                    stops
-                })
-                .collect()
+            let mut underway = Vec::new();
+            let mut stops = Vec::new();
+            for (lock_id, by, stops_of_lock) in ending {
+                // On its way before the guards are stopped, as a release's (`release_starts`).
+                underway.push(ReleaseUnderway::start_in(
+                    &self.inner,
+                    &mut inner.underway,
+                    lock_id,
+                ));
+                inner.ended.insert(lock_id, by);
+                stops.extend(stops_of_lock);
+            }
+            (underway, stops)
         };
         for stop in stops {
             stop(LockLost::Released);
         }
+        underway
     }
 
     /// The lock of `handle` was extended (`applied`): false if this client has started to release

@@ -11,6 +11,7 @@
 //! guards of one idempotent acquisition) sent a second DeleteItem that landed first, with the
 //! same harm (found by review).
 
+use super::latest::Latest;
 use super::Inner;
 use crate::error::Error;
 use crate::lock::LockId;
@@ -29,11 +30,14 @@ const EARLIER_WAIT: Duration = Duration::from_secs(5);
 
 /// The releases of each lock on their way, in the order they started: each one's number, what
 /// tells whether it may have released the lock (its sender, dropped with it, says so until its
-/// answer says otherwise), and whether a later release was sent before it was answered.
+/// answer says otherwise), and whether a later release was sent before it was answered; and, of
+/// the latest [`ENDED_KEPT`](super::ENDED_KEPT) locks whose releases ended, whether one may have
+/// released it (see [`Holds::may_have_been_released`](super::Holds::may_have_been_released)).
 #[derive(Default)]
 pub(super) struct Underway {
     releases: HashMap<LockId, Vec<(u64, Earlier)>>,
     started: u64,
+    pub(super) ended: Latest<bool>,
 }
 
 /// A release on its way, as the releases that start after it see it.
@@ -70,7 +74,16 @@ impl ReleaseUnderway {
     /// A release of `lock_id` is on its way, in the holds `inner`.
     pub(super) fn start(inner: &Arc<Mutex<Inner>>, lock_id: LockId) -> Self {
         let mut locked = inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let underway = &mut locked.underway;
+        Self::start_in(inner, &mut locked.underway, lock_id)
+    }
+
+    /// [`start`](Self::start), with the holds `inner` locked, their releases on their way
+    /// `underway`.
+    pub(super) fn start_in(
+        inner: &Arc<Mutex<Inner>>,
+        underway: &mut Underway,
+        lock_id: LockId,
+    ) -> Self {
         underway.started += 1;
         let number = underway.started;
         let (may_have_released, ended) = watch::channel(true);
@@ -162,6 +175,8 @@ impl std::fmt::Debug for ReleaseUnderway {
 impl Drop for ReleaseUnderway {
     fn drop(&mut self) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let may_have_released = *self.may_have_released.borrow();
+        inner.underway.ended.raise(self.lock_id, may_have_released);
         let releases = &mut inner.underway.releases;
         if let Some(of_lock) = releases.get_mut(&self.lock_id) {
             of_lock.retain(|(number, _)| *number != self.number);

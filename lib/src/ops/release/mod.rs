@@ -151,6 +151,9 @@ pub(crate) struct Started {
     /// The release of one acquisition, on its way while this is kept: to be kept until its
     /// answer, by whichever task sends it.
     pub(crate) underway: Option<ReleaseUnderway>,
+    /// A release by owner's: the release of each lock of this client it may end, on its way
+    /// while kept, as `underway`.
+    pub(crate) ending: Vec<ReleaseUnderway>,
 }
 
 /// Starts `release` at the call, before its request: refuses a payload change for a mode that
@@ -182,23 +185,27 @@ pub(crate) fn start(
             .holds
             .held_by_another_handle(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
     });
-    let underway = match release.lock_id {
-        _ if mismatched => None,
-        Some(lock_id) => Some(
-            table
-                .holds
-                .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
+    let (underway, ending) = match release.lock_id {
+        _ if mismatched => (None, Vec::new()),
+        Some(lock_id) => (
+            Some(
+                table
+                    .holds
+                    .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
+            ),
+            Vec::new(),
         ),
-        None => {
+        None => (
+            None,
             table
                 .holds
-                .releases_start_on(resource, Some(owner), release.acquired_by);
-            None
-        }
+                .releases_start_on(resource, Some(owner), release.acquired_by),
+        ),
     };
     Ok(Started {
         mismatched,
         underway,
+        ending,
     })
 }
 
@@ -218,14 +225,40 @@ pub(crate) async fn send(
     let Started {
         mismatched,
         underway,
+        ending,
     } = match release.version {
         Some(_) => Started {
             mismatched: false,
             underway: None,
+            ending: Vec::new(),
         },
         None => start(table, release, &change)?,
     };
-    send_underway(table, release, change, mismatched, underway.as_ref()).await
+    let outcome = send_underway(table, release, change, mismatched, underway.as_ref()).await;
+    ending_answered(&ending, outcome)
+}
+
+/// A release by owner's `outcome`, read against the releases of this client's locks it may end
+/// (`ending`), each told the answer: a refusal that finds the lock gone, released or another's is
+/// a resend's if a release of one of them, started after it, was sent before it was answered
+/// (overtaken: that release may have done it), as [`send_underway`] reads a release of one
+/// acquisition.
+pub(crate) fn ending_answered(
+    ending: &[ReleaseUnderway],
+    outcome: Result<ReleaseOutcome, Error>,
+) -> Result<ReleaseOutcome, Error> {
+    let outcome = match outcome {
+        Ok(
+            ReleaseOutcome::NotFound
+            | ReleaseOutcome::NotOwner { .. }
+            | ReleaseOutcome::AlreadyReleased { .. },
+        ) if ending.iter().any(ReleaseUnderway::overtaken) => Ok(ReleaseOutcome::Unconfirmed),
+        outcome => outcome,
+    };
+    for ended in ending {
+        ended.answered(&outcome);
+    }
+    outcome
 }
 
 /// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
