@@ -37,11 +37,8 @@ python infra/sam/check_schema.py
 step "CDK app: npm ci && npm test"
 (cd infra/cdk && npm ci --no-audit --no-fund --loglevel=error && npm test)
 
-step "cargo lambda build --release --arm64"
+step "cargo lambda build --release --arm64 (the function, and the example examples/locked-handler)"
 rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
-cargo lambda build --release --arm64 --locked -p ddb-lock-lambda
-ls -l target/lambda/bootstrap/bootstrap
-
-step "cargo lambda build --release --arm64 (example: examples/locked-handler)"
-cargo lambda build --release --arm64 --locked -p ddb-lock-example-locked-handler
-ls -l target/lambda/locked-handler/bootstrap
+# One build of both: their link-time optimised final steps, each on one core, run side by side.
+cargo lambda build --release --arm64 --locked -p ddb-lock-lambda -p ddb-lock-example-locked-handler
+ls -l target/lambda/bootstrap/bootstrap target/lambda/locked-handler/bootstrap

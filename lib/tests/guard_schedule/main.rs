@@ -49,6 +49,8 @@ mod releases;
 use profile::{Profile, STEP_FORWARD};
 use releases::Pending;
 
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use ddb_lock::{
@@ -57,8 +59,8 @@ use ddb_lock::{
 };
 use ddb_lock_test_kit::proxy::{Faults, HeldRequest, Proxy};
 use ddb_lock_test_kit::{
-    builder, endpoint, lock_client, lost_now, quickly_retrying_dynamodb, raw_item, stored,
-    string_attr, unique, AdjustableClock,
+    builder, dynamodb_with, endpoint, lock_client, lost_now, raw_item, stored, string_attr, unique,
+    AdjustableClock,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -69,6 +71,11 @@ use tokio::time::timeout;
 
 /// Upper bound on any wait, so that a bug fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(20);
+/// How long the SDK waits for an attempt's answer before it sends the request again (as a client
+/// built with `ddb_lock::with_request_timeouts` does, sooner): a request held in the network is
+/// then sent again, and the held one arrives late. (With none, a call whose request was held
+/// waited for the SDK to give up, half a minute.)
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 const CLIENTS: usize = 3;
 const STEPS: usize = 40;
 const SEEDS: std::ops::Range<u64> = 0..40;
@@ -185,7 +192,19 @@ async fn run(seed: u64, items: Items, profile: Profile) {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         let proxy = Proxy::start(&endpoint()).await;
-        let dynamodb = quickly_retrying_dynamodb(&proxy.endpoint());
+        let dynamodb = dynamodb_with(&proxy.endpoint(), |config| {
+            config
+                .retry_config(
+                    RetryConfig::standard()
+                        .with_max_attempts(3)
+                        .with_initial_backoff(Duration::from_millis(10)),
+                )
+                .timeout_config(
+                    TimeoutConfig::builder()
+                        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                        .build(),
+                )
+        });
         let client = builder(dynamodb)
             .clock(clock.clone())
             .delete_on_release(matches!(items, Items::Deleted))
