@@ -118,12 +118,17 @@ impl World {
                 Ended::All(outcomes) => {
                     for (handle, outcome) in &outcomes {
                         self.told_over(handle.lock_id(), outcome);
+                        self.answered_release(handle.lock_id(), pending.client, outcome, None);
                     }
+                    self.check_guard_releases(context);
                     continue;
                 }
             };
             if let Some(acquisition) = pending.acquisition {
                 self.told_over(acquisition, &outcome);
+                let by_guard = pending.by_guard.then_some(what.as_str());
+                self.answered_release(acquisition, pending.client, &outcome, by_guard);
+                self.check_guard_releases(context);
             }
             let Some(first) = pending.first.filter(|f| f.ended_otherwise.is_none()) else {
                 continue;
@@ -153,6 +158,39 @@ impl World {
                     "{context}: {what} answered Released, and the item, still acquisition {id}'s, holds other data: {item:?}"
                 );
             }
+        }
+    }
+
+    /// A release of `acquisition` through `client` answered `outcome` (a guard's release, `what`,
+    /// if `by_guard`): remembered if it released it, or if a guard's found it gone or another's.
+    fn answered_release(
+        &mut self,
+        acquisition: LockId,
+        client: usize,
+        outcome: &Result<ReleaseOutcome, ddb_lock::Error>,
+        by_guard: Option<&str>,
+    ) {
+        match (outcome, by_guard) {
+            (Ok(ReleaseOutcome::Released), _) => {
+                self.released_through.insert((acquisition, client));
+            }
+            (Ok(ReleaseOutcome::NotFound | ReleaseOutcome::NotOwner { .. }), Some(what)) => self
+                .refused_guard_releases
+                .push((acquisition, client, format!("{what}: {outcome:?}"))),
+            _ => {}
+        }
+    }
+
+    /// No guard's release found the lock gone or another's where a release of its acquisition
+    /// through the same client answered `Released`, before or after it: that one released it (a
+    /// twin's, `release_all`'s), and the guard's, sent after it, is a resend of it (sent once its
+    /// twin's was answered, it said `NotFound`, a loss).
+    fn check_guard_releases(&self, context: &str) {
+        for (acquisition, client, what) in &self.refused_guard_releases {
+            assert!(
+                !self.released_through.contains(&(*acquisition, *client)),
+                "{context}: {what}, while a release of acquisition {acquisition} through client {client} answered Released"
+            );
         }
     }
 

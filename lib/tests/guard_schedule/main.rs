@@ -31,6 +31,9 @@
 //!   `Unconfirmed` unless something else ended the acquisition meanwhile, however late its
 //!   request arrives and whatever later releases of it were started meanwhile (and a payload it
 //!   left, answered released, is in the item while the item is the acquisition's);
+//! - a guard's release through a client where a release of its acquisition was answered
+//!   `Released` never answers that it found the lock gone or another's (its twin, or
+//!   `release_all`, released it: not a loss);
 //! - once every guard is released or dropped, every held request delivered and the background
 //!   releases finished, the lock is free.
 //!
@@ -133,6 +136,11 @@ struct World {
     pending: Vec<Pending>,
     /// The step that first started to end each acquisition (a release, a drop, a call).
     first_enders: HashMap<LockId, usize>,
+    /// The acquisitions a release through each client answered `Released`, with the client.
+    released_through: std::collections::HashSet<(LockId, usize)>,
+    /// The guards' releases answered `NotFound` or `NotOwner`: the acquisition, the client, and
+    /// what the release was and answered.
+    refused_guard_releases: Vec<(LockId, usize, String)>,
 }
 
 /// An exclusive acquisition's data, as its data replacements' answers tell.
@@ -231,6 +239,8 @@ async fn run(seed: u64, items: Items, profile: Profile) {
         held_releases: Vec::new(),
         pending: Vec::new(),
         first_enders: HashMap::new(),
+        released_through: std::collections::HashSet::new(),
+        refused_guard_releases: Vec::new(),
     };
     // Every step's action, for a failure's message.
     let mut history = String::new();

@@ -33,6 +33,8 @@ pub(super) struct Pending {
     /// The first release started of its acquisition, its guard held until then: what it answers
     /// is checked.
     pub(super) first: Option<First>,
+    /// A guard's release (not one through the client).
+    pub(super) by_guard: bool,
     pub(super) state: State,
 }
 
@@ -165,6 +167,7 @@ impl World {
             client: owner,
             acquisition: Some(lock.lock_id()),
             first,
+            by_guard: true,
             state: finished.map_or(State::Running(task), State::Done),
         });
         if !twin.is_empty() {
@@ -241,6 +244,9 @@ impl World {
         let outcome = self
             .leave_on_its_way(what, owner, acquisition, first, call)
             .await;
+        if let Some(pending) = self.pending.last_mut() {
+            pending.by_guard = true;
+        }
         format!("released the guard of step {taken}: {outcome}")
     }
 
@@ -318,6 +324,7 @@ impl World {
             client,
             acquisition,
             first,
+            by_guard: false,
             state,
         });
         outcome
