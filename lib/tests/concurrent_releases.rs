@@ -299,3 +299,66 @@ async fn a_guard_dropped_while_a_release_by_owner_is_on_its_way_leaves_the_lock_
     client.flush().await;
     assert_eq!(proxy.counts("DeleteItem").requests, 1, "released once");
 }
+
+/// A release by owner while a guard's release of the same lock is held in the network: sent at
+/// once, it releases the lock, and the guard's release, refused after it, said `NotFound`, a
+/// loss, for a lock its own client released. It is overtaken, and reads what it finds as a
+/// resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_overtaken_by_a_release_by_owner_is_not_a_loss() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("release-owned-overtakes");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let mut held = proxy.delay_next_request_containing("DeleteItem", ":lock_id");
+    let releasing = tokio::spawn(guard.release());
+    held.captured().await;
+    assert_eq!(
+        client.release_owned(&resource, "alice").await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        held.deliver().await,
+        "the guard's release reached the endpoint"
+    );
+    assert_eq!(
+        releasing.await.unwrap().unwrap(),
+        ReleaseOutcome::Unconfirmed
+    );
+}
+
+/// A force release through the client whose guard holds the lock, cancelled before its delete
+/// (its read held in the network), the guard dropped meanwhile: kept on its way for the guard's
+/// lock, it made the guard's drop send nothing, and the lock was released by nobody. The guard's
+/// drop releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_while_a_cancelled_force_release_reads_the_lock_releases_it() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("force-release-cancelled");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let mut read = proxy.delay_next_request("GetItem");
+    let forcing = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        async move { client.force_release(&resource).await }
+    });
+    read.captured().await;
+    assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
+    drop(guard);
+    client.flush().await;
+    forcing.abort();
+    assert!(forcing.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        ddb_lock_test_kit::raw_item(&resource).await,
+        None,
+        "released by the guard's drop"
+    );
+}

@@ -406,12 +406,13 @@ impl Holds {
             let mut underway = Vec::new();
             let mut stops = Vec::new();
             for (lock_id, by, stops_of_lock) in ending {
-                // On its way before the guards are stopped, as a release's (`release_starts`).
-                underway.push(ReleaseUnderway::start_in(
-                    &self.inner,
-                    &mut inner.underway,
-                    lock_id,
-                ));
+                // On its way before the guards are stopped, as a release's (`release_starts`);
+                // sent at once, it overtakes a guard's release on its way (which, refused after
+                // it, said `NotFound` for a lock its own client released; found by review).
+                underway.push(
+                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id)
+                        .overtaking(),
+                );
                 inner.ended.insert(lock_id, by);
                 stops.extend(stops_of_lock);
             }

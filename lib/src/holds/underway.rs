@@ -110,6 +110,15 @@ impl ReleaseUnderway {
         }
     }
 
+    /// This release is sent without waiting for the releases of the lock on their way before it
+    /// (a release by owner's): each of them is overtaken (see [`overtaken`](Self::overtaken)).
+    pub(super) fn overtaking(mut self) -> Self {
+        for earlier in std::mem::take(&mut self.earlier) {
+            earlier.overtaken.store(true, Ordering::SeqCst);
+        }
+        self
+    }
+
     /// Whether a release of the lock that started after this one was sent before this one was
     /// answered (it waited [`EARLIER_WAIT`] for it): a refusal that finds the lock gone,
     /// released or another's may be that release's doing, and is read as a resend's.

@@ -27,7 +27,7 @@ use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED,
 use crate::lock::{Holder, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
-use crate::outcome::{LockStatus, ReleaseOutcome};
+use crate::outcome::LockStatus;
 use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
@@ -124,9 +124,12 @@ pub(crate) async fn force_release(
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
-    // This client's own guards on the resource say "held" no more, from before the request; the
-    // releases of their locks are on their way until it is answered.
-    let ending = table.holds.releases_start_on(resource, None, None);
+    // This client's own guards on the resource say "held" no more, from before the request. Not
+    // on its way for them: a guard dropped meanwhile still sends its own release, for the force
+    // release may be cancelled or fail before its delete (kept on its way, the lock was then
+    // released by nobody until its lease ended; found by review). A release of one of them after
+    // this is a resend, this one perhaps having released it.
+    drop(table.holds.releases_start_on(resource, None, None));
     let mut tries = 0;
     let mut found = read(table, resource).await?;
     let deleted = loop {
@@ -173,15 +176,6 @@ pub(crate) async fn force_release(
             }
         }
     };
-    // Told whether it removed anything: one that removed nothing, a guard's release behind it
-    // reads what it finds as the truth (a failure leaves them unknown: it may have removed it).
-    let removed_any = match deleted {
-        Some(_) => ReleaseOutcome::Released,
-        None => ReleaseOutcome::NotFound,
-    };
-    for ended in &ending {
-        ended.answered(&Ok(removed_any.clone()));
-    }
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).
     match deleted
