@@ -504,3 +504,26 @@ fn a_lock_kept_to_its_expiry_stays_out_of_release_all_unless_taken_first() {
         "a lock release_all took first is being released: not kept"
     );
 }
+
+#[test]
+fn only_a_release_sent_and_not_refused_may_have_released_the_lock() {
+    let holds = Holds::default();
+    let lock = handle("r");
+    held_for_a_while(&holds, &lock);
+    drop(holds.release_starts(&lock));
+    assert!(
+        !holds.may_have_been_released(lock.lock_id()),
+        "dropped before it was sent"
+    );
+    let refused = holds.release_starts(&lock);
+    refused.answered(&Ok(crate::ReleaseOutcome::NotFound));
+    drop(refused);
+    assert!(!holds.may_have_been_released(lock.lock_id()), "refused");
+    let unanswered = holds.release_starts(&lock);
+    unanswered.sending();
+    drop(unanswered);
+    assert!(
+        holds.may_have_been_released(lock.lock_id()),
+        "sent, and dropped unanswered"
+    );
+}

@@ -66,6 +66,9 @@ pub(crate) struct ReleaseUnderway {
     may_have_released: watch::Sender<bool>,
     /// Whether a release that started after this one was sent before this one was answered.
     overtaken: Arc<AtomicBool>,
+    /// Whether its request was sent (or it was answered): one dropped before, it released
+    /// nothing, and a guard's release after it reads what it finds as the truth.
+    sent: AtomicBool,
     /// The releases of the same lock on their way when this one started.
     earlier: Vec<Earlier>,
 }
@@ -107,7 +110,13 @@ impl ReleaseUnderway {
             may_have_released,
             overtaken,
             earlier,
+            sent: AtomicBool::new(false),
         }
+    }
+
+    /// Its request is about to be sent: from now on it may release the lock.
+    pub(crate) fn sending(&self) {
+        self.sent.store(true, Ordering::SeqCst);
     }
 
     /// This release is sent without waiting for the releases of the lock on their way before it
@@ -138,6 +147,7 @@ impl ReleaseUnderway {
                 | Err(Error::InvalidInput(_))
         );
         self.may_have_released.send_replace(may_have_released);
+        self.sending();
     }
 
     /// Waits until every release of the same lock that was on its way when this one started has
@@ -184,8 +194,10 @@ impl std::fmt::Debug for ReleaseUnderway {
 impl Drop for ReleaseUnderway {
     fn drop(&mut self) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let may_have_released = *self.may_have_released.borrow();
-        inner.underway.ended.raise(self.lock_id, may_have_released);
+        if self.sent.load(Ordering::SeqCst) {
+            let may_have_released = *self.may_have_released.borrow();
+            inner.underway.ended.raise(self.lock_id, may_have_released);
+        }
         let releases = &mut inner.underway.releases;
         if let Some(of_lock) = releases.get_mut(&self.lock_id) {
             of_lock.retain(|(number, _)| *number != self.number);

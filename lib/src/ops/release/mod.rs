@@ -270,6 +270,9 @@ async fn send_underway(
     mismatched: bool,
     underway: Option<&ReleaseUnderway>,
 ) -> Result<ReleaseOutcome, Error> {
+    if let Some(underway) = underway {
+        underway.sending();
+    }
     // Boxed: the future of a release nests deep (hand-overs, shared holds), and a caller's
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
