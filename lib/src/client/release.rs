@@ -263,7 +263,7 @@ impl LockClient {
         let release::Started {
             mut underway,
             ending,
-            ..
+            mismatched,
         } = release::start(table, release, &DataChange::of_release(data.as_ref()))?;
         let (client, (resource, owner)) = (
             self.clone(),
@@ -308,7 +308,17 @@ impl LockClient {
             // then released the lock (found by review). On its way until then, so that a guard
             // dropped meanwhile leaves the lock to it; no longer once answered, so that a guard
             // dropped on its error sends it again.
-            let outcome = release::send_retrying(table, &release, change, underway.as_ref()).await;
+            for ended in &ending {
+                ended.sending();
+            }
+            let outcome = release::send_retrying_started(
+                table,
+                &release,
+                change,
+                mismatched,
+                underway.as_ref(),
+            )
+            .await;
             answered(underway.as_ref(), &outcome);
             drop(underway);
             release::ending_answered(&ending, outcome)

@@ -128,16 +128,30 @@ pub(crate) async fn send_retrying(
     change: DataChange<'_>,
     underway: Option<&ReleaseUnderway>,
 ) -> Result<ReleaseOutcome, Error> {
+    if underway.is_some() {
+        return send_retrying_started(table, release, change, false, underway).await;
+    }
     retrying_resent(|resent| {
         let release = release.resent_if(release.resent || resent);
-        async move {
-            match underway {
-                Some(underway) => {
-                    send_underway(table, &release, change, false, Some(underway)).await
-                }
-                None => send(table, &release, change).await,
-            }
-        }
+        async move { send(table, &release, change).await }
+    })
+    .await
+}
+
+/// [`send_retrying`] of a release its caller started ([`start`]): `mismatched` and `underway` as
+/// it said. Never started again at a try: a release by owner started twice made a second token
+/// for each lock it ends, which overtook the first, and a release by owner that found nothing
+/// answered `Unconfirmed` (found by the model-based test).
+pub(crate) async fn send_retrying_started(
+    table: &LockTable,
+    release: &Release<'_>,
+    change: DataChange<'_>,
+    mismatched: bool,
+    underway: Option<&ReleaseUnderway>,
+) -> Result<ReleaseOutcome, Error> {
+    retrying_resent(|resent| {
+        let release = release.resent_if(release.resent || resent);
+        async move { send_underway(table, &release, change, mismatched, underway).await }
     })
     .await
 }
@@ -234,6 +248,9 @@ pub(crate) async fn send(
         },
         None => start(table, release, &change)?,
     };
+    for ended in &ending {
+        ended.sending();
+    }
     let outcome = send_underway(table, release, change, mismatched, underway.as_ref()).await;
     ending_answered(&ending, outcome)
 }
