@@ -237,7 +237,8 @@ async fn a_release_started_at_once_with_another_and_stuck_is_overtaken_as_a_rese
 /// A twin guard (two guards of one idempotent acquisition) released after its twin's release was
 /// answered: it found the lock gone and said `NotFound`, a loss, of a lock its own acquisition
 /// had released. It is a resend of that release; so is the release of a guard whose lock
-/// `release_all` released, while a release sent once of a lock gone still says `NotFound`.
+/// `release_all` or a force release through its client released, while a release sent once of a
+/// lock gone still says `NotFound`.
 #[tokio::test]
 async fn a_guards_release_after_another_release_of_its_lock_was_answered_is_a_resend() {
     let client = lock_client().await;
@@ -260,6 +261,14 @@ async fn a_guards_release_after_another_release_of_its_lock_was_answered_is_a_re
     );
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Unconfirmed);
 
+    let guard = client.lock(&resource, &opts).await.unwrap();
+    assert!(client.force_release(&resource).await.unwrap().is_some());
+    assert_eq!(
+        guard.release().await.unwrap(),
+        ReleaseOutcome::Unconfirmed,
+        "force-released through its own client, not lost"
+    );
+
     let lock = alices(&client, &resource).await;
     assert_eq!(
         client.release(&lock).await.unwrap(),
@@ -272,20 +281,27 @@ async fn a_guards_release_after_another_release_of_its_lock_was_answered_is_a_re
     );
 }
 
+/// A guard of alice's lock on a fresh resource (named after `prefix`), taken through a client
+/// behind a proxy: the proxy, the client, the resource, the guard.
+async fn guarded_through_a_proxy(prefix: &str) -> (Proxy, LockClient, String, ddb_lock::LockGuard) {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique(prefix);
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    (proxy, client, resource, guard)
+}
+
 /// A release by owner (`release_owned`, a saga's clean-up) through the client whose guard holds
 /// the lock, the guard dropped while that release is on its way: the guard, stopped by it, sent
 /// a DeleteItem of its own, which could land first, and the release by owner answered `NotFound`
 /// for a lock its own client released. The guard leaves the lock to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_dropped_while_a_release_by_owner_is_on_its_way_leaves_the_lock_to_it() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("release-owned-guard");
-    let guard = client
-        .lock(&resource, &guard_options("alice", 60_000, 20_000))
-        .await
-        .unwrap();
+    let (proxy, client, resource, guard) = guarded_through_a_proxy("release-owned-guard").await;
     let mut held = proxy.delay_next_request_containing("DeleteItem", "attribute_exists");
     let by_owner = tokio::spawn({
         let (client, resource) = (client.clone(), resource.clone());
@@ -306,14 +322,7 @@ async fn a_guard_dropped_while_a_release_by_owner_is_on_its_way_leaves_the_lock_
 /// resend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guards_release_overtaken_by_a_release_by_owner_is_not_a_loss() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("release-owned-overtakes");
-    let guard = client
-        .lock(&resource, &guard_options("alice", 60_000, 20_000))
-        .await
-        .unwrap();
+    let (proxy, client, resource, guard) = guarded_through_a_proxy("release-owned-overtakes").await;
     let mut held = proxy.delay_next_request_containing("DeleteItem", ":lock_id");
     let releasing = tokio::spawn(guard.release());
     held.captured().await;
@@ -337,14 +346,7 @@ async fn a_guards_release_overtaken_by_a_release_by_owner_is_not_a_loss() {
 /// drop releases it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_dropped_while_a_cancelled_force_release_reads_the_lock_releases_it() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("force-release-cancelled");
-    let guard = client
-        .lock(&resource, &guard_options("alice", 60_000, 20_000))
-        .await
-        .unwrap();
+    let (proxy, client, resource, guard) = guarded_through_a_proxy("force-release-cancelled").await;
     let mut read = proxy.delay_next_request("GetItem");
     let forcing = tokio::spawn({
         let (client, resource) = (client.clone(), resource.clone());

@@ -292,17 +292,12 @@ impl LockGuard {
     /// after such a release was answered.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
         self.heartbeat.abort();
-        // Stopped by another release of its acquisition through the client (a twin guard's,
-        // `with_lock`'s, `release_all`'s): this one resends it (called once that one was
+        // Stopped (by another release of its acquisition through the client, a twin guard's,
+        // `with_lock`'s, `release_all`'s; or found lost, and released by its stop): this one
+        // resends such a release if one was sent and not refused (called once that one was
         // answered, it found the lock gone and said `NotFound`, a loss, of a lock its own
         // acquisition had released).
-        let after_another = matches!(
-            &*self.state.borrow(),
-            State::Lost {
-                lost: LockLost::Released,
-                ..
-            }
-        );
+        let after_another = matches!(&*self.state.borrow(), State::Lost { .. });
         lose(&self.state, LockLost::Released);
         let lock = self.last_lock();
         let outcome = if after_another {

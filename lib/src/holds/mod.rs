@@ -257,6 +257,16 @@ impl Holds {
         self.inner().underway.ended.get(lock_id) == Some(&true)
     }
 
+    /// A release that was not on its way for the locks `lock_ids` (a force release) ended: it may
+    /// have released them if `may_have_released` (see
+    /// [`may_have_been_released`](Self::may_have_been_released)).
+    pub(crate) fn releases_ended(&self, lock_ids: &[LockId], may_have_released: bool) {
+        let mut inner = self.inner();
+        for lock_id in lock_ids {
+            inner.underway.ended.raise(*lock_id, may_have_released);
+        }
+    }
+
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
         self.inner().underway.contains(lock_id)

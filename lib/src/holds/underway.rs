@@ -114,6 +114,11 @@ impl ReleaseUnderway {
         }
     }
 
+    /// The lock this release ends.
+    pub(crate) fn lock_id(&self) -> LockId {
+        self.lock_id
+    }
+
     /// Its request is about to be sent: from now on it may release the lock.
     pub(crate) fn sending(&self) {
         self.sent.store(true, Ordering::SeqCst);

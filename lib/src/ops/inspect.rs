@@ -23,6 +23,7 @@ use super::kept;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fair::line;
+use crate::holds::ReleaseUnderway;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
 use crate::lock::{Holder, LockId};
 use crate::lock_table::LockTable;
@@ -127,9 +128,14 @@ pub(crate) async fn force_release(
     // This client's own guards on the resource say "held" no more, from before the request. Not
     // on its way for them: a guard dropped meanwhile still sends its own release, for the force
     // release may be cancelled or fail before its delete (kept on its way, the lock was then
-    // released by nobody until its lease ended; found by review). A release of one of them after
-    // this is a resend, this one perhaps having released it.
-    drop(table.holds.releases_start_on(resource, None, None));
+    // released by nobody until its lease ended; found by review). Once it removed the lock, a
+    // guard's release of one of them is a resend of it (below).
+    let stopped: Vec<LockId> = table
+        .holds
+        .releases_start_on(resource, None, None)
+        .iter()
+        .map(ReleaseUnderway::lock_id)
+        .collect();
     let mut tries = 0;
     let mut found = read(table, resource).await?;
     let deleted = loop {
@@ -176,6 +182,7 @@ pub(crate) async fn force_release(
             }
         }
     };
+    table.holds.releases_ended(&stopped, deleted.is_some());
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).
     match deleted

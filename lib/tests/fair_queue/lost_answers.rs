@@ -342,35 +342,7 @@ async fn granted_before_its_look(
 /// under the task that held it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
-    let holder = lock_client().await;
-    let resource = unique("fair");
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = quickly_retrying_client(&proxy.endpoint());
-    let (waiting, look) = granted_before_its_look(&proxy, &holder, &client, &resource).await;
-    let handed_back = client
-        .try_acquire(
-            &resource,
-            &ddb_lock::AcquireOptions::new()
-                .owner("alice")
-                .idempotent(true),
-        )
-        .await
-        .unwrap()
-        .expect("the owner's lock, handed back");
-
-    waiting.abort();
-    assert!(waiting.await.unwrap_err().is_cancelled());
-    drop(look);
-    client.flush().await;
-    let item = raw_item(&resource).await.expect("still held");
-    assert_eq!(
-        string_attr(&item, "LockID"),
-        handed_back.lock_id().to_string()
-    );
-    assert_eq!(
-        client.release(&handed_back).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    a_dropped_waiter_leaves_its_grant_to_its_hand_back(false).await;
 }
 
 /// As above, the owner's idempotent acquisition made in another process (its own client): the
@@ -379,13 +351,24 @@ async fn a_dropped_waiter_leaves_its_grant_to_the_task_it_was_handed_back_to() {
 /// grant left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_waiter_leaves_its_grant_to_another_process_it_was_handed_back_to() {
+    a_dropped_waiter_leaves_its_grant_to_its_hand_back(true).await;
+}
+
+/// alice's waiter is granted the lock, her idempotent acquisition (in another process if
+/// `elsewhere`, else through the waiter's client) is handed it back before the waiter's look shows
+/// it, and the waiter's future is dropped: the lock stays the hand-back's.
+async fn a_dropped_waiter_leaves_its_grant_to_its_hand_back(elsewhere: bool) {
     let holder = lock_client().await;
     let resource = unique("fair");
     let proxy = Proxy::start(&endpoint()).await;
     let client = quickly_retrying_client(&proxy.endpoint());
     let (waiting, look) = granted_before_its_look(&proxy, &holder, &client, &resource).await;
-    let elsewhere = lock_client().await;
-    let handed_back = elsewhere
+    let through = if elsewhere {
+        lock_client().await
+    } else {
+        client.clone()
+    };
+    let handed_back = through
         .try_acquire(
             &resource,
             &ddb_lock::AcquireOptions::new()
@@ -406,7 +389,7 @@ async fn a_dropped_waiter_leaves_its_grant_to_another_process_it_was_handed_back
         handed_back.lock_id().to_string()
     );
     assert_eq!(
-        elsewhere.release(&handed_back).await.unwrap(),
+        through.release(&handed_back).await.unwrap(),
         ReleaseOutcome::Released
     );
 }

@@ -163,7 +163,7 @@ impl World {
 
     /// A release of `acquisition` through `client` answered `outcome` (a guard's release, `what`,
     /// if `by_guard`): remembered if it released it, or if a guard's found it gone or another's.
-    fn answered_release(
+    pub(super) fn answered_release(
         &mut self,
         acquisition: LockId,
         client: usize,

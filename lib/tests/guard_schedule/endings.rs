@@ -99,6 +99,7 @@ impl World {
             0 => {
                 let outcome = client.release(&lock).await;
                 self.told_over(lock.lock_id(), &outcome);
+                self.answered_release(lock.lock_id(), owner, &outcome, None);
                 format!("release: {outcome:?}")
             }
             1 => {

@@ -27,13 +27,7 @@ async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
     assert!(queue.complete(&task, TaskStatus::Failed).await.unwrap());
 
     assert!(copy.deliver().await, "the copy reached the endpoint");
-    let item = ddb_lock_test_kit::raw_item(&format!("task:{name}/job")).await;
-    let status = item
-        .as_ref()
-        .and_then(|item| item.get("TaskStatus"))
-        .and_then(|status| status.as_s().ok())
-        .cloned();
-    assert_eq!(status.as_deref(), Some("failed"), "{item:?}");
+    assert_status(&name, "job", "failed").await;
 }
 
 /// An administrative status write whose answer was lost, sent again by the SDK after a worker
@@ -176,11 +170,15 @@ async fn a_completion_dropped_before_its_retry_left_still_completes() {
         () = proxy.wait_for("UpdateItem", |counts| counts.throttled == 1) => {}
     }
     client.flush().await;
-    let item = ddb_lock_test_kit::raw_item(&format!("task:{name}/job")).await;
-    let status = item
+    assert_status(&name, "job", "done").await;
+}
+
+/// The task `id` of queue `name` has the status `status` in its item.
+async fn assert_status(name: &str, id: &str, status: &str) {
+    let item = ddb_lock_test_kit::raw_item(&format!("task:{name}/{id}")).await;
+    let stored = item
         .as_ref()
         .and_then(|item| item.get("TaskStatus"))
-        .and_then(|status| status.as_s().ok())
-        .cloned();
-    assert_eq!(status.as_deref(), Some("done"), "{item:?}");
+        .and_then(|stored| stored.as_s().ok());
+    assert_eq!(stored.map(String::as_str), Some(status), "{item:?}");
 }
