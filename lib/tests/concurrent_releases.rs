@@ -364,3 +364,28 @@ async fn a_guard_dropped_while_a_cancelled_force_release_reads_the_lock_releases
         "released by the guard's drop"
     );
 }
+
+/// A guard's lock lost (its lease over, bob took the lock), then a force release through the
+/// guard's client that removes bob's lock: the guard's release was read as a resend of the force
+/// release, and answered `Unconfirmed` for a lock lost before it. It finds its lock gone.
+#[tokio::test]
+async fn a_guards_release_after_a_force_release_of_another_lock_finds_its_own_lost() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let alice = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("force-release-of-another");
+    let guard = alice
+        .lock(&resource, &guard_options("alice", 10_000, 3_000))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(11));
+    let bob = client_through(&proxy, Some(clock.clone()));
+    bob.try_acquire(&resource, &owner("bob"))
+        .await
+        .unwrap()
+        .expect("the lapsed lock");
+    let removed = alice.force_release(&resource).await.unwrap();
+    assert_eq!(removed.map(|holder| holder.owner), Some("bob".to_owned()));
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotFound);
+}

@@ -278,7 +278,9 @@ impl LockGuard {
 
     /// Stops extending and releases the lock: one conditional DeleteItem. Tells what it found,
     /// including [`ReleaseOutcome::NotFound`] or [`ReleaseOutcome::NotOwner`] if the lock had been
-    /// lost.
+    /// lost; [`ReleaseOutcome::Unconfirmed`] if another release of it through the client, sent and
+    /// not refused, may have released it first (a twin guard's, `release_all`'s, a force release
+    /// that removed it, the release a guard found expired sends).
     ///
     /// From the moment it starts, every [`LockWatch`] of the guard says the lock is not held
     /// ([`LockLost::Released`]). The DeleteItem is sent from a task of the client

@@ -257,8 +257,8 @@ impl Holds {
         self.inner().underway.ended.get(lock_id) == Some(&true)
     }
 
-    /// A release that was not on its way for the locks `lock_ids` (a force release) ended: it may
-    /// have released them if `may_have_released` (see
+    /// A release that was not on its way for the locks `lock_ids` (a force release) ended, having
+    /// released them if `may_have_released` (see
     /// [`may_have_been_released`](Self::may_have_been_released)).
     pub(crate) fn releases_ended(&self, lock_ids: &[LockId], may_have_released: bool) {
         let mut inner = self.inner();

@@ -182,7 +182,17 @@ pub(crate) async fn force_release(
             }
         }
     };
-    table.holds.releases_ended(&stopped, deleted.is_some());
+    // Only the locks it removed: one of this client's that was lost before (taken over, another's
+    // lock removed) reads its loss (marked with whatever the delete removed, a guard's release of
+    // it answered `Unconfirmed`; found by review).
+    let removed: Vec<LockId> = deleted
+        .as_ref()
+        .map(|item| lock_ids_in(table, resource, item))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|lock_id| stopped.contains(lock_id))
+        .collect();
+    table.holds.releases_ended(&removed, true);
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).
     match deleted
