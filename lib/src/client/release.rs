@@ -308,20 +308,18 @@ impl LockClient {
             // then released the lock (found by review). On its way until then, so that a guard
             // dropped meanwhile leaves the lock to it; no longer once answered, so that a guard
             // dropped on its error sends it again.
-            for ended in &ending {
-                ended.sending();
-            }
-            let outcome = release::send_retrying_started(
+            // (A release by owner's `ending`, a release of one acquisition's `underway`.)
+            let send = release::send_retrying_started(
                 table,
                 &release,
                 change,
                 mismatched,
                 underway.as_ref(),
-            )
-            .await;
+            );
+            let outcome = release::sent_for_ending(&ending, send).await;
             answered(underway.as_ref(), &outcome);
             drop(underway);
-            release::ending_answered(&ending, outcome)
+            outcome
         });
         let in_place = release::send(table, release, DataChange::of_release(data.as_ref()));
         detached_outcome(answered, release.resource, in_place).await

@@ -469,18 +469,17 @@ impl TaskQueue {
         status: Option<TaskStatus>,
         lease_end: Option<DateTime<Utc>>,
     ) -> Result<bool, Error> {
-        for _ in 1..RENEW_TRIES {
-            if let Some(written) = self
+        for tries in 1.. {
+            let written = self
                 .own_write_once(task, update, condition, status, lease_end)
-                .await?
-            {
-                return Ok(written);
+                .await?;
+            match written {
+                Some(written) => return Ok(written),
+                None if tries >= RENEW_TRIES => break,
+                None => {}
             }
         }
-        Ok(self
-            .own_write_once(task, update, condition, status, lease_end)
-            .await?
-            .unwrap_or(false))
+        Ok(false)
     }
 
     /// [`own_write`](Self::own_write), sent once; `None` if it is to be sent again.

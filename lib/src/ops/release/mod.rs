@@ -248,34 +248,43 @@ pub(crate) async fn send(
         },
         None => start(table, release, &change)?,
     };
-    for ended in &ending {
-        ended.sending();
-    }
-    let outcome = send_underway(table, release, change, mismatched, underway.as_ref()).await;
-    ending_answered(&ending, outcome)
+    let send = send_underway(table, release, change, mismatched, underway.as_ref());
+    sent_for_ending(&ending, send).await
 }
 
-/// A release by owner's `outcome`, read against the releases of this client's locks it may end
+/// A release by owner's request, `send`, on its way for this client's locks it may end
 /// (`ending`), each told the answer: a refusal that finds the lock gone, released or another's is
 /// a resend's if a release of one of them, started after it, was sent before it was answered
 /// (overtaken: that release may have done it), as [`send_underway`] reads a release of one
 /// acquisition.
-pub(crate) fn ending_answered(
+pub(crate) async fn sent_for_ending(
     ending: &[ReleaseUnderway],
-    outcome: Result<ReleaseOutcome, Error>,
+    send: impl std::future::Future<Output = Result<ReleaseOutcome, Error>>,
 ) -> Result<ReleaseOutcome, Error> {
-    let outcome = match outcome {
-        Ok(
-            ReleaseOutcome::NotFound
-            | ReleaseOutcome::NotOwner { .. }
-            | ReleaseOutcome::AlreadyReleased { .. },
-        ) if ending.iter().any(ReleaseUnderway::overtaken) => Ok(ReleaseOutcome::Unconfirmed),
-        outcome => outcome,
-    };
+    for ended in ending {
+        ended.sending();
+    }
+    let outcome = read_overtaken(send.await, ending.iter().any(ReleaseUnderway::overtaken));
     for ended in ending {
         ended.answered(&outcome);
     }
     outcome
+}
+
+/// `outcome`, of a release `overtaken` by a later release of the lock or not: what an overtaken
+/// one found gone, released or another's may be that one's doing, as a resend's.
+fn read_overtaken(
+    outcome: Result<ReleaseOutcome, Error>,
+    overtaken: bool,
+) -> Result<ReleaseOutcome, Error> {
+    match outcome {
+        Ok(
+            ReleaseOutcome::NotFound
+            | ReleaseOutcome::NotOwner { .. }
+            | ReleaseOutcome::AlreadyReleased { .. },
+        ) if overtaken => Ok(ReleaseOutcome::Unconfirmed),
+        outcome => outcome,
+    }
 }
 
 /// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
@@ -296,16 +305,8 @@ async fn send_underway(
     let Some(underway) = underway else {
         return outcome;
     };
-    // Overtaken by a later release of the lock (which waited for this one as long as it would):
-    // what this one found gone, released or another's may be that one's doing, as a resend's.
-    let outcome = match outcome {
-        Ok(
-            ReleaseOutcome::NotFound
-            | ReleaseOutcome::NotOwner { .. }
-            | ReleaseOutcome::AlreadyReleased { .. },
-        ) if underway.overtaken() => Ok(ReleaseOutcome::Unconfirmed),
-        outcome => outcome,
-    };
+    // Overtaken by a later release of the lock (which waited for this one as long as it would).
+    let outcome = read_overtaken(outcome, underway.overtaken());
     // (A release that waits for this one reads it, whoever else holds a token of it.)
     underway.answered(&outcome);
     outcome
