@@ -257,13 +257,12 @@ impl Holds {
         self.inner().underway.ended.get(lock_id) == Some(&true)
     }
 
-    /// A release that was not on its way for the locks `lock_ids` (a force release) ended, having
-    /// released them if `may_have_released` (see
-    /// [`may_have_been_released`](Self::may_have_been_released)).
-    pub(crate) fn releases_ended(&self, lock_ids: &[LockId], may_have_released: bool) {
+    /// A release that was not on its way for the locks `lock_ids` (a force release) removed them
+    /// (see [`may_have_been_released`](Self::may_have_been_released)).
+    pub(crate) fn released_by_force(&self, lock_ids: &[LockId]) {
         let mut inner = self.inner();
         for lock_id in lock_ids {
-            inner.underway.ended.raise(*lock_id, may_have_released);
+            inner.underway.ended.raise(*lock_id, true);
         }
     }
 

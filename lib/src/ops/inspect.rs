@@ -192,7 +192,7 @@ pub(crate) async fn force_release(
         .into_iter()
         .filter(|lock_id| stopped.contains(lock_id))
         .collect();
-    table.holds.releases_ended(&removed, true);
+    table.holds.released_by_force(&removed);
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).
     match deleted
