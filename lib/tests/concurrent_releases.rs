@@ -355,9 +355,10 @@ async fn a_guard_dropped_while_a_cancelled_force_release_reads_the_lock_releases
     read.captured().await;
     assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
     drop(guard);
-    client.flush().await;
+    // (The drop's release waits for the force release, which may yet delete the lock.)
     forcing.abort();
     assert!(forcing.await.unwrap_err().is_cancelled());
+    client.flush().await;
     assert_eq!(
         ddb_lock_test_kit::raw_item(&resource).await,
         None,
@@ -388,4 +389,112 @@ async fn a_guards_release_after_a_force_release_of_another_lock_finds_its_own_lo
     let removed = alice.force_release(&resource).await.unwrap();
     assert_eq!(removed.map(|holder| holder.owner), Some("bob".to_owned()));
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotFound);
+}
+
+/// A guard's release while a force release through its client is unanswered (its delete applied,
+/// the answer held in the network): sent at once, it found nothing and said `NotFound`, a loss,
+/// for a lock its own client removed. It waits for the force release (here past the wait's bound,
+/// so its own request is sent while the force release is still unanswered) and reads what it
+/// finds as a resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_while_its_clients_force_release_is_unanswered_is_a_resend() {
+    let (proxy, client, resource, guard) =
+        guarded_through_a_proxy("force-release-unanswered").await;
+    let mut withheld = proxy.withhold_next_answer("DeleteItem");
+    let forcing = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        async move { client.force_release(&resource).await }
+    });
+    withheld.applied().await;
+    let releasing = tokio::spawn(guard.release());
+    proxy
+        .wait_for("DeleteItem", |counts| counts.answered >= 1)
+        .await;
+    withheld.deliver();
+    assert!(
+        forcing.await.unwrap().unwrap().is_some(),
+        "alice's lock removed"
+    );
+    assert_eq!(
+        releasing.await.unwrap().unwrap(),
+        ReleaseOutcome::Unconfirmed
+    );
+}
+
+/// A lock taken through a client while its force release reads the item, which the force release
+/// then removes: its guard's release was no resend of it, and said `NotFound`, a loss, for a lock
+/// its own client removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_after_a_force_release_that_removed_it_mid_read_is_a_resend() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("force-release-mid-read");
+    let mut read = proxy.delay_next_request("GetItem");
+    let forcing = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        async move { client.force_release(&resource).await }
+    });
+    read.captured().await;
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    assert!(read.deliver().await, "the read reached the endpoint");
+    assert!(
+        forcing.await.unwrap().unwrap().is_some(),
+        "alice's lock removed"
+    );
+    assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Unconfirmed);
+}
+
+/// A release that replaces a kept item's payload, held in the network while a release by owner
+/// through the same client releases the lock: refused after it, it found the lock released by
+/// that one, and said `Unconfirmed`, as if its payload may have been written. It was not: it
+/// says released already, and the payload is the one acquired with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_release_overtaken_by_a_release_by_owner_says_released_already() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let resource = unique("payload-release-overtaken");
+    let lock = client
+        .try_acquire(&resource, &owner("alice").data("first"))
+        .await
+        .unwrap()
+        .expect("a free lock");
+    let mut held = proxy.delay_next_request_containing("UpdateItem", ":data");
+    let replacing = tokio::spawn({
+        let (client, lock) = (client.clone(), lock.clone());
+        async move {
+            client
+                .release_and_replace_data(&lock, Some(b"next".to_vec()))
+                .await
+        }
+    });
+    held.captured().await;
+    assert_eq!(
+        client.release_owned(&resource, "alice").await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        held.deliver().await,
+        "the payload release reached the endpoint"
+    );
+    let outcome = replacing.await.unwrap().unwrap();
+    assert!(
+        matches!(outcome, ReleaseOutcome::AlreadyReleased { .. }),
+        "{outcome:?}"
+    );
+    let item = ddb_lock_test_kit::raw_item(&resource).await.unwrap();
+    assert_eq!(
+        item.get("Data"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::B(
+            b"first".to_vec().into()
+        ))
+    );
 }

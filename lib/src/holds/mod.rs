@@ -384,7 +384,8 @@ impl Holds {
     /// Each such lock's release is on its way while its token returned is kept (a guard it
     /// stopped, dropped or released meanwhile, sent a DeleteItem of its own that could land
     /// first, and the release by owner answered `NotFound` for a lock its own client released;
-    /// found by review).
+    /// found by review); a force release's, waited for by the releases that start after it, is
+    /// not one the lock is left to (see [`ReleaseUnderway::overtake_earlier`]).
     pub(crate) fn releases_start_on(
         &self,
         resource: &str,
@@ -416,12 +417,17 @@ impl Holds {
             let mut stops = Vec::new();
             for (lock_id, by, stops_of_lock) in ending {
                 // On its way before the guards are stopped, as a release's (`release_starts`);
-                // sent at once, it overtakes a guard's release on its way (which, refused after
-                // it, said `NotFound` for a lock its own client released; found by review).
-                underway.push(
-                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id)
-                        .overtaking(),
-                );
+                // sent at once, a release by owner overtakes a guard's release on its way (which,
+                // refused after it, said `NotFound` for a lock its own client released; found by
+                // review). A force release reads the item first, and overtakes as it deletes.
+                let forced = owner.is_none();
+                let started =
+                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, forced);
+                underway.push(if forced {
+                    started
+                } else {
+                    started.overtaking()
+                });
                 inner.ended.insert(lock_id, by);
                 stops.extend(stops_of_lock);
             }

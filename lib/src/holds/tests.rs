@@ -181,12 +181,47 @@ async fn a_release_started_after_others_waits_for_them() {
         None,
         "the first is on its way"
     );
+    first.sending();
     drop(first);
     assert_eq!((&mut waiting).now_or_never(), Some(true));
     drop(waiting);
     drop(third);
     assert!(!holds.release_underway(a.lock_id()));
     assert!(holds.release_underway(b.lock_id()));
+}
+
+/// A release dropped before its request was sent released nothing: the release waiting for it is
+/// no resend.
+#[tokio::test]
+async fn a_release_after_one_dropped_unsent_is_no_resend() {
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    let a = handle("a");
+    let unsent = holds.release_starts(&a);
+    let mut after = holds.release_starts(&a);
+    drop(unsent);
+    assert_eq!(after.after_earlier().now_or_never(), Some(false));
+}
+
+/// A force release's release of a lock on its way is waited for, but the lock is not left to it:
+/// it may be cancelled before its delete.
+#[tokio::test]
+async fn a_force_releases_lock_is_waited_for_but_not_left_to_it() {
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    let lock = handle("r");
+    held_for_a_while(&holds, &lock);
+    let forced = holds.releases_start_on("r", None, None);
+    assert_eq!(forced.len(), 1);
+    assert!(!holds.release_underway(lock.lock_id()), "not left to it");
+    let mut after = holds.release_starts(&lock);
+    let mut waiting = Box::pin(after.after_earlier());
+    assert_eq!((&mut waiting).now_or_never(), None, "waited for");
+    for release in &forced {
+        release.sending();
+    }
+    drop(forced);
+    assert_eq!((&mut waiting).now_or_never(), Some(true));
 }
 
 /// A release after one that DynamoDB refused (the lock gone, another's) is no resend: that one

@@ -45,12 +45,18 @@ pub(super) struct Underway {
 struct Earlier {
     may_have_released: watch::Receiver<bool>,
     overtaken: Arc<AtomicBool>,
+    /// A force release's: waited for as any, but no one leaves the lock to it.
+    forced: bool,
 }
 
 impl Underway {
-    /// Whether a release of `lock_id` is on its way.
+    /// Whether a release of `lock_id` is on its way that the lock is left to: a force release's is
+    /// not (it may be cancelled or fail before its delete, and a guard dropped meanwhile that
+    /// left the lock to it released nothing; found by review).
     pub(super) fn contains(&self, lock_id: LockId) -> bool {
-        self.releases.contains_key(&lock_id)
+        self.releases
+            .get(&lock_id)
+            .is_some_and(|releases| releases.iter().any(|(_, earlier)| !earlier.forced))
     }
 }
 
@@ -77,15 +83,16 @@ impl ReleaseUnderway {
     /// A release of `lock_id` is on its way, in the holds `inner`.
     pub(super) fn start(inner: &Arc<Mutex<Inner>>, lock_id: LockId) -> Self {
         let mut locked = inner.lock().unwrap_or_else(PoisonError::into_inner);
-        Self::start_in(inner, &mut locked.underway, lock_id)
+        Self::start_in(inner, &mut locked.underway, lock_id, false)
     }
 
     /// [`start`](Self::start), with the holds `inner` locked, their releases on their way
-    /// `underway`.
+    /// `underway`; `forced` for a force release's (see [`Underway::contains`]).
     pub(super) fn start_in(
         inner: &Arc<Mutex<Inner>>,
         underway: &mut Underway,
         lock_id: LockId,
+        forced: bool,
     ) -> Self {
         underway.started += 1;
         let number = underway.started;
@@ -101,6 +108,7 @@ impl ReleaseUnderway {
             Earlier {
                 may_have_released: ended,
                 overtaken: Arc::clone(&overtaken),
+                forced,
             },
         ));
         ReleaseUnderway {
@@ -127,10 +135,17 @@ impl ReleaseUnderway {
     /// This release is sent without waiting for the releases of the lock on their way before it
     /// (a release by owner's): each of them is overtaken (see [`overtaken`](Self::overtaken)).
     pub(super) fn overtaking(mut self) -> Self {
+        self.overtake_earlier();
+        self
+    }
+
+    /// [`overtaking`](Self::overtaking), from now: a force release's, as its delete is sent
+    /// (marked at its start, a release on its way it then did not overtake, cancelled or failed
+    /// before its delete, read a loss as a resend's; found by review).
+    pub(crate) fn overtake_earlier(&mut self) {
         for earlier in std::mem::take(&mut self.earlier) {
             earlier.overtaken.store(true, Ordering::SeqCst);
         }
-        self
     }
 
     /// Whether a release of the lock that started after this one was sent before this one was
@@ -202,6 +217,9 @@ impl Drop for ReleaseUnderway {
         if self.sent.load(Ordering::SeqCst) {
             let may_have_released = *self.may_have_released.borrow();
             inner.underway.ended.raise(self.lock_id, may_have_released);
+        } else {
+            // Never sent, it released nothing: a release waiting for it is no resend.
+            self.may_have_released.send_replace(false);
         }
         let releases = &mut inner.underway.releases;
         if let Some(of_lock) = releases.get_mut(&self.lock_id) {

@@ -23,12 +23,11 @@ use super::kept;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fair::line;
-use crate::holds::ReleaseUnderway;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
 use crate::lock::{Holder, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
-use crate::outcome::LockStatus;
+use crate::outcome::{LockStatus, ReleaseOutcome};
 use crate::record::Record;
 use crate::shared::holders;
 use crate::time::span;
@@ -125,17 +124,14 @@ pub(crate) async fn force_release(
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
-    // This client's own guards on the resource say "held" no more, from before the request. Not
-    // on its way for them: a guard dropped meanwhile still sends its own release, for the force
-    // release may be cancelled or fail before its delete (kept on its way, the lock was then
-    // released by nobody until its lease ended; found by review). Once it removed the lock, a
-    // guard's release of one of them is a resend of it (below).
-    let stopped: Vec<LockId> = table
-        .holds
-        .releases_start_on(resource, None, None)
-        .iter()
-        .map(ReleaseUnderway::lock_id)
-        .collect();
+    // This client's own guards on the resource say "held" no more, from before the request. Its
+    // releases of them are on their way, but not ones the locks are left to: a guard dropped
+    // meanwhile still sends its own release, for the force release may be cancelled or fail
+    // before its delete (left to it, the lock was then released by nobody until its lease ended;
+    // found by review). A guard's release started meanwhile waits for it, and is a resend of it
+    // once it removed the lock (sent at once, it found nothing, and said `NotFound` for a lock its
+    // own client removed; found by review).
+    let mut stopped = table.holds.releases_start_on(resource, None, None);
     let mut tries = 0;
     let mut found = read(table, resource).await?;
     let deleted = loop {
@@ -151,6 +147,10 @@ pub(crate) async fn force_release(
         // must not start a guard held). Only those: a lock taken after the read is spared by the
         // delete's condition, and its guard stays held.
         table.holds.removing(lock_ids_in(table, resource, &item));
+        for release in &mut stopped {
+            release.sending();
+            release.overtake_earlier();
+        }
         let (answer, retried) = remove_as_read(table, resource, &item).await?;
         match answer {
             Answer::Applied(()) => break Some(item),
@@ -182,16 +182,21 @@ pub(crate) async fn force_release(
             }
         }
     };
-    // Only the locks it removed: one of this client's that was lost before (taken over, another's
-    // lock removed) reads its loss (marked with whatever the delete removed, a guard's release of
-    // it answered `Unconfirmed`; found by review).
+    // The locks it removed, whether it stopped them or they were taken while it read (a guard's
+    // release of one said `NotFound`; found by review), and only those: one of this client's that
+    // was lost before (taken over, another's lock removed) reads its loss (marked with whatever
+    // the delete removed, a guard's release of it answered `Unconfirmed`; found by review).
     let removed: Vec<LockId> = deleted
         .as_ref()
         .map(|item| lock_ids_in(table, resource, item))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|lock_id| stopped.contains(lock_id))
-        .collect();
+        .unwrap_or_default();
+    for release in stopped {
+        release.answered(&Ok(if removed.contains(&release.lock_id()) {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotFound
+        }));
+    }
     table.holds.released_by_force(&removed);
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).

@@ -264,20 +264,26 @@ pub(crate) async fn sent_for_ending(
     for ended in ending {
         ended.sending();
     }
-    let outcome = read_overtaken(send.await, ending.iter().any(ReleaseUnderway::overtaken));
+    // (A release by owner changes no payload.)
+    let overtaken = ending.iter().any(ReleaseUnderway::overtaken);
+    let outcome = read_overtaken(send.await, overtaken, true);
     for ended in ending {
         ended.answered(&outcome);
     }
     outcome
 }
 
-/// `outcome`, of a release `overtaken` by a later release of the lock or not: what an overtaken
-/// one found gone, released or another's may be that one's doing, as a resend's.
+/// `outcome`, of a release that `keeps_data` or not, `overtaken` by a later release of the lock or not:
+/// what an overtaken one found gone, released or another's may be that one's doing, as a
+/// resend's. Released already says so still where the release replaced the payload: no other
+/// release wrote it, and `Unconfirmed` said it may have been written (found by review).
 fn read_overtaken(
     outcome: Result<ReleaseOutcome, Error>,
     overtaken: bool,
+    keeps_data: bool,
 ) -> Result<ReleaseOutcome, Error> {
     match outcome {
+        Ok(ReleaseOutcome::AlreadyReleased { .. }) if !keeps_data => outcome,
         Ok(
             ReleaseOutcome::NotFound
             | ReleaseOutcome::NotOwner { .. }
@@ -301,12 +307,13 @@ async fn send_underway(
     }
     // Boxed: the future of a release nests deep (hand-overs, shared holds), and a caller's
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
+    let keeps_data = matches!(change, DataChange::Keep);
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
     let Some(underway) = underway else {
         return outcome;
     };
     // Overtaken by a later release of the lock (which waited for this one as long as it would).
-    let outcome = read_overtaken(outcome, underway.overtaken());
+    let outcome = read_overtaken(outcome, underway.overtaken(), keeps_data);
     // (A release that waits for this one reads it, whoever else holds a token of it.)
     underway.answered(&outcome);
     outcome
