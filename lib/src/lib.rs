@@ -72,6 +72,7 @@ mod namespace;
 mod options;
 mod outcome;
 mod path;
+mod pending_by_key;
 mod record;
 pub mod request_timeouts;
 mod schedule;

@@ -17,6 +17,7 @@ use crate::item::{Item, LOCK_ID};
 use crate::limits;
 use crate::lines_seen::LinesSeen;
 use crate::lock::LockHandle;
+use crate::pending_by_key::PendingByKey;
 use crate::record::{self, Record};
 use crate::schema::TableSchema;
 use crate::takeover::{Observations, TakeoverRule};
@@ -55,6 +56,9 @@ pub(crate) struct LockTable {
     pub(crate) lines_seen: LinesSeen,
     /// Releases sent from spawned tasks (dropped guards, dropped acquisitions).
     pub(crate) background: BackgroundReleases,
+    /// The give-backs of dropped window claims under way, by the claim's `LockID`: a claim they
+    /// refused waits for them.
+    pub(crate) window_give_backs: PendingByKey,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -80,6 +84,7 @@ impl LockTable {
             holds: Default::default(),
             lines_seen: Default::default(),
             background: Default::default(),
+            window_give_backs: Default::default(),
             token_offset: Default::default(),
         }
     }

@@ -54,6 +54,9 @@ const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#l
 /// claimed again, while earlier ones stay refused; its lease ends where it began, so that
 /// `status` says the window free (it said it held by the claimant that had gone). Only over its
 /// own claim of that window.
+/// The longest a claim refused by a claim of this client's waits for that one's give-back.
+const GIVE_BACK_WAIT: Duration = Duration::from_secs(5);
+
 const GIVE_BACK_UPDATE: &str = "SET #window = :previous, #expires_at = #acquired_at";
 const GIVE_BACK_CONDITION: &str = "#lock_id = :lock_id AND #window = :window";
 
@@ -296,6 +299,20 @@ impl LockClient {
                         window: number,
                         ends_at,
                     }),
+                    // A claim of this client's, dropped before its answer, whose give-back is
+                    // under way: claimed again once it is done (for a while at most: one stuck
+                    // must not hold up the claim). Answered at once, the window was said taken by
+                    // this very caller, and the give-back then left it to nobody (found by review).
+                    Some(record)
+                        if tokio::time::timeout(
+                            GIVE_BACK_WAIT,
+                            table.window_give_backs.wait(&record.lock_id.to_string()),
+                        )
+                        .await
+                            == Ok(true) =>
+                    {
+                        Box::pin(self.claim_window(key, window)).await
+                    }
                     Some(record) => Ok(WindowClaim::Taken {
                         window: claimed,
                         holder: record.holder,
@@ -343,10 +360,16 @@ impl Drop for UnsettledClaim {
         }
         let (table, resource) = (Arc::clone(&self.table), self.resource.clone());
         let (lock_id, window) = (self.lock_id, self.window);
+        let (number, ended) = table.window_give_backs.start(&lock_id.to_string());
         let spawned = self.table.release_in_background(async move {
             give_back(&table, &resource, lock_id, window).await;
+            table.window_give_backs.ended(&lock_id.to_string(), number);
+            drop(ended);
         });
         if !spawned {
+            self.table
+                .window_give_backs
+                .ended(&self.lock_id.to_string(), number);
             warn!(
                 resource = self.resource,
                 "a window claim dropped outside a runtime keeps its window if it landed"

@@ -308,3 +308,44 @@ async fn a_late_copy_of_a_claim_given_back_does_not_take_the_window_again() {
     let again = client.claim_window(&key, &hourly).await.unwrap();
     assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
 }
+
+/// A claim made at once after a dropped claim of the same client landed, while that one's
+/// give-back is held in the network: refused by the dropped claim, it said the window was taken
+/// by this very caller, and the give-back then left the window to nobody. It waits for the
+/// give-back and claims the window.
+#[tokio::test]
+async fn a_claim_refused_by_a_dropped_claim_being_given_back_claims_the_window() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/retried-at-once");
+    let hourly = Window::every(HOUR);
+    let mut give_back = proxy.delay_next_request_containing("UpdateItem", ":previous");
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let claim = {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    answer.applied().await;
+    claim.abort();
+    assert!(claim.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    give_back.captured().await;
+
+    let again = {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    proxy
+        .wait_for("PutItem", |counts| counts.answered >= 1)
+        .await;
+    assert!(
+        give_back.deliver().await,
+        "the give-back reached the endpoint"
+    );
+    let again = again.await.unwrap().unwrap();
+    assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
+    client.flush().await;
+    let status = client.status(&format!("window:{key}")).await.unwrap();
+    assert!(matches!(status, LockStatus::Held { .. }), "{status:?}");
+}

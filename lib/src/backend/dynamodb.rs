@@ -9,11 +9,9 @@ use crate::error::Error;
 use crate::ops::extend::DataChange;
 use crate::options::AcquireOptions;
 use crate::outcome::{ExtendOutcome, ReleaseOutcome};
-use futures_util::future::{FutureExt, Shared};
-use std::collections::HashMap;
+use crate::pending_by_key::PendingByKey;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -37,67 +35,15 @@ use tokio::sync::oneshot;
 pub struct DynamoDbBackend {
     client: LockClient,
     fencing: bool,
-    releasing: Releasing,
+    /// The releases under way (sent from the background), by key: a `try_lock` of that key waits
+    /// for them, as the memory backend, which releases at the call, finds the key free at once
+    /// (a `try_lock` after a dropped release met the backend's own lock and said held by
+    /// another).
+    releasing: PendingByKey,
 }
 
 /// The longest a `try_lock` waits for a release of its key under way.
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
-
-/// The releases under way (sent from the background), by key: a `try_lock` of that key waits for
-/// them, as the memory backend, which releases at the call, finds the key free at once (a
-/// `try_lock` after a dropped release met the backend's own lock and said held by another).
-#[derive(Debug, Clone, Default)]
-struct Releasing(Arc<Mutex<Pending>>);
-
-/// The latest release of each key under way (its number, and what completes when it has ended),
-/// and the next release's number. Numbers are never reused: a stuck release of a key that ends
-/// after a later one has ended must not take the entry of a release of that key started since
-/// (numbered per key from 0 again, it did, and a `try_lock` stopped waiting for it).
-#[derive(Debug, Default)]
-struct Pending {
-    latest: HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>,
-    next: u64,
-}
-
-impl Releasing {
-    /// A release of `key` starts: its number, and the sender that says it has ended.
-    fn start(&self, key: &str) -> (u64, oneshot::Sender<()>) {
-        let (ended, ends) = oneshot::channel();
-        let mut pending = self.lock();
-        let number = pending.next;
-        pending.next += 1;
-        pending
-            .latest
-            .insert(key.to_owned(), (number, ends.shared()));
-        (number, ended)
-    }
-
-    /// The release `number` of `key` has ended.
-    fn ended(&self, key: &str, number: u64) {
-        let mut pending = self.lock();
-        if pending
-            .latest
-            .get(key)
-            .is_some_and(|(latest, _)| *latest == number)
-        {
-            pending.latest.remove(key);
-        }
-    }
-
-    /// Completes once the latest release of `key` under way, if any, has ended.
-    async fn wait(&self, key: &str) {
-        let latest = self.lock().latest.get(key).map(|(_, ends)| ends.clone());
-        if let Some(ends) = latest {
-            let _ = ends.await;
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
 
 impl DynamoDbBackend {
     /// A backend taking `client`'s locks, without fencing tokens.
@@ -113,7 +59,7 @@ impl DynamoDbBackend {
         DynamoDbBackend {
             client,
             fencing: false,
-            releasing: Releasing::default(),
+            releasing: PendingByKey::default(),
         }
     }
 
@@ -238,25 +184,5 @@ fn released_or_not(
     match released? {
         ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed => Ok(()),
         _ => Err(BackendError::not_held(lock.key())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A stuck release of a key that ends after a later release of it ended leaves the entry of
-    /// a release started since: a `try_lock` still waits for that one (found by review).
-    #[test]
-    fn a_stuck_release_ending_late_leaves_a_newer_release_pending() {
-        let releasing = Releasing::default();
-        let (stuck, _) = releasing.start("k");
-        let (second, _) = releasing.start("k");
-        releasing.ended("k", second);
-        let (newest, _) = releasing.start("k");
-        releasing.ended("k", stuck);
-        assert!(releasing.lock().latest.contains_key("k"));
-        releasing.ended("k", newest);
-        assert!(releasing.lock().latest.is_empty());
     }
 }
