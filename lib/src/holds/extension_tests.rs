@@ -131,3 +131,36 @@ fn a_lock_extended_again_is_remembered_as_extended_last() {
         ExpiryFound::OutOfDate
     );
 }
+
+/// Two rewrites at one stored end on their way, one answered: the other may still land after an
+/// extension found the lease over there, and the lock is marked for release (one slot for the
+/// end, cleared by the first answer, forgot the second; found by review).
+#[test]
+fn a_rewrite_still_on_its_way_after_another_was_answered_marks_the_lock_for_release() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let end = acquired_at() + chrono::TimeDelta::seconds(10);
+    holds.rewrite_sent(lock.lock_id(), end);
+    holds.rewrite_sent(lock.lock_id(), end);
+    holds.rewrite_answered(lock.lock_id());
+    let no_earlier = sent::LeaseToSend::given(Duration::from_secs(60));
+    let expired = LockLost::Expired { expired_at: end };
+    let found = holds.expiry_found(&lock, &no_earlier, end, &expired);
+    assert_eq!(found, ExpiryFound::Lost { to_release: true });
+}
+
+/// Every rewrite answered, none may land: an expiry found is a loss with nothing to release.
+#[test]
+fn with_every_rewrite_answered_an_expiry_found_releases_nothing() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    held_for_a_while(&holds, &lock);
+    let end = acquired_at() + chrono::TimeDelta::seconds(10);
+    holds.rewrite_sent(lock.lock_id(), end);
+    holds.rewrite_answered(lock.lock_id());
+    let no_earlier = sent::LeaseToSend::given(Duration::from_secs(60));
+    let expired = LockLost::Expired { expired_at: end };
+    let found = holds.expiry_found(&lock, &no_earlier, end, &expired);
+    assert_eq!(found, ExpiryFound::Lost { to_release: false });
+}

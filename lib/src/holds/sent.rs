@@ -21,10 +21,14 @@ pub(super) struct Sent {
     /// for), answered or not.
     latest_until: Option<Instant>,
     /// The lease end of the latest rewrite (a data change, or an observed-lease extension,
-    /// written again at a later stored end) sent and not answered: dropped with its request on
-    /// the way, or failed. Its condition holds while the version it names stands, so it may land
-    /// yet, and write a new version.
+    /// written again at a later stored end) sent while rewrites were unanswered: dropped with
+    /// their request on the way, or failed. A rewrite's condition holds while the version it
+    /// names stands, so it may land yet, and write a new version.
     unanswered_rewrite_end: Option<DateTime<Utc>>,
+    /// How many rewrites are sent and not answered: the end is forgotten once none is (one slot
+    /// for the end alone, cleared by the answer of either of two rewrites at one end, forgot the
+    /// other one, still on its way; found by review).
+    unanswered_rewrites: u32,
 }
 
 /// What an applied extension's answer tells of the lock (see [`Holds::extended`]).
@@ -146,10 +150,10 @@ impl Holds {
         }
     }
 
-    /// The rewrite of an extension of `lock_id` to `end` is answered.
-    pub(crate) fn rewrite_answered(&self, lock_id: LockId, end: DateTime<Utc>) {
+    /// A rewrite of an extension of `lock_id` is answered.
+    pub(crate) fn rewrite_answered(&self, lock_id: LockId) {
         if let Some(hold) = self.inner().held.get_mut(&lock_id) {
-            hold.sent.rewrite_answered(end);
+            hold.sent.rewrite_answered();
         }
     }
 
@@ -249,11 +253,13 @@ impl Sent {
     /// A rewrite to `end` is sent.
     pub(super) fn rewrite_sent(&mut self, end: DateTime<Utc>) {
         self.unanswered_rewrite_end = self.unanswered_rewrite_end.max(Some(end));
+        self.unanswered_rewrites = self.unanswered_rewrites.saturating_add(1);
     }
 
-    /// A rewrite to `end` is answered.
-    pub(super) fn rewrite_answered(&mut self, end: DateTime<Utc>) {
-        if self.unanswered_rewrite_end == Some(end) {
+    /// A rewrite is answered: the latest end sent is forgotten once every rewrite is.
+    pub(super) fn rewrite_answered(&mut self) {
+        self.unanswered_rewrites = self.unanswered_rewrites.saturating_sub(1);
+        if self.unanswered_rewrites == 0 {
             self.unanswered_rewrite_end = None;
         }
     }

@@ -217,7 +217,7 @@ async fn write(
                 let written =
                     update_item(table, extension, expires_at, &version, rewrite.as_ref()).await?;
                 if rewrite.is_some() {
-                    table.holds.rewrite_answered(lock_id, expires_at);
+                    table.holds.rewrite_answered(lock_id);
                 }
                 written
             }
