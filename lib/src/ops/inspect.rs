@@ -146,7 +146,9 @@ pub(crate) async fn force_release(
         // the item was read, or whose acquisition is still to be answered (its late answer
         // must not start a guard held). Only those: a lock taken after the read is spared by the
         // delete's condition, and its guard stays held.
-        table.holds.removing(lock_ids_in(table, resource, &item));
+        let on_its_way: Vec<LockId> = stopped.iter().map(|release| release.lock_id()).collect();
+        let removing = lock_ids_in(table, resource, &item);
+        stopped.extend(table.holds.removing_by_force(removing, &on_its_way));
         for release in &mut stopped {
             release.sending();
             release.overtake_earlier();
@@ -158,10 +160,11 @@ pub(crate) async fn force_release(
             // answer (the holder read was removed, and is reported so), else meanwhile (nothing
             // left to release).
             Answer::Refused(None) => break retried.then_some(item),
-            // Another acquisition's now: the lock read was released meanwhile, and the later
-            // holder is spared.
+            // Another acquisition's now: the lock read was released meanwhile (by this request's
+            // own first attempt, if the SDK sent it again after a lost answer: reported so, as
+            // above; found by review), and the later holder is spared.
             Answer::Refused(Some(changed)) if changed.get(LOCK_ID) != item.get(LOCK_ID) => {
-                break None
+                break retried.then_some(item)
             }
             // Kept, with its holder cleared: by this request's first attempt if it was sent
             // again, else by a release meanwhile. Not written again: it wrote a second version
@@ -175,10 +178,14 @@ pub(crate) async fn force_release(
             // the refusal found it (`ALL_OLD`).
             Answer::Refused(changed) if tries < MAX_FORCE_RELEASE_TRIES => found = changed,
             Answer::Refused(_) => {
+                // Every delete refused: it removed nothing.
+                for release in &stopped {
+                    release.answered(&Ok(ReleaseOutcome::NotFound));
+                }
                 return Err(Error::UnexpectedResponse {
                     operation: "DeleteItem",
                     detail: "the lock item kept changing under force release; nothing was released",
-                })
+                });
             }
         }
     };

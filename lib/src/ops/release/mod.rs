@@ -447,9 +447,11 @@ async fn send_started(
                 // have made it itself (its resend writes a version of its own, which the record
                 // does not carry): `AlreadyReleased` said another release did, and the DynamoDB
                 // backend took it for a lock it no longer held (found by review). An SDK retry
-                // sends the same version, and one that met its own record was applied (above):
-                // a record it meets is another release's.
-                let outcome = if resent {
+                // sends the same version, and one that met its own record was applied (above);
+                // the record it meets may still be written over its own by a force release since
+                // (which writes a version of its own too), its payload replaced: so read too
+                // (found by review).
+                let outcome = if resent || retried {
                     ReleaseOutcome::Unconfirmed
                 } else {
                     outcome
