@@ -332,7 +332,7 @@ impl LockClientBuilder {
             holds: Default::default(),
             lines_seen: Default::default(),
             background: Default::default(),
-            window_give_backs: Default::default(),
+            window_claims: Default::default(),
             token_offset: Default::default(),
         };
         Ok(LockClient::from_settings(Settings {

@@ -56,9 +56,9 @@ pub(crate) struct LockTable {
     pub(crate) lines_seen: LinesSeen,
     /// Releases sent from spawned tasks (dropped guards, dropped acquisitions).
     pub(crate) background: BackgroundReleases,
-    /// The give-backs of dropped window claims under way, by the claim's `LockID`: a claim they
-    /// refused waits for them.
-    pub(crate) window_give_backs: PendingByKey,
+    /// The window claims not settled yet (their answer to come, or their give-back under way), by
+    /// the claim's `LockID`: a claim they refused waits for them.
+    pub(crate) window_claims: PendingByKey,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -84,7 +84,7 @@ impl LockTable {
             holds: Default::default(),
             lines_seen: Default::default(),
             background: Default::default(),
-            window_give_backs: Default::default(),
+            window_claims: Default::default(),
             token_offset: Default::default(),
         }
     }

@@ -22,9 +22,10 @@ struct Pending {
 }
 
 impl PendingByKey {
-    /// Work on `key` starts: its number, and the sender that says it has ended (dropped, it says
-    /// so too).
-    pub(crate) fn start(&self, key: &str) -> (u64, oneshot::Sender<()>) {
+    /// Work on `key` starts: under way until the returned [`Work`] is dropped (done, failed, or
+    /// cancelled with its runtime: an entry that outlived its task was waited for as done
+    /// forever).
+    pub(crate) fn start(&self, key: &str) -> Work {
         let (ended, ends) = oneshot::channel();
         let mut pending = self.lock();
         let number = pending.next;
@@ -32,11 +33,16 @@ impl PendingByKey {
         pending
             .latest
             .insert(key.to_owned(), (number, ends.shared()));
-        (number, ended)
+        Work {
+            pending: self.clone(),
+            key: key.to_owned(),
+            number,
+            _ended: ended,
+        }
     }
 
     /// The work `number` on `key` has ended.
-    pub(crate) fn ended(&self, key: &str, number: u64) {
+    fn ended(&self, key: &str, number: u64) {
         let mut pending = self.lock();
         if pending
             .latest
@@ -65,6 +71,23 @@ impl PendingByKey {
     }
 }
 
+/// One piece of work under way (see [`PendingByKey::start`]), until dropped.
+#[derive(Debug)]
+#[must_use = "the work is under way only while this is kept"]
+pub(crate) struct Work {
+    pending: PendingByKey,
+    key: String,
+    number: u64,
+    /// Dropped, it ends the waits for this work.
+    _ended: oneshot::Sender<()>,
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        self.pending.ended(&self.key, self.number);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,13 +97,24 @@ mod tests {
     #[test]
     fn stuck_work_ending_late_leaves_newer_work_pending() {
         let pending = PendingByKey::default();
-        let (stuck, _) = pending.start("k");
-        let (second, _) = pending.start("k");
-        pending.ended("k", second);
-        let (newest, _) = pending.start("k");
-        pending.ended("k", stuck);
+        let stuck = pending.start("k");
+        let second = pending.start("k");
+        drop(second);
+        let newest = pending.start("k");
+        drop(stuck);
         assert!(pending.lock().latest.contains_key("k"));
-        pending.ended("k", newest);
+        drop(newest);
         assert!(pending.lock().latest.is_empty());
+    }
+
+    /// Work dropped with its task (a runtime shut down) is no longer under way.
+    #[tokio::test]
+    async fn dropped_work_is_waited_for_no_more() {
+        use futures_util::FutureExt;
+        let pending = PendingByKey::default();
+        let work = pending.start("k");
+        assert_eq!(pending.wait("k").now_or_never(), None);
+        drop(work);
+        assert_eq!(pending.wait("k").now_or_never(), Some(false));
     }
 }

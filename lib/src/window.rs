@@ -32,6 +32,7 @@ use crate::item::{s, WINDOW};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
+use crate::pending_by_key::Work;
 use crate::record::{self, Written};
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -54,7 +55,7 @@ const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR (attribute_exists(#l
 /// claimed again, while earlier ones stay refused; its lease ends where it began, so that
 /// `status` says the window free (it said it held by the claimant that had gone). Only over its
 /// own claim of that window.
-/// The longest a claim refused by a claim of this client's waits for that one's give-back.
+/// The longest a claim refused by a claim of this client's waits for that one to be settled.
 const GIVE_BACK_WAIT: Duration = Duration::from_secs(5);
 
 const GIVE_BACK_UPDATE: &str = "SET #window = :previous, #expires_at = #acquired_at";
@@ -215,6 +216,18 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn claim_window(&self, key: &str, window: &Window) -> Result<WindowClaim, Error> {
+        self.claim_window_once(key, window, false).await
+    }
+
+    /// [`claim_window`](Self::claim_window), `again` after waiting for a claim of this client's
+    /// that refused the first (then never again: a claim refused by it once more answers
+    /// `Taken`).
+    async fn claim_window_once(
+        &self,
+        key: &str,
+        window: &Window,
+        again: bool,
+    ) -> Result<WindowClaim, Error> {
         let table = &self.settings.table;
         let (period_ms, skew_ms) = window.millis()?;
         if key.is_empty() {
@@ -265,6 +278,7 @@ impl LockClient {
             lock_id: lock.lock_id(),
             window: number,
             armed: true,
+            _unsettled: table.window_claims.start(&lock.lock_id().to_string()),
         };
         let answer = match answer("PutItem", sent.await, |err| match err {
             PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
@@ -299,19 +313,21 @@ impl LockClient {
                         window: number,
                         ends_at,
                     }),
-                    // A claim of this client's, dropped before its answer, whose give-back is
-                    // under way: claimed again once it is done (for a while at most: one stuck
-                    // must not hold up the claim). Answered at once, the window was said taken by
-                    // this very caller, and the give-back then left it to nobody (found by review).
+                    // A claim of this client's not settled yet (its answer to come, or, dropped
+                    // before it, its give-back under way): claimed again once it is settled (for
+                    // a while at most: one stuck must not hold up the claim). Answered at once,
+                    // the window was said taken by this very caller, and the give-back then left
+                    // it to nobody (found by review).
                     Some(record)
-                        if tokio::time::timeout(
-                            GIVE_BACK_WAIT,
-                            table.window_give_backs.wait(&record.lock_id.to_string()),
-                        )
-                        .await
-                            == Ok(true) =>
+                        if !again
+                            && tokio::time::timeout(
+                                GIVE_BACK_WAIT,
+                                table.window_claims.wait(&record.lock_id.to_string()),
+                            )
+                            .await
+                                == Ok(true) =>
                     {
-                        Box::pin(self.claim_window(key, window)).await
+                        Box::pin(self.claim_window_once(key, window, true)).await
                     }
                     Some(record) => Ok(WindowClaim::Taken {
                         window: claimed,
@@ -330,13 +346,15 @@ impl LockClient {
 /// A claim sent and not yet answered in a way that settles it. Dropped armed (the caller's future
 /// dropped mid-request), it gives the window back from a task of the client (`flush` waits for
 /// it): a claim that landed with nobody to run the job left its window run by nobody, every other
-/// caller refused (found by review).
+/// caller refused (found by review). Under way for the client's claims it refuses until it is
+/// settled or given back.
 struct UnsettledClaim {
     table: Arc<LockTable>,
     resource: String,
     lock_id: LockId,
     window: u64,
     armed: bool,
+    _unsettled: Work,
 }
 
 impl UnsettledClaim {
@@ -360,16 +378,13 @@ impl Drop for UnsettledClaim {
         }
         let (table, resource) = (Arc::clone(&self.table), self.resource.clone());
         let (lock_id, window) = (self.lock_id, self.window);
-        let (number, ended) = table.window_give_backs.start(&lock_id.to_string());
+        // Unsettled until given back (the client's claims it refuses wait for it).
+        let unsettled = table.window_claims.start(&lock_id.to_string());
         let spawned = self.table.release_in_background(async move {
             give_back(&table, &resource, lock_id, window).await;
-            table.window_give_backs.ended(&lock_id.to_string(), number);
-            drop(ended);
+            drop(unsettled);
         });
         if !spawned {
-            self.table
-                .window_give_backs
-                .ended(&self.lock_id.to_string(), number);
             warn!(
                 resource = self.resource,
                 "a window claim dropped outside a runtime keeps its window if it landed"

@@ -349,3 +349,31 @@ async fn a_claim_refused_by_a_dropped_claim_being_given_back_claims_the_window()
     let status = client.status(&format!("window:{key}")).await.unwrap();
     assert!(matches!(status, LockStatus::Held { .. }), "{status:?}");
 }
+
+/// A claim refused by a claim of the same client still unanswered, whose caller then gives up:
+/// it said the window was taken by this very caller, and the give-back then left the window to
+/// nobody. It waits for that claim to be settled (here given back) and claims the window.
+#[tokio::test]
+async fn a_claim_refused_by_an_unanswered_claim_of_its_client_claims_the_window_given_back() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/refused-by-unanswered");
+    let hourly = Window::every(HOUR);
+    let claim = |client: &LockClient| {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    let mut answer = proxy.withhold_next_answer("PutItem");
+    let first = claim(&client);
+    answer.applied().await;
+    let second = claim(&client);
+    proxy
+        .wait_for("PutItem", |counts| counts.answered >= 1)
+        .await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    let second = second.await.unwrap().unwrap();
+    assert!(matches!(second, WindowClaim::Claimed { .. }), "{second:?}");
+}

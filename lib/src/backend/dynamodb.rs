@@ -138,21 +138,18 @@ impl LockBackend for DynamoDbBackend {
             .release_starts(lock.handle());
         let (answer, answered) = oneshot::channel();
         let (client, spawned_lock) = (self.client.clone(), lock.clone());
-        let releasing = self.releasing.clone();
-        let (number, ended) = releasing.start(lock.key());
+        let releasing = self.releasing.start(lock.key());
+        // (Not spawned, the task is dropped, and the release under way with it.)
         let spawned = self.client.release_in_background(async move {
             // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
             // may have dropped its future.
             let released = client
                 .release_retrying(spawned_lock.handle(), DataChange::Keep, Some(underway))
                 .await;
-            releasing.ended(spawned_lock.key(), number);
-            let _ = ended.send(());
+            // Ended before the answer: a `try_lock` after it does not wait.
+            drop(releasing);
             let _ = answer.send(released_or_not(released, &spawned_lock));
         });
-        if !spawned {
-            self.releasing.ended(lock.key(), number);
-        }
         Box::pin(async move {
             match answered.await {
                 Ok(released) => released,
