@@ -13,7 +13,6 @@ use ddb_lock::{
     wait_budget, AcquireOptions, CleanupCursor, LockClient, LockHandle, LockStatus, Mode,
     Namespace, ReleaseOutcome, SetAttempt,
 };
-use futures_util::future::join_all;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::sync::Arc;
@@ -293,7 +292,11 @@ impl Handler {
     ) -> Result<Done, HandlerError> {
         *attempts = u32::try_from(locks.len()).unwrap_or(u32::MAX);
         let handles: Vec<LockHandle> = locks.iter().map(handle).collect();
-        let outcomes = join_all(handles.iter().map(|h| client.release(h))).await;
+        // Every member checked before any is released (a bad one is named on `locks`).
+        let outcomes = client
+            .release_handles(&handles)
+            .await
+            .map_err(|err| HandlerError::from(err).of_member_in("locks"))?;
         let mut released = Vec::new();
         let mut failures = Vec::new();
         for (lock, outcome) in locks.into_iter().zip(outcomes) {

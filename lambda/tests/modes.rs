@@ -251,6 +251,42 @@ async fn set_fields_are_checked_and_named() {
     }
 }
 
+/// A set's release with a member the library refuses (an empty name, one over the key limit) or
+/// no member: named on `locks`, and nothing released. Checked member by member as each was
+/// released, it released the good members and named `resource`, a field the event does not have.
+#[tokio::test]
+async fn a_set_release_with_a_bad_member_releases_nothing_and_names_locks() {
+    let handler = handler().await;
+    let resource = unique("h-set-bad-release");
+    let taken = invoke(
+        &handler,
+        json!({"op": "try_acquire", "owner": "o", "resources": [resource]}),
+    )
+    .await
+    .unwrap();
+    let good = taken["locks"][0].clone();
+    let lock_id = good["lock_id"].clone();
+    for bad in [json!(""), json!("x".repeat(3000))] {
+        let event = json!({"op": "release", "owner": "o",
+            "locks": [good, {"resource": bad, "lock_id": lock_id}]});
+        assert_eq!(invalid_field(invoke(&handler, event).await), "locks");
+    }
+    assert_eq!(
+        invalid_field(
+            invoke(
+                &handler,
+                json!({"op": "release", "owner": "o", "locks": []})
+            )
+            .await
+        ),
+        "locks"
+    );
+    let status = invoke(&handler, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["locked"], true, "{status}");
+}
+
 #[tokio::test]
 async fn a_path_is_locked_with_its_ancestors_and_conflicts_as_paths_do() {
     let handler = handler().await;
