@@ -278,7 +278,7 @@ impl LockClient {
             lock_id: lock.lock_id(),
             window: number,
             armed: true,
-            _unsettled: table.window_claims.start(&lock.lock_id().to_string()),
+            unsettled: Some(table.window_claims.start(&lock.lock_id().to_string())),
         };
         let answer = match answer("PutItem", sent.await, |err| match err {
             PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
@@ -354,7 +354,10 @@ struct UnsettledClaim {
     lock_id: LockId,
     window: u64,
     armed: bool,
-    _unsettled: Work,
+    /// Under way until settled, or given back (handed to the give-back's task when dropped armed:
+    /// a new one started there, the first one's drop woke the claims waiting for it before the
+    /// give-back landed; found by review).
+    unsettled: Option<Work>,
 }
 
 impl UnsettledClaim {
@@ -379,7 +382,7 @@ impl Drop for UnsettledClaim {
         let (table, resource) = (Arc::clone(&self.table), self.resource.clone());
         let (lock_id, window) = (self.lock_id, self.window);
         // Unsettled until given back (the client's claims it refuses wait for it).
-        let unsettled = table.window_claims.start(&lock_id.to_string());
+        let unsettled = self.unsettled.take();
         let spawned = self.table.release_in_background(async move {
             give_back(&table, &resource, lock_id, window).await;
             drop(unsettled);
