@@ -370,3 +370,43 @@ async fn a_release_whose_answer_came_cut_never_names_the_next_holder() {
     let outcome = releasing.await.unwrap().unwrap();
     assert_eq!(outcome, ReleaseOutcome::Unconfirmed);
 }
+
+/// A `try_acquire` dropped while its write was held in the network, the write landing after it:
+/// the clean-up's delete, held too, had not removed it when the caller tried again at once, and
+/// that try said the lock held, by this very caller's abandoned write, which the clean-up then
+/// removed. It waits for the clean-up and takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_right_after_a_dropped_one_landed_waits_for_its_clean_up_and_acquires() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("try-after-dropped-try");
+    let opts = AcquireOptions::new()
+        .owner("alice")
+        .lease(Duration::from_secs(60));
+    let mut write = proxy.delay_next_request("PutItem");
+    let mut clean_up = proxy.delay_next_request("DeleteItem");
+    let first = tokio::spawn({
+        let (client, resource, opts) = (client.clone(), resource.clone(), opts.clone());
+        async move { client.try_acquire(&resource, &opts).await }
+    });
+    write.captured().await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    clean_up.captured().await;
+    assert!(write.deliver().await, "the dropped try's write landed");
+    let answered = proxy.counts("PutItem").answered;
+    let again = tokio::spawn({
+        let (client, resource, opts) = (client.clone(), resource.clone(), opts.clone());
+        async move { client.try_acquire(&resource, &opts).await }
+    });
+    proxy
+        .wait_for("PutItem", |counts| counts.answered > answered)
+        .await;
+    assert!(
+        clean_up.deliver().await,
+        "the clean-up reached the endpoint"
+    );
+    let lock = again.await.unwrap().unwrap();
+    assert!(lock.is_some(), "the lock nobody holds");
+}
