@@ -82,8 +82,10 @@ impl Drop for InFlightAcquisition<'_> {
         }
         let table = Arc::clone(self.table);
         let version = self.version.take();
-        // Under way until done: a `try_acquire` of this client that it refused waits for it.
-        let cleaning = table.acquisition_cleanups.start(handle.resource());
+        // Under way until done: an acquisition of this client refused by its write waits for it.
+        let cleaning = table
+            .acquisition_cleanups
+            .start(&handle.lock_id().to_string());
         let spawned = self.table.release_in_background(async move {
             let _cleaning = cleaning;
             let resource = handle.resource();

@@ -29,11 +29,6 @@ use tokio::time::Instant;
 use tracing::{debug, info};
 use writer_marker::WriterMarker;
 
-/// The longest a `try_acquire` refused while a dropped acquisition of this client is being
-/// cleaned up waits for that clean-up (which looks again 50 and 200 ms later for a write still on
-/// its way) before it tries once more.
-const CLEANUP_WAIT: Duration = Duration::from_secs(2);
-
 /// Tries once; a fenced attempt cancelled by concurrent writes is tried again after a backoff
 /// step, up to [`MAX_FENCE_TRIES`] in all.
 pub(crate) async fn try_once(
@@ -42,27 +37,11 @@ pub(crate) async fn try_once(
     bounds: BackoffBounds,
 ) -> Result<AcquireAttempt, Error> {
     let mut backoff = Backoff::new(bounds);
-    let mut waited = false;
     for tries in 1..=MAX_FENCE_TRIES {
         match attempt_acquire(table, request, None).await? {
             Attempt::Acquired(lock) => {
                 log_acquired(&lock, Duration::ZERO, tries);
                 return Ok(AcquireAttempt::Acquired(lock));
-            }
-            // Refused while a dropped acquisition of this client is being cleaned up (its write
-            // may be what refused it): tried once more after the clean-up, for a while at most
-            // (answered at once, the lock was said held, by this very caller's abandoned write,
-            // which the clean-up then removed; found by review).
-            Attempt::Held { .. }
-                if !waited
-                    && tokio::time::timeout(
-                        CLEANUP_WAIT,
-                        table.acquisition_cleanups.wait(request.resource),
-                    )
-                    .await
-                        == Ok(true) =>
-            {
-                waited = true;
             }
             Attempt::Held { holder, .. } => {
                 debug!(resource = request.resource, owner = request.owner, holder = %holder.owner, "lock held by another owner");
