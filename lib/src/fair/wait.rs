@@ -28,7 +28,7 @@ use crate::ops::release::{self, Release};
 use crate::outcome::AcquireStats;
 use crate::shared::writer::{self, SharedRefusal};
 use crate::time::span;
-use crate::wait::backoff::Backoff;
+use crate::wait::backoff::{Backoff, BackoffBounds};
 use crate::wait::writer_marker::WriterMarker;
 use crate::wait::{log_acquired, Wait};
 use chrono::{DateTime, Utc};
@@ -376,11 +376,30 @@ impl LeaveOnDrop {
     }
 }
 
+/// How many times a gone waiter's leave reads the line again when it keeps changing, and the
+/// bounds of the random pauses between (full jitter, doubling).
+const LEAVE_ROUNDS: usize = 8;
+const LEAVE_PAUSE: Duration = Duration::from_millis(10);
+const LEAVE_PAUSE_MAX: Duration = Duration::from_millis(500);
+
 /// Takes the waiter `handle` that has gone out of the line, releasing the lock if it was granted
 /// meanwhile: whether it found it (in line or holding).
 async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<bool, Error> {
     let resource = handle.resource();
-    match retrying(|| line::leave(table, resource, handle.lock_id(), None)).await? {
+    // A leave that kept finding the line changed under it (waiters ahead leaving at the same
+    // time, all in step) tries again after a pause, a random one, so that those leaving together
+    // fall out of step: taken for done, it left the waiter in line, and the next release granted
+    // it the lock, held by nobody for its lease (found by review).
+    let mut pause = Backoff::new(BackoffBounds::new(LEAVE_PAUSE, LEAVE_PAUSE_MAX));
+    let mut left = retrying(|| line::leave(table, resource, handle.lock_id(), None)).await?;
+    for _ in 1..LEAVE_ROUNDS {
+        if !matches!(left, Left::Stuck) {
+            break;
+        }
+        tokio::time::sleep(pause.next_delay()).await;
+        left = retrying(|| line::leave(table, resource, handle.lock_id(), None)).await?;
+    }
+    match left {
         Left::Granted(_) => {
             // Only as the grant left it: a hand-back to an idempotent acquisition of the owner
             // since, in another process, is that one's.
@@ -395,8 +414,12 @@ async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<boo
             Ok(true)
         }
         Left::NotInLine => Ok(false),
-        left @ (Left::Gone | Left::Stuck) => {
-            debug!(resource, ?left, "a waiter that had gone left the line");
+        Left::Gone => {
+            debug!(resource, "a waiter that had gone left the line");
+            Ok(true)
+        }
+        Left::Stuck => {
+            warn!(resource, "a waiter that had gone could not leave a line that kept changing; a grant passes it over after its deadline");
             Ok(true)
         }
     }

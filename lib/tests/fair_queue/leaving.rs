@@ -8,8 +8,9 @@ use super::{
     reader_took_the_lapsed_lock, spawn_waiter, LEASE,
 };
 use ddb_lock::{Error, ReleaseOutcome};
+use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, dynamodb, hold, lock_client, raw_item, reader_options, string_attr, unique,
+    builder, dynamodb, endpoint, hold, lock_client, raw_item, reader_options, string_attr, unique,
 };
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -385,4 +386,68 @@ async fn a_release_grants_past_a_long_line_of_dead_waiters() {
         holder.force_release(&resource).await.unwrap();
         drop(taken);
     }
+}
+
+/// A dropped waiter whose leave finds the line changed at each of its tries (the waiters ahead of
+/// it leaving meanwhile, as a burst of cancelled waiters does): its clean-up took the last refusal
+/// for done, the waiter stayed in line, and the next release would have granted it the lock, held
+/// by nobody for its lease. It tries again after a pause, and leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiter_whose_leave_keeps_being_refused_still_leaves() {
+    const AHEAD: usize = 8;
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut ahead = Vec::new();
+    let mut owners: Vec<String> = Vec::new();
+    for n in 0..AHEAD {
+        let client = lock_client().await;
+        let owner = format!("a{n}");
+        let acquiring = {
+            let (client, resource, opts) = (client.clone(), resource.clone(), fair(&owner));
+            tokio::spawn(async move { client.acquire(&resource, &opts).await })
+        };
+        owners.push(owner);
+        let expected: Vec<&str> = owners.iter().map(String::as_str).collect();
+        line_becomes(&holder, &resource, &expected).await;
+        ahead.push((client, acquiring));
+    }
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("gone")).await })
+    };
+    owners.push("gone".to_owned());
+    let expected: Vec<&str> = owners.iter().map(String::as_str).collect();
+    line_becomes(&holder, &resource, &expected).await;
+
+    let held_leave = || proxy.delay_next_request_containing("UpdateItem", "REMOVE #queue[");
+    let mut leave = held_leave();
+    acquiring.abort();
+    assert!(acquiring.await.unwrap_err().is_cancelled());
+    for (n, (client, acquiring)) in ahead.into_iter().enumerate() {
+        leave.captured().await;
+        // One ahead leaves before the held leave lands: its place is another's now, and the leave
+        // is refused, then sent again at once (held again, but after the last of its tries).
+        acquiring.abort();
+        assert!(acquiring.await.unwrap_err().is_cancelled());
+        client.flush().await;
+        let refused = std::mem::replace(&mut leave, held_leave());
+        assert!(refused.deliver().await, "the leave reached the endpoint");
+        if n + 1 == AHEAD {
+            break;
+        }
+    }
+    waiter.flush().await;
+    assert!(
+        line(&holder, &resource).await.is_empty(),
+        "the gone waiter left"
+    );
+    // Nobody to hand over to: the release deletes the item.
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(raw_item(&resource).await, None);
 }
