@@ -314,9 +314,14 @@ impl LockClient {
         if handles.is_empty() {
             return Err(InvalidInput::EmptySet.into());
         }
-        if handles.len() > MAX_SET_MEMBERS {
+        let distinct = handles
+            .iter()
+            .map(LockHandle::resource)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        if distinct > MAX_SET_MEMBERS {
             return Err(InvalidInput::TooManyMembers {
-                count: handles.len(),
+                count: distinct,
                 max: MAX_SET_MEMBERS,
             }
             .into());
