@@ -137,10 +137,7 @@ async fn a_twin_guards_release_after_one_that_found_the_lock_taken_finds_it_take
 async fn a_release_with_a_payload_after_another_release_says_it_was_released_already() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let client = ddb_lock_test_kit::keeping_client_at(&proxy.endpoint());
     let resource = unique("releases-payload-after");
     let lock = alices(&client, &resource).await;
     let (first, second) = two_releases(&proxy, &client, &lock, "UpdateItem", true).await;
@@ -391,64 +388,6 @@ async fn a_guards_release_after_a_force_release_of_another_lock_finds_its_own_lo
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotFound);
 }
 
-/// A guard's release while a force release through its client is unanswered (its delete applied,
-/// the answer held in the network): sent at once, it found nothing and said `NotFound`, a loss,
-/// for a lock its own client removed. It waits for the force release (here past the wait's bound,
-/// so its own request is sent while the force release is still unanswered) and reads what it
-/// finds as a resend.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guards_release_while_its_clients_force_release_is_unanswered_is_a_resend() {
-    let (proxy, client, resource, guard) =
-        guarded_through_a_proxy("force-release-unanswered").await;
-    let mut withheld = proxy.withhold_next_answer("DeleteItem");
-    let forcing = tokio::spawn({
-        let (client, resource) = (client.clone(), resource.clone());
-        async move { client.force_release(&resource).await }
-    });
-    withheld.applied().await;
-    let releasing = tokio::spawn(guard.release());
-    proxy
-        .wait_for("DeleteItem", |counts| counts.answered >= 1)
-        .await;
-    withheld.deliver();
-    assert!(
-        forcing.await.unwrap().unwrap().is_some(),
-        "alice's lock removed"
-    );
-    assert_eq!(
-        releasing.await.unwrap().unwrap(),
-        ReleaseOutcome::Unconfirmed
-    );
-}
-
-/// A lock taken through a client while its force release reads the item, which the force release
-/// then removes: its guard's release was no resend of it, and said `NotFound`, a loss, for a lock
-/// its own client removed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guards_release_after_a_force_release_that_removed_it_mid_read_is_a_resend() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("force-release-mid-read");
-    let mut read = proxy.delay_next_request("GetItem");
-    let forcing = tokio::spawn({
-        let (client, resource) = (client.clone(), resource.clone());
-        async move { client.force_release(&resource).await }
-    });
-    read.captured().await;
-    let guard = client
-        .lock(&resource, &guard_options("alice", 60_000, 20_000))
-        .await
-        .unwrap();
-    assert!(read.deliver().await, "the read reached the endpoint");
-    assert!(
-        forcing.await.unwrap().unwrap().is_some(),
-        "alice's lock removed"
-    );
-    assert_eq!(guard.lost().await, ddb_lock::LockLost::Released);
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Unconfirmed);
-}
-
 /// A release that replaces a kept item's payload, held in the network while a release by owner
 /// through the same client releases the lock: refused after it, it found the lock released by
 /// that one, and said `Unconfirmed`, as if its payload may have been written. It was not: it
@@ -457,10 +396,7 @@ async fn a_guards_release_after_a_force_release_that_removed_it_mid_read_is_a_re
 async fn a_payload_release_overtaken_by_a_release_by_owner_says_released_already() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let client = ddb_lock_test_kit::keeping_client_at(&proxy.endpoint());
     let resource = unique("payload-release-overtaken");
     let lock = client
         .try_acquire(&resource, &owner("alice").data("first"))

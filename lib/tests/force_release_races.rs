@@ -3,9 +3,87 @@
 //! it removed the lock), whatever order the requests land in and whichever answers are lost.
 
 use ddb_lock::{AcquireOptions, LockLost, ReleaseOutcome};
-use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::proxy::{Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{client_through, endpoint, guard_options, lock_client, raw_item, unique};
 use std::time::Duration;
+
+/// Releases `guard` while `forcing`, a force release through its client, has its delete
+/// (`deleted`) applied and unanswered, then lets that answer through: the guard's release (past
+/// its wait for the force release, sent while that one is still unanswered), and the force
+/// release's outcome.
+async fn guard_released_while_the_force_release_is_unanswered(
+    proxy: &Proxy,
+    mut deleted: WithheldAnswer,
+    forcing: Forcing,
+    guard: ddb_lock::LockGuard,
+) -> (ReleaseOutcome, Option<ddb_lock::Holder>) {
+    deleted.applied().await;
+    assert_eq!(guard.lost().await, LockLost::Released);
+    let releasing = tokio::spawn(guard.release());
+    proxy
+        .wait_for("DeleteItem", |counts| counts.answered >= 1)
+        .await;
+    deleted.deliver();
+    let removed = forcing.await.unwrap().unwrap();
+    (releasing.await.unwrap().unwrap(), removed)
+}
+
+/// A force release in a task.
+type Forcing = tokio::task::JoinHandle<Result<Option<ddb_lock::Holder>, ddb_lock::Error>>;
+
+/// A force release of `resource` through `client`, in a task.
+fn force_release(client: &ddb_lock::LockClient, resource: &str) -> Forcing {
+    let (client, resource) = (client.clone(), resource.to_owned());
+    tokio::spawn(async move { client.force_release(&resource).await })
+}
+
+/// A guard's release while a force release through its client is unanswered (its delete applied,
+/// the answer held in the network): sent at once, it found nothing and said `NotFound`, a loss,
+/// for a lock its own client removed. It waits for the force release (here past the wait's bound,
+/// so its own request is sent while the force release is still unanswered) and reads what it
+/// finds as a resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_while_its_clients_force_release_is_unanswered_is_a_resend() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("force-release-unanswered");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    let deleted = proxy.withhold_next_answer("DeleteItem");
+    let forcing = force_release(&client, &resource);
+    let (released, removed) =
+        guard_released_while_the_force_release_is_unanswered(&proxy, deleted, forcing, guard).await;
+    assert!(removed.is_some(), "alice's lock removed");
+    assert_eq!(released, ReleaseOutcome::Unconfirmed);
+}
+
+/// A lock taken through a client while its force release reads the item, which the force release
+/// then removes: its guard's release was no resend of it, and said `NotFound`, a loss, for a lock
+/// its own client removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_release_after_a_force_release_that_removed_it_mid_read_is_a_resend() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("force-release-mid-read");
+    let mut read = proxy.delay_next_request("GetItem");
+    let forcing = force_release(&client, &resource);
+    read.captured().await;
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    assert!(read.deliver().await, "the read reached the endpoint");
+    assert!(
+        forcing.await.unwrap().unwrap().is_some(),
+        "alice's lock removed"
+    );
+    assert_eq!(guard.lost().await, LockLost::Released);
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Unconfirmed);
+}
 
 /// A lock taken through a client while its force release reads the item, the force release's
 /// delete applied and its answer held in the network when the guard's release is called: the
@@ -18,34 +96,18 @@ async fn a_guards_release_while_a_force_release_removes_its_lock_taken_mid_read_
     let client = client_through(&proxy, None);
     let resource = unique("force-release-mid-read-unanswered");
     let mut read = proxy.delay_next_request("GetItem");
-    let mut deleted = proxy.withhold_next_answer("DeleteItem");
-    let forcing = tokio::spawn({
-        let (client, resource) = (client.clone(), resource.clone());
-        async move { client.force_release(&resource).await }
-    });
+    let deleted = proxy.withhold_next_answer("DeleteItem");
+    let forcing = force_release(&client, &resource);
     read.captured().await;
     let guard = client
         .lock(&resource, &guard_options("alice", 60_000, 20_000))
         .await
         .unwrap();
     assert!(read.deliver().await, "the read reached the endpoint");
-    deleted.applied().await;
-    assert_eq!(guard.lost().await, LockLost::Released);
-    let releasing = tokio::spawn(guard.release());
-    // (Past the wait's bound, the guard's own request is sent while the force release is still
-    // unanswered.)
-    proxy
-        .wait_for("DeleteItem", |counts| counts.answered >= 1)
-        .await;
-    deleted.deliver();
-    assert!(
-        forcing.await.unwrap().unwrap().is_some(),
-        "alice's lock removed"
-    );
-    assert_eq!(
-        releasing.await.unwrap().unwrap(),
-        ReleaseOutcome::Unconfirmed
-    );
+    let (released, removed) =
+        guard_released_while_the_force_release_is_unanswered(&proxy, deleted, forcing, guard).await;
+    assert!(removed.is_some(), "alice's lock removed");
+    assert_eq!(released, ReleaseOutcome::Unconfirmed);
 }
 
 /// A force release whose delete landed and whose answer was lost, the lock taken by bob before
@@ -63,10 +125,7 @@ async fn a_force_release_resent_after_a_lost_answer_onto_a_new_holder_removed_th
         .await
         .unwrap();
     let mut deleted = proxy.withhold_next_answer("DeleteItem");
-    let forcing = tokio::spawn({
-        let (client, resource) = (client.clone(), resource.clone());
-        async move { client.force_release(&resource).await }
-    });
+    let forcing = force_release(&client, &resource);
     deleted.applied().await;
     let bob = lock_client().await;
     bob.try_acquire(
@@ -93,10 +152,7 @@ async fn a_force_release_resent_after_a_lost_answer_onto_a_new_holder_removed_th
 async fn a_payload_release_resent_after_a_force_release_rewrote_it_is_unconfirmed() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let client = ddb_lock_test_kit::keeping_client_at(&proxy.endpoint());
     let resource = unique("payload-release-force-rewritten");
     let lock = client
         .try_acquire(

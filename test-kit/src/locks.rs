@@ -44,7 +44,6 @@ fn quickly_retrying_builder(endpoint: &str) -> LockClientBuilder {
     builder(quickly_retrying_dynamodb(endpoint))
 }
 
-/// A lock client of the shared table through `proxy`, whose requests the SDK retries quickly,
 /// A client of the shared table at `endpoint` (a proxy's, say), with the SDK's default retries.
 pub fn client_at(endpoint: &str) -> LockClient {
     builder(crate::endpoint::dynamodb_at(endpoint))
@@ -52,6 +51,15 @@ pub fn client_at(endpoint: &str) -> LockClient {
         .expect("a client")
 }
 
+/// [`client_at`], keeping lock items on release (`delete_on_release(false)`).
+pub fn keeping_client_at(endpoint: &str) -> LockClient {
+    builder(crate::endpoint::dynamodb_at(endpoint))
+        .delete_on_release(false)
+        .build()
+        .expect("a client")
+}
+
+/// A lock client of the shared table through `proxy`, whose requests the SDK retries quickly,
 /// on `clock` if given.
 pub fn client_through(proxy: &Proxy, clock: Option<Arc<AdjustableClock>>) -> LockClient {
     let builder = quickly_retrying_builder(&proxy.endpoint());

@@ -227,10 +227,7 @@ async fn a_lock_removed_before_its_acquisition_was_answered_is_not_remembered() 
 async fn a_guards_release_with_a_payload_dropped_on_its_way_keeps_the_payload() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let client = ddb_lock_test_kit::keeping_client_at(&proxy.endpoint());
     let resource = unique("guard-release-payload-dropped");
     let guard = client
         .lock(&resource, &guard_options("alice", 60_000, 20_000))
@@ -334,10 +331,7 @@ async fn a_twin_guard_released_while_with_lock_releases_is_sent_after_it() {
 async fn a_twin_guard_released_while_its_twin_releases_with_a_payload_keeps_the_payload() {
     let _ = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
+    let client = ddb_lock_test_kit::keeping_client_at(&proxy.endpoint());
     let resource = unique("twin-guard-payload");
     let opts = guard_options("alice", 60_000, 20_000).idempotent(true);
     let guard = client.lock(&resource, &opts).await.unwrap();
