@@ -333,7 +333,6 @@ impl LockClientBuilder {
             lines_seen: Default::default(),
             background: Default::default(),
             window_claims: Default::default(),
-            acquisition_cleanups: Default::default(),
             token_offset: Default::default(),
         };
         Ok(LockClient::from_settings(Settings {

@@ -59,9 +59,6 @@ pub(crate) struct LockTable {
     /// The window claims not settled yet (their answer to come, or their give-back under way), by
     /// the claim's `LockID`: a claim they refused waits for them.
     pub(crate) window_claims: PendingByKey,
-    /// The clean-ups of dropped acquisitions under way, by the abandoned write's `LockID`: an
-    /// acquisition refused by that write waits for them.
-    pub(crate) acquisition_cleanups: PendingByKey,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -88,7 +85,6 @@ impl LockTable {
             lines_seen: Default::default(),
             background: Default::default(),
             window_claims: Default::default(),
-            acquisition_cleanups: Default::default(),
             token_offset: Default::default(),
         }
     }

@@ -82,12 +82,7 @@ impl Drop for InFlightAcquisition<'_> {
         }
         let table = Arc::clone(self.table);
         let version = self.version.take();
-        // Under way until done: an acquisition of this client refused by its write waits for it.
-        let cleaning = table
-            .acquisition_cleanups
-            .start(&handle.lock_id().to_string());
         let spawned = self.table.release_in_background(async move {
-            let _cleaning = cleaning;
             let resource = handle.resource();
             // Only the version the write stored: an idempotent acquisition of the same owner in
             // another process, handed the lock back meanwhile, wrote a new one, and this deleted

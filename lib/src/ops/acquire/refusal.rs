@@ -161,13 +161,6 @@ pub(crate) async fn refused(
                 },
             })
         }
-        // Refused by a write of this client's that a dropped acquisition abandoned, whose
-        // clean-up is under way: tried again once the clean-up is done (for a while at most).
-        // Answered at once, a `try_acquire` said the lock held, by the caller's own abandoned
-        // write, which the clean-up then removed (found by review).
-        Refusal::Held(record) if abandoned_write_cleaned_up(table, record.lock_id).await => {
-            Ok(Attempt::Cleared)
-        }
         Refusal::Held(record) => {
             let retry_at = match table.takeover {
                 TakeoverRule::WallClock => {
@@ -298,22 +291,6 @@ fn holder_of(lock: &Lock) -> Holder {
         fencing_token: lock.fencing_token(),
         data: lock.data().map(<[u8]>::to_vec),
     }
-}
-
-/// The longest an acquisition refused by a write of this client's that a dropped acquisition
-/// abandoned waits for its clean-up (which looks again 50 and 200 ms later for a write still on
-/// its way).
-const CLEANUP_WAIT: Duration = Duration::from_secs(2);
-
-/// Whether the write `lock_id` is one a dropped acquisition of this client abandoned, and its
-/// clean-up, under way, is done now (waited for, [`CLEANUP_WAIT`] at most).
-async fn abandoned_write_cleaned_up(table: &LockTable, lock_id: LockId) -> bool {
-    tokio::time::timeout(
-        CLEANUP_WAIT,
-        table.acquisition_cleanups.wait(&lock_id.to_string()),
-    )
-    .await
-        == Ok(true)
 }
 
 #[cfg(test)]
