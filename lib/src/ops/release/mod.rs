@@ -21,17 +21,22 @@ use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
 use crate::fair::line;
 use crate::holds::ReleaseUnderway;
-use crate::item::{s, Item, LOCK_ID, OWNER, RELEASED_AT, RELEASED_BY, VERSION};
+use crate::item::{s, Item, VERSION};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::outcome::ReleaseOutcome;
-use crate::record::{self, Record};
+use crate::record;
 use crate::shared;
 use crate::timestamp;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, SubsecRound, Utc};
 use tracing::info;
+
+mod refused;
+
+pub(crate) use refused::{already_released, read_refused};
+use refused::{gone_after_retry, read_overtaken};
 
 /// Release (DeleteItem) succeeds only for the same acquisition and owner.
 pub(crate) const RELEASE_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner";
@@ -273,26 +278,6 @@ pub(crate) async fn sent_for_ending(
     outcome
 }
 
-/// `outcome`, of a release that `keeps_data` or not, `overtaken` by a later release of the lock or not:
-/// what an overtaken one found gone, released or another's may be that one's doing, as a
-/// resend's. Released already says so still where the release replaced the payload: no other
-/// release wrote it, and `Unconfirmed` said it may have been written (found by review).
-fn read_overtaken(
-    outcome: Result<ReleaseOutcome, Error>,
-    overtaken: bool,
-    keeps_data: bool,
-) -> Result<ReleaseOutcome, Error> {
-    match outcome {
-        Ok(ReleaseOutcome::AlreadyReleased { .. }) if !keeps_data => outcome,
-        Ok(
-            ReleaseOutcome::NotFound
-            | ReleaseOutcome::NotOwner { .. }
-            | ReleaseOutcome::AlreadyReleased { .. },
-        ) if overtaken => Ok(ReleaseOutcome::Unconfirmed),
-        outcome => outcome,
-    }
-}
-
 /// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
 /// hold, `underway` the token of the release (if any), which reads the answer.
 async fn send_underway(
@@ -532,31 +517,6 @@ async fn send_request(
     Ok((answer, transmissions.retried()))
 }
 
-/// What a refusal on `item`, an item a release kept, says of the release of `owner`'s lock
-/// `lock_id` (`None`: any lock of `owner`): [`ReleaseOutcome::AlreadyReleased`] if the item
-/// records the release of this very acquisition, or of a lock of this owner; `None` if it is no
-/// such record (a held item, another acquisition's or owner's record, or one kept before releases
-/// recorded themselves).
-pub(crate) fn already_released(
-    owner: &str,
-    lock_id: Option<LockId>,
-    item: &Item,
-) -> Option<ReleaseOutcome> {
-    let string = |name: &str| match item.get(name) {
-        Some(AttributeValue::S(value)) => Some(value.as_str()),
-        _ => None,
-    };
-    if item.contains_key(OWNER) {
-        return None;
-    }
-    let released_at = timestamp::parse(string(RELEASED_AT)?)?;
-    let ours = match lock_id {
-        Some(lock_id) => string(LOCK_ID) == Some(lock_id.to_string().as_str()),
-        None => string(RELEASED_BY) == Some(owner),
-    };
-    ours.then_some(ReleaseOutcome::AlreadyReleased { released_at })
-}
-
 /// The condition's values: exactly those its expression uses.
 fn values(
     owner: &str,
@@ -576,44 +536,6 @@ fn values(
     .into_iter()
     .filter_map(|(name, value)| Some((name.to_owned(), value?)))
     .collect()
-}
-
-/// Whether the item a retried release failed on is someone else's: our own earlier attempt may
-/// have deleted our item, after which someone else may have acquired.
-fn gone_after_retry(
-    owner: &str,
-    lock_id: Option<LockId>,
-    record: Option<&Record>,
-    retried: bool,
-) -> bool {
-    let ours = |r: &Record| match lock_id {
-        Some(id) => r.lock_id == id,
-        None => r.holder.owner == owner,
-    };
-    retried && record.is_some_and(|record| !ours(record))
-}
-
-/// What a release whose condition failed on `record` (`ALL_OLD`, `None` if there was no item)
-/// tells its caller, `retried` saying whether the SDK sent the request more than once.
-pub(crate) fn read_refused(
-    owner: &str,
-    lock_id: Option<LockId>,
-    record: Option<Record>,
-    retried: bool,
-    now: DateTime<Utc>,
-) -> ReleaseOutcome {
-    // A retry may have failed on what our own earlier attempt did. Never call that a mismatch or
-    // a loss: it is unconfirmed.
-    if gone_after_retry(owner, lock_id, record.as_ref(), retried) {
-        return ReleaseOutcome::Unconfirmed;
-    }
-    match record {
-        Some(record) if record.holder.is_live_at(now) => ReleaseOutcome::NotOwner {
-            holder: record.holder,
-        },
-        _ if retried => ReleaseOutcome::Unconfirmed,
-        _ => ReleaseOutcome::NotFound,
-    }
 }
 
 #[cfg(test)]

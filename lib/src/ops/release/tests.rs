@@ -1,5 +1,6 @@
 use super::*;
 use crate::record::samples::{self, now};
+use crate::record::Record;
 use crate::schema::tests::assert_every_placeholder_named;
 
 use chrono::TimeDelta;
