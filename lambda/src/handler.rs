@@ -299,7 +299,8 @@ impl Handler {
             .map_err(|err| HandlerError::from(err).of_member_in("locks"))?;
         let mut released = Vec::new();
         let mut failures = Vec::new();
-        for (lock, outcome) in locks.into_iter().zip(outcomes) {
+        for ((lock, outcome), held) in locks.into_iter().zip(outcomes).zip(&handles) {
+            let outcome = outcome.map(|outcome| released_before(client, held, outcome));
             let answer = outcome.map_err(HandlerError::from).and_then(|outcome| {
                 release_answer(
                     lock.resource,
@@ -349,6 +350,7 @@ impl Handler {
             }
         };
         let lock_id = Some(lock.lock_id.to_string());
+        let outcome = released_before(client, &held, outcome);
         release_answer(lock.resource, lock.owner, lock_id, outcome)
     }
 
@@ -506,6 +508,23 @@ impl Handler {
 }
 
 /// The answer to a release (see [`ReleaseResponse::of`]) and its metrics outcome.
+/// `outcome`, of a release of `held` through `client`: one that finds the lock another's, where
+/// this client released the acquisition before (Step Functions retried a release whose answer it
+/// never got, in this warm instance, and another execution took the lock meanwhile), is
+/// unconfirmed, not the mismatch a saga takes for a lock lost during its work (found by review).
+fn released_before(
+    client: &LockClient,
+    held: &LockHandle,
+    outcome: ReleaseOutcome,
+) -> ReleaseOutcome {
+    match outcome {
+        ReleaseOutcome::NotOwner { .. } if client.released_here(held) => {
+            ReleaseOutcome::Unconfirmed
+        }
+        outcome => outcome,
+    }
+}
+
 fn release_answer(
     resource: String,
     owner: String,

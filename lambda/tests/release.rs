@@ -195,3 +195,34 @@ async fn release_with_data_where_items_are_deleted_is_invalid_request_on_data_an
         .unwrap();
     assert_eq!(status["locked"], true, "nothing was sent");
 }
+
+/// A saga's release applied in a warm instance and its answer lost on the way to Step Functions,
+/// which retries it in the same instance after another execution took the lock in another: it
+/// failed with `LockOwnershipMismatch`, which the saga takes for a lock lost during its work,
+/// though this instance released it itself. Unconfirmed, and the other execution's lock stays.
+#[tokio::test]
+async fn a_release_retried_in_its_instance_after_another_took_the_lock_is_unconfirmed() {
+    let (first, second) = (handler().await, handler().await);
+    let resource = unique("h-retried-release");
+    let lock = take(&first, &resource, "exec-1").await;
+    let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
+        "lock_id": lock["lock_id"]});
+    let released = invoke(&first, release.clone()).await.unwrap();
+    assert_eq!(released["released"], true);
+    take(&second, &resource, "exec-2").await;
+    let again = invoke(&first, release).await.unwrap();
+    assert_eq!(again["released"], false);
+    assert_eq!(again["reason"], reason::UNCONFIRMED);
+    // Through another instance, which released nothing of it: the mismatch, as before.
+    let elsewhere = invoke(
+        &second,
+        json!({"op": "release", "resource": resource, "owner": "exec-1",
+            "lock_id": lock["lock_id"]}),
+    )
+    .await;
+    assert_eq!(error_name(elsewhere), name::LOCK_OWNERSHIP_MISMATCH);
+    let status = invoke(&first, json!({"op": "status", "resource": resource}))
+        .await
+        .unwrap();
+    assert_eq!(status["owner"], "exec-2");
+}

@@ -168,6 +168,31 @@ impl LockClient {
         outcome
     }
 
+    /// Whether a release of `lock`'s acquisition through this client was sent and may have
+    /// released it (answered released, or its answer unknown), among the latest few thousand
+    /// releases: a release of it sent again through this client (a saga's retry after the answer
+    /// was lost on its way to the caller) that finds the lock another's is then no mismatch, its
+    /// own earlier release having ended the acquisition. No request.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ReleaseOutcome;
+    ///
+    /// match client.release(&lock).await? {
+    ///     ReleaseOutcome::NotOwner { .. } if client.released_here(&lock) => println!("released before"),
+    ///     outcome => println!("{outcome:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn released_here(&self, lock: impl AsRef<LockHandle>) -> bool {
+        self.settings
+            .table
+            .holds
+            .may_have_been_released(lock.as_ref().lock_id())
+    }
+
     /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.
     ///
     /// If a task of this client is waiting for the resource in [`acquire`](Self::acquire), the
