@@ -3,6 +3,7 @@
 
 use super::tests::{acquired_at, applied, counting_stop, handle, held_for_a_while};
 use super::*;
+use crate::mode::Mode;
 use std::time::Duration;
 
 /// The leases of an extension sent after one that asked for a lease end `earlier_end` seconds

@@ -24,7 +24,6 @@
 //! missed would stay held until its lease ends.
 
 use crate::lock::{LockHandle, LockId};
-use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
 use ended::{Ended, Ending};
@@ -39,6 +38,7 @@ use underway::Underway;
 
 mod ended;
 mod latest;
+mod releasing;
 mod sent;
 mod underway;
 
@@ -314,77 +314,6 @@ impl Holds {
         self.end([lock_id], &Ending::Lost, lost);
     }
 
-    /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
-    /// client took it), and its guards turn lost, as released, before the request is sent. It is
-    /// on its way while the answer is kept (see [`underway`]).
-    pub(crate) fn release_starts(&self, handle: &LockHandle) -> ReleaseUnderway {
-        // On its way before the guards are stopped: one dropped once stopped leaves the lock to
-        // this release.
-        let underway = ReleaseUnderway::start(&self.inner, handle.lock_id());
-        self.end(
-            [handle.lock_id()],
-            &Ending::released_by(handle),
-            &LockLost::Released,
-        );
-        underway
-    }
-
-    /// A release through the client (a force release, a release by owner) is about to remove the
-    /// locks `lock_ids`, as read in the item: each is marked as ended, held through this client
-    /// or not, and its guards turn lost, as released. An acquisition of this client whose write
-    /// made one of them, answered only after the removal, then starts no guard as held (with only
-    /// the locks the client remembered marked, its late answer started a guard held on a lock
-    /// already deleted).
-    pub(crate) fn removing(&self, lock_ids: impl IntoIterator<Item = LockId>) {
-        self.end(lock_ids, &Ending::released_by_any(), &LockLost::Released);
-    }
-
-    /// [`removing`](Self::removing), by a force release that is on its way already for the locks
-    /// `on_its_way` (see [`releases_start_on`](Self::releases_start_on)): it is on its way for
-    /// the others too (a lock taken while it read the item), from before their guards stop. A
-    /// guard's release of one, without, was sent at once and said `NotFound` where the force
-    /// release's delete landed first (found by review).
-    pub(crate) fn removing_by_force(
-        &self,
-        lock_ids: Vec<LockId>,
-        on_its_way: &[LockId],
-    ) -> Vec<ReleaseUnderway> {
-        let underway = {
-            let mut inner = self.inner();
-            lock_ids
-                .iter()
-                .filter(|lock_id| !on_its_way.contains(lock_id))
-                .map(|lock_id| {
-                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, *lock_id, true)
-                })
-                .collect()
-        };
-        self.removing(lock_ids);
-        underway
-    }
-
-    /// Marks `lock_ids` as ended by `ending` and turns their guards lost for `lost` (outside the
-    /// set's mutex: a guard's stop takes its own state's lock).
-    fn end(&self, lock_ids: impl IntoIterator<Item = LockId>, ending: &Ending, lost: &LockLost) {
-        let stops: Vec<StopGuard> = {
-            let mut inner = self.inner();
-            lock_ids
-                .into_iter()
-                .flat_map(|lock_id| {
-                    inner.ended.insert(lock_id, ending.clone());
-                    inner
-                        .held
-                        .get(&lock_id)
-                        .map(|hold| hold.stop_guards.clone())
-                        .unwrap_or_default()
-                })
-                .collect()
-        };
-        for stop in stops {
-            stop(lost.clone());
-        }
-    }
-
     /// Whether a release of the lock `lock_id` has started through this client (answered or
     /// not: of the last [`ENDED_KEPT`]), or the client found it lost.
     pub(crate) fn release_started(&self, lock_id: LockId) -> bool {
@@ -399,68 +328,6 @@ impl Holds {
             .ended
             .get(handle.lock_id())
             .is_some_and(|ending| ending.ends(handle))
-    }
-
-    /// A release of `owner`'s lock on `resource` acquired no later than `acquired_by` (`None`:
-    /// any owner, any time: a force release, which removes every holder) starts: every lock of
-    /// this client it can end is marked as being released, and its guards turn lost, as released,
-    /// before the request is sent. A release by owner ends only the exclusive holder's lock.
-    /// Each such lock's release is on its way while its token returned is kept (a guard it
-    /// stopped, dropped or released meanwhile, sent a DeleteItem of its own that could land
-    /// first, and the release by owner answered `NotFound` for a lock its own client released;
-    /// found by review); a force release's, waited for by the releases that start after it, is
-    /// not one the lock is left to (see [`ReleaseUnderway::overtake_earlier`]).
-    pub(crate) fn releases_start_on(
-        &self,
-        resource: &str,
-        owner: Option<&str>,
-        acquired_by: Option<DateTime<Utc>>,
-    ) -> Vec<ReleaseUnderway> {
-        let (underway, stops) = {
-            let mut inner = self.inner();
-            let ending: Vec<(LockId, Ending, Vec<StopGuard>)> = inner
-                .held
-                .values()
-                .filter(|hold| {
-                    hold.handle.resource() == resource
-                        && owner.is_none_or(|owner| {
-                            hold.handle.owner() == owner && hold.handle.mode() == Mode::Exclusive
-                        })
-                        && acquired_by.is_none_or(|by| hold.acquired_at.is_some_and(|at| at <= by))
-                })
-                .map(|hold| {
-                    // A force release removes every holder; a release by owner, the owner's.
-                    let by = match owner {
-                        Some(_) => Ending::released_by(&hold.handle),
-                        None => Ending::released_by_any(),
-                    };
-                    (hold.handle.lock_id(), by, hold.stop_guards.clone())
-                })
-                .collect();
-            let mut underway = Vec::new();
-            let mut stops = Vec::new();
-            for (lock_id, by, stops_of_lock) in ending {
-                // On its way before the guards are stopped, as a release's (`release_starts`);
-                // sent at once, a release by owner overtakes a guard's release on its way (which,
-                // refused after it, said `NotFound` for a lock its own client released; found by
-                // review). A force release reads the item first, and overtakes as it deletes.
-                let forced = owner.is_none();
-                let started =
-                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, forced);
-                underway.push(if forced {
-                    started
-                } else {
-                    started.overtaking()
-                });
-                inner.ended.insert(lock_id, by);
-                stops.extend(stops_of_lock);
-            }
-            (underway, stops)
-        };
-        for stop in stops {
-            stop(LockLost::Released);
-        }
-        underway
     }
 
     /// The lock of `handle` was extended (`applied`): false if this client has started to release

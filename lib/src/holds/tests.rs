@@ -1,6 +1,7 @@
 //! The holds' bookkeeping, without DynamoDB.
 
 use super::*;
+use crate::mode::Mode;
 use std::time::Duration;
 
 pub(super) fn handle(resource: &str) -> LockHandle {
