@@ -257,15 +257,6 @@ impl Holds {
         self.inner().underway.ended.get(lock_id) == Some(&true)
     }
 
-    /// A release that was not on its way for the locks `lock_ids` (a force release) removed them
-    /// (see [`may_have_been_released`](Self::may_have_been_released)).
-    pub(crate) fn released_by_force(&self, lock_ids: &[LockId]) {
-        let mut inner = self.inner();
-        for lock_id in lock_ids {
-            inner.underway.ended.raise(*lock_id, true);
-        }
-    }
-
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
         self.inner().underway.contains(lock_id)

@@ -192,7 +192,9 @@ pub(crate) async fn force_release(
     // The locks it removed, whether it stopped them or they were taken while it read (a guard's
     // release of one said `NotFound`; found by review), and only those: one of this client's that
     // was lost before (taken over, another's lock removed) reads its loss (marked with whatever
-    // the delete removed, a guard's release of it answered `Unconfirmed`; found by review).
+    // the delete removed, a guard's release of it answered `Unconfirmed`; found by review). Each
+    // answered `Released` marks its lock as one this client may have released as it ends (a guard
+    // stopped by it then sends its release as a resend).
     let removed: Vec<LockId> = deleted
         .as_ref()
         .map(|item| lock_ids_in(table, resource, item))
@@ -204,7 +206,6 @@ pub(crate) async fn force_release(
             ReleaseOutcome::NotFound
         }));
     }
-    table.holds.released_by_force(&removed);
     // The line forgets the lock it removed, and only that one (a newer lock of this client,
     // spared, stays held).
     match deleted
