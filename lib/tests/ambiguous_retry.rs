@@ -370,3 +370,50 @@ async fn a_release_whose_answer_came_cut_never_names_the_next_holder() {
     let outcome = releasing.await.unwrap().unwrap();
     assert_eq!(outcome, ReleaseOutcome::Unconfirmed);
 }
+
+/// A last reader's release that emptied the item, its answer lost and every resend failed
+/// (`Err`), released again by its caller once the network is back: the second release is a
+/// plain first send, refused; it deletes the emptied item all the same, which nothing else would
+/// ever delete (it has no lease, and a plain refusal left it; found by review).
+#[tokio::test]
+async fn a_last_readers_release_sent_again_after_a_failed_one_leaves_no_item() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("reader-release-failed");
+    let reader = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("reader")
+                .mode(ddb_lock::Mode::Shared),
+        )
+        .await
+        .unwrap()
+        .expect("free");
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let release = tokio::spawn({
+        let (client, reader) = (client.clone(), reader.clone());
+        async move { client.release(&reader).await }
+    });
+    answer.applied().await;
+    proxy.cut_off();
+    answer.drop_it();
+    let failed = release.await.unwrap();
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(raw_item(&resource).await.is_some(), "emptied, not deleted");
+
+    proxy.set_faults(Faults::default());
+    let again = client.release(&reader).await.unwrap();
+    assert!(
+        matches!(
+            again,
+            ReleaseOutcome::NotFound | ReleaseOutcome::Unconfirmed
+        ),
+        "{again:?}"
+    );
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "the emptied item was left"
+    );
+}

@@ -146,11 +146,14 @@ pub(crate) async fn release(
         }
         Answer::Refused(item) => {
             // Resent (by the SDK, or by the client after the SDK gave up), and the item holds
-            // nothing: this release's own earlier attempt emptied it, and its answer was lost. Nothing else would ever delete it (it has no
-            // lease). (Not on a refusal of a first send: an item kept by a client that keeps
-            // items, or made by `create_lock_item`, holds nothing either.)
+            // nothing: this release's own earlier attempt emptied it, and its answer was lost.
+            // Nothing else would ever delete it (it has no lease). So too after a release of this
+            // hold through the client that may have emptied it (sent, then failed: the caller's
+            // release again, or its guard's drop, is a first send, and left the item; found by
+            // review). (Not on a refusal of a first send alone: an item kept by a client that
+            // keeps items, or made by `create_lock_item`, holds nothing either.)
             let retried = transmissions.retried() || resent;
-            if retried {
+            if retried || table.holds.may_have_been_released(handle.lock_id()) {
                 delete_if_empty(table, resource, item.as_ref()).await;
             }
             // The entry is keyed by this hold's id: a refusal finds it gone, or (a handle with
