@@ -7,17 +7,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::oneshot;
 
-/// The latest work of each key under way: clones share it.
+/// The work of each key under way: clones share it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PendingByKey(Arc<Mutex<Pending>>);
 
-/// The latest work of each key under way (its number, and what completes when it has ended),
-/// and the next work's number. Numbers are never reused: a stuck piece of work on a key that ends
-/// after a later one has ended must not take the entry of one started since (numbered per key
-/// from 0 again, it did, and a `try_lock` stopped waiting for a release under way).
+/// What completes when a work has ended.
+type Ends = Shared<oneshot::Receiver<()>>;
+
+/// Every work of each key under way (its number, and what completes when it has ended), and the
+/// next work's number. Each ends its own entry only: a work that ends before an earlier one must
+/// not take that one's entry (with the latest work kept alone, a release refused at once ended the
+/// entry of a slow release started before it, and a `try_lock` stopped waiting for that one;
+/// found by review), nor a stuck one that of a work started since (numbers are never reused).
 #[derive(Debug, Default)]
 struct Pending {
-    latest: HashMap<String, (u64, Shared<oneshot::Receiver<()>>)>,
+    under_way: HashMap<String, Vec<(u64, Ends)>>,
     next: u64,
 }
 
@@ -31,8 +35,10 @@ impl PendingByKey {
         let number = pending.next;
         pending.next += 1;
         pending
-            .latest
-            .insert(key.to_owned(), (number, ends.shared()));
+            .under_way
+            .entry(key.to_owned())
+            .or_default()
+            .push((number, ends.shared()));
         Work {
             pending: self.clone(),
             key: key.to_owned(),
@@ -44,26 +50,27 @@ impl PendingByKey {
     /// The work `number` on `key` has ended.
     fn ended(&self, key: &str, number: u64) {
         let mut pending = self.lock();
-        if pending
-            .latest
-            .get(key)
-            .is_some_and(|(latest, _)| *latest == number)
-        {
-            pending.latest.remove(key);
+        if let Some(works) = pending.under_way.get_mut(key) {
+            works.retain(|(under_way, _)| *under_way != number);
+            if works.is_empty() {
+                pending.under_way.remove(key);
+            }
         }
     }
 
-    /// Completes once the latest work on `key` under way, if any, has ended: true if there was
+    /// Completes once every work on `key` under way at the call has ended: true if there was
     /// some.
     pub(crate) async fn wait(&self, key: &str) -> bool {
-        let latest = self.lock().latest.get(key).map(|(_, ends)| ends.clone());
-        match latest {
-            Some(ends) => {
-                let _ = ends.await;
-                true
-            }
-            None => false,
+        let works: Vec<_> = self
+            .lock()
+            .under_way
+            .get(key)
+            .map(|works| works.iter().map(|(_, ends)| ends.clone()).collect())
+            .unwrap_or_default();
+        for ends in &works {
+            let _ = ends.clone().await;
         }
+        !works.is_empty()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -102,9 +109,24 @@ mod tests {
         drop(second);
         let newest = pending.start("k");
         drop(stuck);
-        assert!(pending.lock().latest.contains_key("k"));
+        assert!(pending.lock().under_way.contains_key("k"));
         drop(newest);
-        assert!(pending.lock().latest.is_empty());
+        assert!(pending.lock().under_way.is_empty());
+    }
+
+    /// Work that ends before work started earlier on the key leaves that one under way: a
+    /// `try_lock` still waits for a slow release when a later release of the key was refused at
+    /// once (found by review).
+    #[tokio::test]
+    async fn work_ending_first_leaves_earlier_work_waited_for() {
+        use futures_util::FutureExt;
+        let pending = PendingByKey::default();
+        let slow = pending.start("k");
+        let quick = pending.start("k");
+        drop(quick);
+        assert_eq!(pending.wait("k").now_or_never(), None);
+        drop(slow);
+        assert_eq!(pending.wait("k").now_or_never(), Some(false));
     }
 
     /// Work dropped with its task (a runtime shut down) is no longer under way.
