@@ -333,6 +333,7 @@ impl LockClientBuilder {
             lines_seen: Default::default(),
             background: Default::default(),
             window_claims: Default::default(),
+            claims_given_back: Default::default(),
             token_offset: Default::default(),
         };
         Ok(LockClient::from_settings(Settings {

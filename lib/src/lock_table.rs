@@ -23,6 +23,7 @@ use crate::schema::TableSchema;
 use crate::takeover::{Observations, TakeoverRule};
 use crate::time;
 use crate::wait_queues::WaitQueues;
+use crate::window::ClaimsGivenBack;
 use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
@@ -59,6 +60,8 @@ pub(crate) struct LockTable {
     /// The window claims not settled yet (their answer to come, or their give-back under way), by
     /// the claim's `LockID`: a claim they refused waits for them.
     pub(crate) window_claims: PendingByKey,
+    /// The window claims of this client given back (see [`ClaimsGivenBack`]).
+    pub(crate) claims_given_back: ClaimsGivenBack,
     /// Added to the clock (in microseconds) when guessing a fencing token: raised whenever a guess
     /// was stale, so that a client behind the tokens already issued pays for it once (a hybrid
     /// logical clock).
@@ -85,6 +88,7 @@ impl LockTable {
             lines_seen: Default::default(),
             background: Default::default(),
             window_claims: Default::default(),
+            claims_given_back: Default::default(),
             token_offset: Default::default(),
         }
     }

@@ -28,6 +28,7 @@ use crate::background::{looking_again, retrying};
 use crate::client::LockClient;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
+use crate::holds::latest::Latest;
 use crate::item::{s, WINDOW};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
@@ -38,7 +39,7 @@ use crate::timestamp;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, TimeZone, Utc};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -317,15 +318,17 @@ impl LockClient {
                     // before it, its give-back under way): claimed again once it is settled (for
                     // a while at most: one stuck must not hold up the claim). Answered at once,
                     // the window was said taken by this very caller, and the give-back then left
-                    // it to nobody (found by review).
+                    // it to nobody (found by review). So too for one given back already (the
+                    // refusal's answer read after the give-back landed; found by review).
                     Some(record)
                         if !again
-                            && tokio::time::timeout(
+                            && (tokio::time::timeout(
                                 GIVE_BACK_WAIT,
                                 table.window_claims.wait(&record.lock_id.to_string()),
                             )
                             .await
-                                == Ok(true) =>
+                                == Ok(true)
+                                || table.claims_given_back.contains(record.lock_id)) =>
                     {
                         Box::pin(self.claim_window_once(key, window, true)).await
                     }
@@ -397,7 +400,8 @@ impl Drop for UnsettledClaim {
 }
 
 /// Gives window `window` of `resource` back, if the claim `lock_id` holds it: the item then
-/// records the window before. Logged, not returned: the caller already has its answer.
+/// records the window before, and the claim is remembered as given back. Logged, not returned:
+/// the caller already has its answer.
 async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u64) {
     let Some(previous) = window.checked_sub(1) else {
         return;
@@ -424,6 +428,7 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
     .await;
     match sent {
         Ok(Answer::Applied(_)) => {
+            table.claims_given_back.insert(lock_id);
             debug!(
                 resource,
                 window, "gave back a window whose claim's outcome was unknown"
@@ -436,6 +441,34 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
         Err(err) => {
             warn!(resource, window, %err, "could not give back a window whose claim's outcome was unknown; it stays claimed")
         }
+    }
+}
+
+/// The window claims of a client given back (their callers gone or told of an error), the latest
+/// few thousand: a claim they refused, whose answer is read once the give-back landed, claims the
+/// window again rather than say it taken by this very caller.
+#[derive(Default)]
+pub(crate) struct ClaimsGivenBack(Mutex<Latest<()>>);
+
+impl ClaimsGivenBack {
+    /// The claim `lock_id` was given back.
+    fn insert(&self, lock_id: LockId) {
+        self.lock().insert_new(lock_id, ());
+    }
+
+    /// Whether the claim `lock_id` was given back.
+    fn contains(&self, lock_id: LockId) -> bool {
+        self.lock().contains(lock_id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Latest<()>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for ClaimsGivenBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimsGivenBack").finish_non_exhaustive()
     }
 }
 

@@ -377,3 +377,35 @@ async fn a_claim_refused_by_an_unanswered_claim_of_its_client_claims_the_window_
     let second = second.await.unwrap().unwrap();
     assert!(matches!(second, WindowClaim::Claimed { .. }), "{second:?}");
 }
+
+/// A claim refused by a claim of the same client whose caller gave up, the refusal's answer read
+/// only once that claim was given back: it said the window was taken by this very caller, though
+/// the window was free again (found by review). It claims the window.
+#[tokio::test]
+async fn a_claim_whose_refusal_is_read_after_the_refusing_claim_was_given_back_claims_the_window() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/refused-then-given-back");
+    let hourly = Window::every(HOUR);
+    let claim = |client: &LockClient| {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    let mut first_answer = proxy.withhold_next_answer("PutItem");
+    let first = claim(&client);
+    first_answer.applied().await;
+    let mut second_answer = proxy.withhold_next_answer("PutItem");
+    let second = claim(&client);
+    second_answer.applied().await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    first_answer.drop_it();
+    client.flush().await;
+    let status = client.status(&format!("window:{key}")).await.unwrap();
+    assert!(matches!(status, LockStatus::Free), "given back: {status:?}");
+
+    second_answer.deliver();
+    let second = second.await.unwrap().unwrap();
+    assert!(matches!(second, WindowClaim::Claimed { .. }), "{second:?}");
+}

@@ -12,7 +12,7 @@ use crate::lock::LockId;
 use std::collections::{HashMap, VecDeque};
 
 /// Lock ids, each with a value, the latest [`ENDED_KEPT`] inserted or raised.
-pub(super) struct Latest<V> {
+pub(crate) struct Latest<V> {
     /// Each insert or raise in order, by stamp; one whose stamp is no longer its lock's is stale.
     order: VecDeque<(LockId, u64)>,
     /// Each lock's value and the stamp of its last insert or raise.
@@ -32,7 +32,7 @@ impl<V> Default for Latest<V> {
 
 impl<V> Latest<V> {
     /// Inserts `lock_id` with `value`, unless it is there.
-    pub(super) fn insert_new(&mut self, lock_id: LockId, value: V) {
+    pub(crate) fn insert_new(&mut self, lock_id: LockId, value: V) {
         if self.ids.contains_key(&lock_id) {
             return;
         }
@@ -51,7 +51,8 @@ impl<V> Latest<V> {
         self.ids.get_mut(&lock_id).map(|(value, _)| value)
     }
 
-    pub(super) fn contains(&self, lock_id: LockId) -> bool {
+    /// Whether `lock_id` is there.
+    pub(crate) fn contains(&self, lock_id: LockId) -> bool {
         self.ids.contains_key(&lock_id)
     }
 

@@ -37,7 +37,7 @@ pub(crate) use underway::ReleaseUnderway;
 use underway::Underway;
 
 mod ended;
-mod latest;
+pub(crate) mod latest;
 mod releasing;
 mod sent;
 mod underway;
