@@ -9,6 +9,13 @@ use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 use tracing::warn;
 
+/// The end of the guard's lease, while it holds and the lease has not run out.
+fn lease_left(state: &watch::Sender<State>) -> Option<Instant> {
+    held(state)
+        .map(|lock| lock.valid_until_instant())
+        .filter(|until| Instant::now() < *until)
+}
+
 /// The guard's background task: extend every `heartbeat`, retry failures until the lease runs
 /// out, stop at the first loss.
 pub(super) async fn extend_until_lost(
@@ -58,15 +65,22 @@ pub(super) async fn extend_until_lost(
                 // nothing to release.
                 Err(_) => return,
             },
-            Ok(Err(err)) if Instant::now() < valid_until => {
-                warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
-                last_error = Some(err.to_string());
-                retry_at = Some((Instant::now() + heartbeat / 4).min(valid_until));
-            }
-            Ok(Err(err)) => {
-                last_error = Some(err.to_string());
-                break;
-            }
+            Ok(Err(err)) => match lease_left(&state) {
+                Some(until) => {
+                    warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
+                    last_error = Some(err.to_string());
+                    retry_at = Some((Instant::now() + heartbeat / 4).min(until));
+                }
+                None => {
+                    last_error = Some(err.to_string());
+                    break;
+                }
+            },
+            // Unanswered at the lease end it was sent within: given up, unless the lock was
+            // extended through the client meanwhile (its `extend`, a twin guard's heartbeat),
+            // which the guard counts on (it gave up, and released a lock its client had just
+            // answered extended; found by review).
+            Err(_elapsed) if lease_left(&state).is_some() => retry_at = None,
             Err(_elapsed) => break,
         }
     }

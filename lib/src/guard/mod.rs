@@ -27,7 +27,7 @@ use crate::lock::Lock;
 use crate::ops::extend::DataChange;
 use crate::outcome::{ExtendOutcome, LockLost, ReleaseOutcome};
 use heartbeat::extend_until_lost;
-use state::{held, lose, settle, wait_for_turn, why_lost, State};
+use state::{held, lose, raise_lease, settle, wait_for_turn, why_lost, within_lease, State};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
@@ -136,7 +136,17 @@ impl LockGuard {
                 }
             }
         });
-        if !client.table().holds.guarded(&handle, stop) {
+        if client.table().holds.guarded(&handle, stop) {
+            let raised = Arc::downgrade(&state);
+            client.table().holds.watched(
+                &handle,
+                Arc::new(move |until, stored_end| {
+                    if let Some(state) = raised.upgrade() {
+                        raise_lease(&state, until, stored_end);
+                    }
+                }),
+            );
+        } else {
             task.abort();
             lose(&state, LockLost::Released);
         }
@@ -226,12 +236,12 @@ impl LockGuard {
             }
             return Err(lost(&lock));
         };
-        let answer = tokio::time::timeout_at(
-            lock.valid_until_instant(),
+        let answer = within_lease(
+            &self.state,
             self.client.extend_and_replace_data(&lock, self.lease, data),
         )
         .await;
-        if let Ok(answer) = answer {
+        if let Some(answer) = answer {
             let outcome = answer?;
             // Decided by the outcome, not by the guard's state: an extension through the client
             // that found the lock expired (a wall clock jumped) may have turned the guard lost

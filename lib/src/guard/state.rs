@@ -3,6 +3,7 @@
 
 use crate::lock::Lock;
 use crate::outcome::{ExtendOutcome, LockLost};
+use chrono::{DateTime, Utc};
 use tokio::sync::{watch, Mutex, MutexGuard};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -71,6 +72,30 @@ pub(super) fn settle(
     }
 }
 
+/// An extension of the guard's lock through its client (its `extend`, a twin guard's heartbeat)
+/// was applied with the lease end `until` (`stored_end` as stored): a later lease than the
+/// guard's own is counted on while the guard holds, never once its lease ran out (`is_held` has
+/// said false, and `lost` has completed).
+pub(super) fn raise_lease(state: &watch::Sender<State>, until: Instant, stored_end: DateTime<Utc>) {
+    let now = Instant::now();
+    state.send_if_modified(|current| match current {
+        State::Held(lock)
+            if now < lock.valid_until_instant() && until > lock.valid_until_instant() =>
+        {
+            *lock = Lock::new(
+                lock.handle().clone(),
+                lock.acquired_at(),
+                lock.expires_at().max(stored_end),
+                until,
+            )
+            .with_fencing_token(lock.fencing_token())
+            .with_data(lock.data().map(<[u8]>::to_vec));
+            true
+        }
+        _ => false,
+    });
+}
+
 /// Moves the guard to lost for `lost`, unless it is lost already (the first reason stays).
 pub(super) fn lose(state: &watch::Sender<State>, lost: LockLost) {
     state.send_if_modified(|current| match current {
@@ -103,6 +128,34 @@ pub(super) fn held(state: &watch::Sender<State>) -> Option<Lock> {
     match &*state.borrow() {
         State::Held(lock) => Some(lock.clone()),
         State::Lost { .. } => None,
+    }
+}
+
+/// The guard's lease end as it knows it (held or lost).
+fn lease_end(state: &watch::Sender<State>) -> Instant {
+    match &*state.borrow() {
+        State::Held(lock) | State::Lost { lock, .. } => lock.valid_until_instant(),
+    }
+}
+
+/// Completes `work` (an extension of the guard's lock), or gives up on it once the guard's lease
+/// has run out: `None`. A lease raised meanwhile (an extension through the client, see
+/// [`raise_lease`]) is waited for to its new end (a data replacement whose answer was held gave up
+/// at the first end, and released the lock its client had just answered extended; found by
+/// review).
+pub(super) async fn within_lease<F: std::future::Future>(
+    state: &watch::Sender<State>,
+    work: F,
+) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    loop {
+        let until = lease_end(state);
+        if let Ok(output) = tokio::time::timeout_at(until, &mut work).await {
+            return Some(output);
+        }
+        if lease_end(state) <= until {
+            return None;
+        }
     }
 }
 

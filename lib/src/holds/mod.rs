@@ -45,6 +45,10 @@ mod underway;
 /// Stops a guard: its heartbeat, and its state to lost for the reason given.
 pub(crate) type StopGuard = Arc<dyn Fn(LockLost) + Send + Sync>;
 
+/// Tells a guard of an extension of its lock applied through its client: the lease end counted
+/// on, and the one stored.
+pub(crate) type ExtendGuard = Arc<dyn Fn(Instant, DateTime<Utc>) + Send + Sync>;
+
 /// Pruning starts at this many remembered locks and doubles with the live ones.
 const FIRST_PRUNE_AT: usize = 64;
 
@@ -106,15 +110,17 @@ impl Inner {
         // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
         // shorter than the first guard's does not make later extensions write less than that
         // guard counts on), and what its extensions sent.
-        let (stop_guards, until, sent, until_expiry) = match self.held.remove(&handle.lock_id()) {
-            Some(hold) => (
-                hold.stop_guards,
-                hold.until.max(until),
-                hold.sent,
-                hold.until_expiry,
-            ),
-            None => (Vec::new(), until, Sent::default(), false),
-        };
+        let (stop_guards, extend_guards, until, sent, until_expiry) =
+            match self.held.remove(&handle.lock_id()) {
+                Some(hold) => (
+                    hold.stop_guards,
+                    hold.extend_guards,
+                    hold.until.max(until),
+                    hold.sent,
+                    hold.until_expiry,
+                ),
+                None => (Vec::new(), Vec::new(), until, Sent::default(), false),
+            };
         self.held.insert(
             handle.lock_id(),
             Hold {
@@ -122,6 +128,7 @@ impl Inner {
                 acquired_at,
                 until,
                 stop_guards,
+                extend_guards,
                 sent,
                 until_expiry,
                 taken_here: true,
@@ -139,6 +146,8 @@ struct Hold {
     acquired_at: Option<DateTime<Utc>>,
     until: Instant,
     stop_guards: Vec<StopGuard>,
+    /// The guards told of its extensions through this client (see [`Holds::watched`]).
+    extend_guards: Vec<ExtendGuard>,
     /// What its extensions through this client sent.
     sent: Sent,
     /// Kept to its lease end: `release_all` leaves it (a scheduled tick's lock).
@@ -296,6 +305,16 @@ impl Holds {
         }
     }
 
+    /// The guard [`guarded`](Self::guarded) for `handle` is told of the extensions of its lock
+    /// applied through this client by `extended` (its `extend`, a twin guard's heartbeat): it
+    /// counts on their lease (its heartbeat's own extension unanswered, it gave up at its own
+    /// lease end, and released the lock its client had just answered extended; found by review).
+    pub(crate) fn watched(&self, handle: &LockHandle, extended: ExtendGuard) {
+        if let Some(hold) = self.inner().held.get_mut(&handle.lock_id()) {
+            hold.extend_guards.push(extended);
+        }
+    }
+
     /// The client found the lock `lock_id` lost (an extension answered it gone, taken or
     /// expired): it is marked as ended, and its guards turn lost for `lost`. Marked, so that no
     /// idempotent acquisition refused by it before is handed it back after (one was, and its
@@ -345,6 +364,13 @@ impl Holds {
             hold.until = hold.until.max(applied.until);
             // As written (remembered at an extension's send, a lock taken elsewhere had none).
             hold.acquired_at = Some(applied.acquired_at);
+            // Its guards count on it (outside the set's mutex: a guard's state has a lock of its
+            // own).
+            let extend_guards = hold.extend_guards.clone();
+            drop(inner);
+            for extended in extend_guards {
+                extended(applied.until, applied.stored_end);
+            }
             return true;
         }
         let taken_here = inner.pruned.take(lock_id);
@@ -355,6 +381,7 @@ impl Holds {
                 acquired_at: Some(applied.acquired_at),
                 until: applied.until,
                 stop_guards: Vec::new(),
+                extend_guards: Vec::new(),
                 sent: Sent::default(),
                 until_expiry: false,
                 taken_here,

@@ -134,6 +134,7 @@ impl Holds {
                 acquired_at: None,
                 until: Instant::now(),
                 stop_guards: Vec::new(),
+                extend_guards: Vec::new(),
                 sent: Sent::default(),
                 until_expiry: false,
                 taken_here: pruned.take(lock_id),

@@ -66,6 +66,106 @@ async fn a_heartbeat_behind_a_data_replacement_waits_for_the_lease_that_was_leng
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
 }
 
+/// The heartbeat's extension landed with its answer held in the network, and the lock was
+/// extended through the guard's client meanwhile (`LockClient::extend`, answered, say by the work
+/// storing its progress): at the guard's first lease end the heartbeat gave up, said the lease had
+/// run out and deleted the lock its own client had just answered extended (found by review). The
+/// guard counts on every extension of its lock its client was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_counts_on_its_clients_extension_while_its_heartbeats_answer_is_held() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("heartbeat-held-client-extended");
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    // The heartbeat is due a second in, two seconds before the first lease end.
+    let guard = client
+        .lock(&resource, &guard_options("alice", 3_000, 1_000))
+        .await
+        .unwrap();
+    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    answer.applied().await;
+    let extended = client
+        .extend(&guard.lock().unwrap(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    let ExtendOutcome::Extended(extended) = extended else {
+        panic!("{extended:?}")
+    };
+    let extended_end = tokio::time::Instant::from_std(extended.valid_until());
+    assert!(extended_end >= first_end + Duration::from_millis(500));
+
+    // Past the first lease end, before the client's: the guard still holds its lock.
+    tokio::time::sleep_until(first_end + Duration::from_millis(150)).await;
+    assert!(
+        guard.is_held(),
+        "the guard gave up a lease its client extended"
+    );
+    assert_eq!(lost_now(&guard.watch()).await, None);
+    let item = raw_item(&resource).await.expect("the lock was released");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        extended.lock_id().to_string()
+    );
+    answer.deliver();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// A data replacement landed with its answer held in the network, and the lock was extended
+/// through the guard's client meanwhile: at the guard's first lease end the replacement gave up,
+/// said the lock lost, and released the lock its client had just answered extended (found by
+/// review). It waits for its answer to the lease its client extended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_replacement_counts_on_its_clients_extension_while_its_answer_is_held() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("replacement-held-client-extended");
+    // The heartbeat is due a tenth of a second before the first lease end.
+    let guard = client
+        .lock(&resource, &guard_options("alice", 3_000, 2_900))
+        .await
+        .unwrap();
+    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    // Some of the lease passes first, so that the client's extension ends well after the first.
+    tokio::time::sleep_until(first_end - Duration::from_millis(2_000)).await;
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let mut replacing = Box::pin(guard.replace_data(Some(b"progress".to_vec())));
+    tokio::select! {
+        biased;
+        replaced = &mut replacing => panic!("answered while withheld: {replaced:?}"),
+        () = answer.applied() => {}
+    }
+    let extended = client
+        .extend(&guard.lock().unwrap(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&extended, ExtendOutcome::Extended(lock)
+            if tokio::time::Instant::from_std(lock.valid_until()) >= first_end + Duration::from_millis(500)),
+        "{extended:?}"
+    );
+
+    // Past the first lease end, before the client's: still waiting, the guard holding its lock.
+    tokio::select! {
+        biased;
+        replaced = &mut replacing => panic!("given up on: {replaced:?}"),
+        () = tokio::time::sleep_until(first_end + Duration::from_millis(150)) => {}
+    }
+    assert!(
+        guard.is_held(),
+        "the guard gave up a lease its client extended"
+    );
+    assert!(raw_item(&resource).await.is_some(), "the lock was released");
+    answer.deliver();
+    let replaced = replacing.await.unwrap();
+    assert!(
+        matches!(replaced, ExtendOutcome::Extended(_)),
+        "{replaced:?}"
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
 /// A `lost` future polled once, then not again until after the lease end it was waiting for,
 /// while the heartbeat extended the lease in time: both its branches were ready at that poll, and
 /// one time in two it took the old lease end for the end of the hold (work under `with_lock` was
