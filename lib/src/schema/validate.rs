@@ -19,7 +19,7 @@ use crate::limits::{
 /// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
 /// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
 /// release).
-const LOCK_ATTRIBUTES: [&str; 29] = [
+const LOCK_ATTRIBUTES: [&str; 30] = [
     QUEUE,
     GRANTED_BY,
     RELEASED_BY,
@@ -49,6 +49,7 @@ const LOCK_ATTRIBUTES: [&str; 29] = [
     crate::tasks::CLAIM_TOKEN,
     crate::tasks::COMPLETED_CLAIM,
     crate::tasks::STATUS_WRITE,
+    crate::tasks::STATUS_WRITE_AT,
 ];
 
 impl TableSchema {

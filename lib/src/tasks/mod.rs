@@ -21,11 +21,12 @@ use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
-use std::fmt;
+pub use status::TaskStatus;
 use std::time::Duration;
 use tracing::{debug, warn};
 use unsettled::{Claim, UnsettledClaims};
 
+mod status;
 mod unsettled;
 
 /// The task's queue name (the index's partition key).
@@ -42,19 +43,23 @@ pub const CLAIM_TOKEN: &str = "ClaimToken";
 /// recognises its own there, even after another worker claimed the task again (which changes
 /// `ClaimToken`).
 pub const COMPLETED_CLAIM: &str = "CompletedClaim";
-/// The id of the task's last status write ([`TaskQueue::set_status`]): a copy of that write
-/// delivered late (an SDK resend of a write whose answer was lost) finds its own id and is
-/// refused, rather than take the task from a claim made since.
+/// The id of the task's last status write ([`TaskQueue::set_status`]): a resend of that write
+/// (the SDK's, after its answer was lost) finds its own id, and is refused.
 pub const STATUS_WRITE: &str = "StatusWrite";
+/// When the task's last status write was made, in milliseconds since the Unix epoch (by the
+/// writer's clock, or just after the write before it): a copy of an earlier status write
+/// delivered late, after a claim or a later status write, is refused.
+pub const STATUS_WRITE_AT: &str = "StatusWriteAt";
 /// The default name of the tasks index.
 pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
 /// The most tasks one claim takes.
 pub const MAX_CLAIM: usize = 100;
 
 /// Names of the attributes the expressions use.
-const NAMES: [(&str, &str); 7] = [
+const NAMES: [(&str, &str); 8] = [
     ("#task_queue", TASK_QUEUE),
     ("#status_write", STATUS_WRITE),
+    ("#status_write_at", STATUS_WRITE_AT),
     ("#task_status", TASK_STATUS),
     ("#claimable_at", CLAIMABLE_AT),
     ("#claimed_by", CLAIMED_BY),
@@ -67,10 +72,6 @@ const NAMES: [(&str, &str); 7] = [
 /// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it).
 const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token)";
 const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
-/// A status write, unless an earlier attempt of the same write was applied: a copy of it delivered
-/// after a claim would take the task from its worker for the next claimer.
-const STATUS_WRITE_CONDITION: &str =
-    "attribute_not_exists(#status_write) OR #status_write <> :write";
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
 /// A renewal also moves the lease end only later: a late copy of an earlier renewal (an SDK
@@ -80,43 +81,6 @@ const RENEW_CONDITION: &str = "#claim_token = :token AND #task_status = :in_prog
 /// How many times a renewal is sent at most, when a renewal sent earlier keeps making its
 /// refusal out of date.
 const RENEW_TRIES: usize = 3;
-
-/// A task's status. `InProgress` is set by a claim only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskStatus {
-    /// Waiting for its first run (claimable).
-    Pending,
-    /// Claimed by a worker, until its lease ends.
-    InProgress,
-    /// Ran to the end (claimable again, as in the seed: done is also the initial state).
-    Done,
-    /// Its run failed (claimable again).
-    Failed,
-    /// Set aside: never claimed (out of the index).
-    Cancelled,
-}
-
-impl TaskStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::InProgress => "in_progress",
-            TaskStatus::Done => "done",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    fn claimable(self) -> bool {
-        !matches!(self, TaskStatus::InProgress | TaskStatus::Cancelled)
-    }
-}
-
-impl fmt::Display for TaskStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A task a worker claimed: run it, then [`complete`](TaskQueue::complete) it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,44 +172,6 @@ impl TaskQueue {
                 .map(|(p, a)| ((*p).to_owned(), (*a).to_owned())),
         );
         names
-    }
-
-    /// Sets task `id`'s status (creating the task), whoever claimed it: an administrative write.
-    /// `InProgress` is a claim's to set ([`InvalidInput::ClaimOnly`]).
-    ///
-    /// # Examples
-    ///
-    /// See [`TaskQueue`].
-    pub async fn set_status(&self, id: &str, status: TaskStatus) -> Result<(), Error> {
-        if status == TaskStatus::InProgress {
-            return Err(InvalidInput::ClaimOnly.into());
-        }
-        let resource = self.resource(id)?;
-        let table = self.table();
-        let now = s(timestamp::format(table.now()));
-        let claimable = status.claimable();
-        let update = if claimable {
-            "SET #task_queue = :queue, #task_status = :status, #status_write = :write, #claimable_at = :now REMOVE #claimed_by, #claim_token"
-        } else {
-            "SET #task_queue = :queue, #task_status = :status, #status_write = :write REMOVE #claimable_at, #claimed_by, #claim_token"
-        };
-        let mut request = table
-            .dynamodb
-            .update_item()
-            .table_name(&table.name)
-            .set_key(Some(table.key(&resource)))
-            .update_expression(update)
-            .condition_expression(STATUS_WRITE_CONDITION)
-            .set_expression_attribute_names(Some(self.names(&[update, STATUS_WRITE_CONDITION])))
-            .expression_attribute_values(":queue", s(self.queue.as_str()))
-            .expression_attribute_values(":status", s(status.as_str()))
-            .expression_attribute_values(":write", s(uuid::Uuid::new_v4().to_string()));
-        if claimable {
-            request = request.expression_attribute_values(":now", now);
-        }
-        // Refused only by this write's own id: an earlier attempt of it was applied.
-        answer("UpdateItem", request.send().await, update_refused)?;
-        Ok(())
     }
 
     /// Claims up to `limit` (1 to 100) tasks that may be claimed now, each for `lease`: one

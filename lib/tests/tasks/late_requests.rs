@@ -56,6 +56,49 @@ async fn a_late_copy_of_a_status_write_leaves_a_claim_made_since() {
     );
 }
 
+/// A copy of an administrative status write delivered late, after a later status write: with the
+/// last write's id alone in the condition, the copy set the cancelled task pending again, and the
+/// next claim ran it (found by review).
+#[tokio::test]
+async fn a_late_copy_of_a_status_write_leaves_a_later_status_write() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-status-copy-later").await;
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#task_status = :status");
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    queue
+        .set_status("job", TaskStatus::Cancelled)
+        .await
+        .unwrap();
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    assert_status(&name, "job", "cancelled").await;
+    clock.advance(Duration::from_secs(1));
+    assert!(
+        queue
+            .claim(1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a cancelled task was claimed"
+    );
+}
+
+/// Status writes of two writers whose clocks disagree: the later write by arrival is the one that
+/// stands, whichever clock is ahead.
+#[tokio::test]
+async fn a_status_write_after_one_from_a_clock_ahead_still_lands() {
+    let (name, _proxy, clock, queue) = queue_through_a_proxy("q-status-clock-ahead").await;
+    clock.advance(Duration::from_secs(60));
+    queue
+        .set_status("job", TaskStatus::Cancelled)
+        .await
+        .unwrap();
+    clock.set_back(Duration::from_secs(60));
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    assert_status(&name, "job", "pending").await;
+    queue.set_status("job", TaskStatus::Done).await.unwrap();
+    assert_status(&name, "job", "done").await;
+}
+
 /// A queue named after `name` whose client goes through a proxy, on a clock the test moves.
 async fn queue_through_a_proxy(name: &str) -> (String, Proxy, Arc<AdjustableClock>, TaskQueue) {
     lock_client().await;
