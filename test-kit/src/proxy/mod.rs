@@ -8,10 +8,15 @@
 //! forwarded whole once their body (`Content-Length`) has arrived. An SDK client sends one request
 //! at a time per connection, so the next bytes the endpoint sends on that connection are that
 //! request's answer.
+//!
+//! Besides the counts, the proxy keeps, for every request it forwards, when it received the
+//! request and which access key signed it ([`Proxy::requests_by_caller`]): clients that sign with
+//! keys of their own can tell their requests apart through one proxy.
 
 mod held;
 mod wire;
 
+use crate::clocks::monotonic_ns;
 use held::{send_on, Captured, DropRule, Gate, Hold, HoldRule};
 pub use held::{HeldRequest, WithheldAnswer};
 
@@ -23,7 +28,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
-use wire::{find, operations_in, whole_request_len};
+use wire::{access_key_id, find, operations_in, whole_request_len};
 
 /// Counts of one operation seen by the proxy.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +44,21 @@ pub struct OpCounts {
     pub throttled: usize,
     /// Requests held back, not forwarded ([`Proxy::delay_next_request`]).
     pub held: usize,
+}
+
+/// One request the proxy forwarded to the endpoint: when it arrived and which access key signed
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerRequest {
+    /// When the proxy had received the whole request: `CLOCK_MONOTONIC` in nanoseconds
+    /// ([`monotonic_ns`](crate::clocks::monotonic_ns)), comparable with the time stamps of other
+    /// processes of the machine.
+    pub received_ns: u64,
+    /// The access key id of the request's `Authorization` header (`Credential=<AKID>/…`), `None`
+    /// if it has none.
+    pub access_key_id: Option<String>,
+    /// The operation (`PutItem`, …).
+    pub operation: String,
 }
 
 /// A running proxy; stops when dropped.
@@ -67,6 +87,17 @@ struct Shared {
     faults: Mutex<Faults>,
     /// Requests seen, for the every-n-th faults.
     requests: AtomicU64,
+    /// Every request forwarded, in the order forwarded.
+    forwarded: Mutex<Vec<CallerRequest>>,
+}
+
+impl Shared {
+    /// Counts `request` as forwarded (its operation's `requests`) and keeps its caller.
+    fn forwarding(&self, request: CallerRequest) {
+        self.counts
+            .send_modify(|c| c.entry(request.operation.clone()).or_default().requests += 1);
+        self.forwarded.lock().expect("proxy lock").push(request);
+    }
 }
 
 /// Faults the proxy applies to every request from the moment they are set until changed.
@@ -119,6 +150,7 @@ impl Proxy {
             refuse_next: Mutex::new(Vec::new()),
             faults: Mutex::new(Faults::default()),
             requests: AtomicU64::new(0),
+            forwarded: Mutex::new(Vec::new()),
         });
         let accept_shared = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -288,6 +320,15 @@ impl Proxy {
         self.counts.borrow().values().map(|c| c.requests).sum()
     }
 
+    /// Every request forwarded so far, in the order forwarded: when it was received and which
+    /// access key signed it. A request held back and delivered later
+    /// ([`delay_next_request`](Self::delay_next_request)) is listed once delivered, with the time
+    /// it was received; copies delivered again ([`duplicate_next_request`](Self::duplicate_next_request))
+    /// are sent by the test, not forwarded, and not listed.
+    pub fn requests_by_caller(&self) -> Vec<CallerRequest> {
+        self.shared.forwarded.lock().expect("proxy lock").clone()
+    }
+
     /// Counts of `operation` so far.
     pub fn counts(&self, operation: &str) -> OpCounts {
         self.counts
@@ -320,16 +361,17 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
     let mut request: Vec<u8> = Vec::new();
     // The operation awaiting its answer, and the rule to drop that answer if there is one.
     let mut pending: Option<(String, Option<DropRule>)> = None;
-    // A request held back, until the test delivers it: its operation, bytes and delivery.
-    let mut held: Option<(String, Vec<u8>, oneshot::Receiver<oneshot::Sender<()>>)> = None;
+    // A request held back, until the test delivers it: its caller, bytes and delivery.
+    let mut held: Option<(CallerRequest, Vec<u8>, oneshot::Receiver<oneshot::Sender<()>>)> = None;
     // Told when the answer of a delivered request has come back.
     let mut delivered: Option<oneshot::Sender<()>> = None;
     loop {
         tokio::select! {
             deliver = async { held.as_mut().map(|(_, _, deliver)| deliver).expect("held").await }, if held.is_some() => {
-                let Some((operation, request, _)) = held.take() else { return };
+                let Some((caller, request, _)) = held.take() else { return };
                 let Ok(answered) = deliver else { continue };
-                shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
+                let operation = caller.operation.clone();
+                shared.forwarding(caller);
                 pending = Some((operation, None));
                 delivered = Some(answered);
                 if server.write_all(&request).await.is_err() { return; }
@@ -361,6 +403,11 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                     let Some(operation) = operations_in(&whole, 0).into_iter().next() else {
                         if server.write_all(&whole).await.is_err() { return; }
                         continue;
+                    };
+                    let caller = CallerRequest {
+                        received_ns: monotonic_ns(),
+                        access_key_id: access_key_id(&whole),
+                        operation: operation.clone(),
                     };
                     let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
                     let refusal = {
@@ -407,7 +454,7 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                             let (deliver_tx, deliver_rx) = oneshot::channel();
                             let _ = hold.captured.send(Captured { request: Vec::new(), deliver: Some(deliver_tx) });
                             shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().held += 1);
-                            held = Some((operation, whole, deliver_rx));
+                            held = Some((caller, whole, deliver_rx));
                             continue;
                         }
                     }
@@ -424,7 +471,7 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
                             hold: None,
                         })
                     });
-                    shared.counts.send_modify(|c| c.entry(operation.clone()).or_default().requests += 1);
+                    shared.forwarding(caller);
                     pending = Some((operation, drop_answer));
                     if server.write_all(&whole).await.is_err() { return; }
                 }

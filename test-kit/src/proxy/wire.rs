@@ -1,5 +1,6 @@
-//! Reading requests off the wire: where a whole HTTP request ends, and which DynamoDB operations
-//! a stretch of bytes names (their `X-Amz-Target: DynamoDB_20120810.<Operation>` headers).
+//! Reading requests off the wire: where a whole HTTP request ends, which DynamoDB operations
+//! a stretch of bytes names (their `X-Amz-Target: DynamoDB_20120810.<Operation>` headers), and
+//! which access key signed a request (its `Authorization` header).
 
 const TARGET_PREFIX: &[u8] = b"DynamoDB_20120810.";
 
@@ -38,6 +39,20 @@ pub(super) fn operations_in(window: &[u8], overlap: usize) -> Vec<String> {
     found
 }
 
+/// The access key id that signed `request` (a whole request, or at least its head): the
+/// `<AKID>` of `Credential=<AKID>/…` in its `Authorization` header; `None` without one.
+pub(super) fn access_key_id(request: &[u8]) -> Option<String> {
+    let head_end = find(request, b"\r\n\r\n").unwrap_or(request.len());
+    let head = String::from_utf8_lossy(&request[..head_end]);
+    let (_, value) = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))?;
+    let (_, credential) = value.split_once("Credential=")?;
+    let akid = credential.split('/').next()?.trim();
+    (!akid.is_empty() && !akid.contains([',', ' '])).then(|| akid.to_owned())
+}
+
 pub(super) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -63,6 +78,20 @@ mod tests {
         );
         let bare = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
         assert_eq!(whole_request_len(bare), Some(bare.len()), "no body");
+    }
+
+    #[test]
+    fn reads_the_access_key_id_of_the_authorization_header() {
+        let signed = b"POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.PutItem\r\n\
+            authorization: AWS4-HMAC-SHA256 Credential=worker-3/20260101/us-east-1/dynamodb/aws4_request, \
+            SignedHeaders=host;x-amz-date, Signature=abc\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(access_key_id(signed).as_deref(), Some("worker-3"));
+        let upper = b"POST / HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=test/x/y, Signature=1\r\n\r\n";
+        assert_eq!(access_key_id(upper).as_deref(), Some("test"));
+        let unsigned = b"POST / HTTP/1.1\r\ncontent-length: 30\r\n\r\n{\"Authorization\":\"Credential=x/\"}";
+        assert_eq!(access_key_id(unsigned), None, "only the head's header counts");
+        let other = b"POST / HTTP/1.1\r\nauthorization: Bearer token\r\n\r\n";
+        assert_eq!(access_key_id(other), None, "no credential");
     }
 
     #[test]
