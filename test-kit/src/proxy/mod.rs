@@ -362,7 +362,11 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, shared: &Shared) {
     // The operation awaiting its answer, and the rule to drop that answer if there is one.
     let mut pending: Option<(String, Option<DropRule>)> = None;
     // A request held back, until the test delivers it: its caller, bytes and delivery.
-    let mut held: Option<(CallerRequest, Vec<u8>, oneshot::Receiver<oneshot::Sender<()>>)> = None;
+    let mut held: Option<(
+        CallerRequest,
+        Vec<u8>,
+        oneshot::Receiver<oneshot::Sender<()>>,
+    )> = None;
     // Told when the answer of a delivered request has come back.
     let mut delivered: Option<oneshot::Sender<()>> = None;
     loop {

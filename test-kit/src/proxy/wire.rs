@@ -83,13 +83,18 @@ mod tests {
     #[test]
     fn reads_the_access_key_id_of_the_authorization_header() {
         let signed = b"POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.PutItem\r\n\
-            authorization: AWS4-HMAC-SHA256 Credential=worker-3/20260101/us-east-1/dynamodb/aws4_request, \
+            authorization: AWS4-HMAC-SHA256 Credential=worker3/20260101/us-east-1/dynamodb/aws4_request, \
             SignedHeaders=host;x-amz-date, Signature=abc\r\ncontent-length: 2\r\n\r\n{}";
-        assert_eq!(access_key_id(signed).as_deref(), Some("worker-3"));
+        assert_eq!(access_key_id(signed).as_deref(), Some("worker3"));
         let upper = b"POST / HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=test/x/y, Signature=1\r\n\r\n";
         assert_eq!(access_key_id(upper).as_deref(), Some("test"));
-        let unsigned = b"POST / HTTP/1.1\r\ncontent-length: 30\r\n\r\n{\"Authorization\":\"Credential=x/\"}";
-        assert_eq!(access_key_id(unsigned), None, "only the head's header counts");
+        let unsigned =
+            b"POST / HTTP/1.1\r\ncontent-length: 30\r\n\r\n{\"Authorization\":\"Credential=x/\"}";
+        assert_eq!(
+            access_key_id(unsigned),
+            None,
+            "only the head's header counts"
+        );
         let other = b"POST / HTTP/1.1\r\nauthorization: Bearer token\r\n\r\n";
         assert_eq!(access_key_id(other), None, "no credential");
     }
