@@ -28,8 +28,14 @@
 //!   shares one client between the workers instead.
 //!
 //! Every contender uses one SDK client per process (region `us-east-1`, credentials
-//! `test`/`test`, endpoint `--endpoint`), shared by the workers. `--table` is created if missing,
-//! in the contender's schema, before anything is timed.
+//! `test`/`test`, endpoint `--endpoint`), shared by the workers, except where each worker has a
+//! lock client of its own (ddb-lock with `--client-per-worker`, dynamodb-lease without
+//! `--shared-lease-client`): there worker `i`'s lock client has an SDK client of its own, built
+//! from the shared one's configuration with the access key id `worker<i>` (secret `test`; DynamoDB Local accepts
+//! letters and digits only in an access key id), so
+//! that the orchestrator's proxy can tell the workers' requests apart; these clients share the one
+//! HTTP client, and its connection pool. The ready line's `callers` says which. `--table` is
+//! created if missing, in the contender's schema, before anything is timed.
 //!
 //! Scenarios (`--scenario`):
 //! - `uncontended`: one worker, on `PREFIX/0`, `--ops` times acquire, hold, release.
@@ -226,15 +232,53 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The SDK client of the process.
+/// The SDK client of the process. Its HTTP client is set here, not left to the SDK's default (the
+/// same HTTP stack, built the way the SDK builds its default), so that the clients built from its
+/// configuration ([`worker_dynamodb`]) share it and its connection pool: the SDK makes a default
+/// HTTP client for every client it builds.
 fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    use aws_smithy_http_client::proxy::ProxyConfig;
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    use aws_smithy_http_client::{Builder, ConnectorBuilder};
+    let http = Builder::new().build_with_connector_fn(|settings, components| {
+        let mut connector =
+            ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::AwsLc));
+        connector.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            connector.set_sleep_impl(components.sleep_impl());
+        }
+        connector.set_proxy_config(Some(ProxyConfig::from_env()));
+        connector.build()
+    });
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version_latest()
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "bench"))
         .endpoint_url(endpoint)
+        .http_client(http)
         .build();
     aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// Worker `index`'s SDK client: `sdk`'s configuration (and HTTP client) with the access key id
+/// `worker<index>`, by which the orchestrator's proxy tells its requests from the others'.
+fn worker_dynamodb(sdk: &aws_sdk_dynamodb::Client, index: usize) -> aws_sdk_dynamodb::Client {
+    let credentials = Credentials::new(format!("worker{index}"), "test", None, None, "bench");
+    let config = sdk
+        .config()
+        .to_builder()
+        .credentials_provider(credentials)
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// What the ready line says of the credentials: one access key per worker, or one for all.
+fn callers(per_worker: bool) -> &'static str {
+    if per_worker {
+        "one access key per worker: worker<i>"
+    } else {
+        "one access key for all workers: test"
+    }
 }
 
 /// A worker's identity: its index and its owner name, unique across processes and runs.
@@ -304,6 +348,7 @@ impl Contestant {
             "acquire_timeout_ms": millis(wait),
             "poll_ms": args.poll_ms,
             "sdk_clients": 1,
+            "callers": callers(false),
         });
         let kinds = args.shared || args.permits.is_some();
         if (kinds || args.fair) && args.contender != Contender::DdbLock {
@@ -335,8 +380,13 @@ impl Contestant {
                 };
                 let count = if args.client_per_worker { workers } else { 1 };
                 let clients = (0..count)
-                    .map(|_| {
-                        LockClient::builder(sdk.clone())
+                    .map(|index| {
+                        let sdk = if args.client_per_worker {
+                            worker_dynamodb(&sdk, index)
+                        } else {
+                            sdk.clone()
+                        };
+                        LockClient::builder(sdk)
                             .table_name(&args.table)
                             .lease(lease)
                             .acquire_timeout(wait)
@@ -352,6 +402,8 @@ impl Contestant {
                 merge(
                     &mut settings,
                     json!({
+                        "sdk_clients": count,
+                        "callers": callers(args.client_per_worker),
                         "backoff": backoff_settings(backoff),
                         "heartbeat_ms": heartbeat,
                         "takeover_rule": "wall_clock",
@@ -411,7 +463,7 @@ impl Contestant {
                 create_lease_table(&sdk, &args.table).await?;
                 let count = if args.shared_lease_client { 1 } else { workers };
                 let mut clients = Vec::with_capacity(count);
-                for _ in 0..count {
+                for index in 0..count {
                     let mut builder = dynamodb_lease::Client::builder()
                         .table_name(&args.table)
                         .lease_ttl_seconds(
@@ -420,8 +472,13 @@ impl Contestant {
                     if let Some(p) = args.poll_ms {
                         builder = builder.acquire_cooldown(Duration::from_millis(p));
                     }
+                    let sdk = if args.shared_lease_client {
+                        sdk.clone()
+                    } else {
+                        worker_dynamodb(&sdk, index)
+                    };
                     let client = builder
-                        .build_and_check_db(sdk.clone())
+                        .build_and_check_db(sdk)
                         .await
                         .map_err(|e| format!("dynamodb-lease table check: {e:#}"))?;
                     clients.push(client);
@@ -442,6 +499,8 @@ impl Contestant {
                             args.scenario,
                             Duration::from_secs(ttl_seconds)
                         )),
+                        "sdk_clients": count,
+                        "callers": callers(!args.shared_lease_client),
                         "lease_clients": if args.shared_lease_client {
                             "one, shared by the workers"
                         } else {
