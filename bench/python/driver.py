@@ -74,11 +74,13 @@ def parse_args():
     return args
 
 
-def new_session():
+def new_session(access_key="test"):
     # boto3 documents that resources are not thread-safe, and each lock client keeps one resource
-    # for its whole life, so every lock client gets a session of its own.
+    # for its whole life, so every lock client gets a session of its own. A worker's session signs
+    # with an access key of its own (worker<i>), by which the orchestrator's proxy tells its
+    # requests from the other workers'; the endpoint does not tell them apart (-sharedDb).
     return boto3.session.Session(
-        aws_access_key_id="test",
+        aws_access_key_id=access_key,
         aws_secret_access_key="test",
         region_name=REGION,
     )
@@ -129,8 +131,8 @@ class Run:
             self.retry_timeout = max(self.lease * 10, datetime.timedelta(seconds=WAIT_CAP_S))
         self.clients = []
 
-    def new_client(self):
-        resource = new_session().resource("dynamodb", endpoint_url=self.args.endpoint)
+    def new_client(self, access_key="test"):
+        resource = new_session(access_key).resource("dynamodb", endpoint_url=self.args.endpoint)
         client = DynamoDBLockClient(
             resource,
             table_name=self.args.table,
@@ -141,7 +143,7 @@ class Run:
         self.clients.append(client)
         return client
 
-    def settings(self, workers, clients):
+    def settings(self, workers, clients, callers):
         retry_period = self.retry_period or self.heartbeat
         return {
             "library": LIBRARY,
@@ -151,6 +153,7 @@ class Run:
             "scenario": self.args.scenario,
             "workers": workers,
             "lock_clients": clients,
+            "callers": callers,
             "lease_ms": ms(self.lease),
             "heartbeat_period_ms": ms(self.heartbeat),
             "safe_period_ms": ms(self.safe_period),
@@ -216,8 +219,9 @@ def hold_of(args, worker, op):
 
 def run_workers(run, resources):
     args = run.args
-    clients = [run.new_client() for _ in resources]
-    emit({"ready": True, "settings": run.settings(len(resources), len(clients))})
+    clients = [run.new_client(f"worker{i}") for i in range(len(resources))]
+    emit({"ready": True, "settings": run.settings(
+        len(resources), len(clients), "one access key per worker: worker<i>")})
     wait_for_go()
 
     start = threading.Barrier(len(resources))
@@ -257,7 +261,7 @@ def run_hold(run):
     args = run.args
     resource = f"{args.resource}/0"
     client = run.new_client()
-    emit({"ready": True, "settings": run.settings(1, 1)})
+    emit({"ready": True, "settings": run.settings(1, 1, "one access key: test")})
     wait_for_go()
     run.acquire(client, resource, lock_event_handler(resource))
     emit({"acquired_ns": time.monotonic_ns()})
@@ -270,7 +274,7 @@ def run_takeover(run):
     args = run.args
     resource = f"{args.resource}/0"
     client = run.new_client()
-    emit({"ready": True, "settings": run.settings(1, 1)})
+    emit({"ready": True, "settings": run.settings(1, 1, "one access key: test")})
     wait_for_go()
     lock = run.acquire(client, resource, lock_event_handler(resource))
     emit({"acquired_ns": time.monotonic_ns()})
