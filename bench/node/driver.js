@@ -205,19 +205,42 @@ class Run {
         // The SDK's default agent opens a new connection for every request; keep-alive is AWS's
         // documented recommendation for the v2 SDK and is what the other contenders do.
         this.agent = new http.Agent({ keepAlive: true });
-        this.ddb = new AWS.DynamoDB({
-            endpoint: args.endpoint,
+        this.ddb = this.dynamodb("test");
+        // The client of `hold` and `takeover`, and of the table's setup.
+        this.shared = this.lockClient(this.ddb);
+        this.lockSettings = this.shared.settings;
+        this.lockClients = 1;
+        this.callers = "one access key: test";
+    }
+
+    // An SDK client signing with the access key `accessKey`, over the one keep-alive agent.
+    dynamodb(accessKey) {
+        return new AWS.DynamoDB({
+            endpoint: this.args.endpoint,
             region: REGION,
-            credentials: new AWS.Credentials("test", "test"),
+            credentials: new AWS.Credentials(accessKey, "test"),
             httpOptions: { agent: this.agent },
         });
-        const documentClient = new AWS.DynamoDB.DocumentClient({ service: this.ddb });
-        // One client for all workers: it keeps only its configuration, and every acquireLock call
-        // carries its own state, so sharing it is what a multi-worker process would do.
-        const built = buildClient(args, documentClient);
-        this.client = built.client;
-        this.lockSettings = built.settings;
-        this.acquireLock = util.promisify(this.client.acquireLock.bind(this.client));
+    }
+
+    lockClient(ddb) {
+        const documentClient = new AWS.DynamoDB.DocumentClient({ service: ddb });
+        const built = buildClient(this.args, documentClient);
+        return {
+            settings: built.settings,
+            acquireLock: util.promisify(built.client.acquireLock.bind(built.client)),
+        };
+    }
+
+    // One lock client per worker, each over an SDK client signing with the access key
+    // worker<i>, by which the orchestrator's proxy tells the workers' requests apart (the
+    // endpoint does not: -sharedDb). The library's client keeps only its configuration, and
+    // every acquireLock call carries its own state, so a client per worker changes nothing else;
+    // all share the keep-alive agent.
+    workerClients(count) {
+        this.lockClients = count;
+        this.callers = "one access key per worker: worker<i>";
+        return Array.from({ length: count }, (_, i) => this.lockClient(this.dynamodb(`worker${i}`)));
     }
 
     settings(workers) {
@@ -227,15 +250,16 @@ class Run {
             aws_sdk_version: SDK_VERSION,
             scenario: this.args.scenario,
             workers,
-            lock_clients: 1,
+            lock_clients: this.lockClients,
+            callers: this.callers,
             partition_key: PARTITION_KEY,
             http_keep_alive: true,
             ...this.lockSettings,
         };
     }
 
-    async acquire(resource) {
-        const lock = await this.acquireLock(resource);
+    async acquire(resource, client = this.shared) {
+        const lock = await client.acquireLock(resource);
         const state = { released: false, lost: null };
         // A fail-open lock emits "error" when a heartbeat fails; with no listener Node would throw.
         // Before release that means the lock may be gone; after release it is a heartbeat that was
@@ -294,13 +318,14 @@ function holdOf(args, worker, op) {
 
 async function runWorkers(run, resources) {
     const args = run.args;
+    const clients = run.workerClients(resources.length);
     await emit({ ready: true, settings: run.settings(resources.length) });
     await waitForGo();
     const worker = async (i) => {
         const resource = resources[i];
         for (let n = 0; n < args.ops; n++) {
             const t0 = now();
-            const held = await run.acquire(resource);
+            const held = await run.acquire(resource, clients[i]);
             const t1 = now();
             const hold = holdOf(args, i, n);
             if (hold > 0) await sleep(hold);
