@@ -1,12 +1,12 @@
 //! Measuring one contender: its driver run through each scenario behind a counting proxy.
 
-use ddb_lock_test_kit::proxy::Proxy;
-use ddb_lock_test_kit::runtime_api::{FunctionProcess, RuntimeApi};
-use ddb_lock_test_kit::{dynamodb_at, ensure_table, monotonic_ns, TableKind, TABLE};
+use crate::acquiring::requests_to_acquire;
+use crate::contenders::Contender;
+use ddb_lock_test_kit::monotonic_ns;
+use ddb_lock_test_kit::proxy::{CallerRequest, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde_json::{json, Value};
-use std::path::Path;
+use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -59,153 +59,19 @@ pub const PERMITS: usize = 4;
 /// Resources per acquisition in the set scenario.
 pub const SET_SIZE: usize = 10;
 
-/// A lock implementation and the command that runs its driver.
-#[derive(Debug, Clone)]
-pub struct Contender {
-    /// Its name in the report.
-    pub name: String,
-    /// Whether it is ours (the ratios compare ours with the best peer).
-    pub ours: bool,
-    /// Whether the waiting workers of its process line up inside the library (one client shared
-    /// by the workers, with an in-process queue) instead of contending through DynamoDB only, as
-    /// separate processes would. The hand-off figures are compared within each kind too.
-    pub queues_in_process: bool,
-    /// The driver command, before the common arguments.
-    pub command: Vec<String>,
-    /// A table of its own, in the schema it wants.
-    pub table: String,
-    /// Whether its driver takes the lock kinds (`--shared`, `--permits`): ddb-lock's library.
-    pub kinds: bool,
-    /// Whether its driver runs the `set` scenario.
-    pub sets: bool,
-}
-
-impl Contender {
-    /// Every contender, peers with their default poll period and with one tuned setting.
-    pub fn all(driver: &Path, root: &Path) -> Vec<Contender> {
-        let driver = driver.display().to_string();
-        let rust =
-            |name: &str, contender: &str, ours: bool, queues: bool, extra: &[&str]| Contender {
-                name: name.into(),
-                ours,
-                queues_in_process: queues,
-                command: [driver.as_str(), "--contender", contender]
-                    .iter()
-                    .chain(extra)
-                    .map(|s| (*s).to_owned())
-                    .collect(),
-                table: format!("bench-{contender}"),
-                kinds: contender == "ddb-lock",
-                sets: contender != "ddb-lock-lambda",
-            };
-        let python = root.join("bench/python");
-        let node = root.join("bench/node");
-        let py = |name: &str, extra: &[&str]| Contender {
-            name: name.into(),
-            ours: false,
-            queues_in_process: false,
-            command: [
-                python.join(".venv/bin/python").display().to_string(),
-                python.join("driver.py").display().to_string(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|s| (*s).to_owned()))
-            .collect(),
-            table: "bench-python-dynamodb-lock".into(),
-            kinds: false,
-            sets: false,
-        };
-        let js = |name: &str, extra: &[&str]| Contender {
-            name: name.into(),
-            ours: false,
-            queues_in_process: false,
-            command: [
-                "node".to_owned(),
-                node.join("driver.js").display().to_string(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|s| (*s).to_owned()))
-            .collect(),
-            table: "bench-dynamodb-lock-client".into(),
-            kinds: false,
-            sets: false,
-        };
-        vec![
-            rust("ddb-lock", "ddb-lock", true, true, &[]),
-            rust(
-                "ddb-lock, one client per worker",
-                "ddb-lock",
-                true,
-                false,
-                &["--client-per-worker"],
-            ),
-            rust(
-                "ddb-lock, one client per worker, 20 ms mean backoff",
-                "ddb-lock",
-                true,
-                false,
-                &["--client-per-worker", "--poll-ms", "20"],
-            ),
-            // Waiters in the lock's line, across clients as across processes; the mutex
-            // scenarios only (a fair acquisition is exclusive, and sets do not queue).
-            Contender {
-                kinds: false,
-                sets: false,
-                ..rust(
-                    "ddb-lock, one client per worker, fair",
-                    "ddb-lock",
-                    true,
-                    false,
-                    &["--client-per-worker", "--fair"],
-                )
-            },
-            rust(
-                "ddb-lock Lambda handler (in-process)",
-                "ddb-lock-lambda",
-                true,
-                true,
-                &[],
-            ),
-            rust("dynamodb-lease 0.22", "dynamodb-lease", false, false, &[]),
-            rust(
-                "dynamodb-lease 0.22, 20 ms cooldown",
-                "dynamodb-lease",
-                false,
-                false,
-                &["--poll-ms", "20"],
-            ),
-            rust(
-                "dynamodb-lease 0.22, 20 ms cooldown, shared client",
-                "dynamodb-lease",
-                false,
-                true,
-                &["--poll-ms", "20", "--shared-lease-client"],
-            ),
-            py("python_dynamodb_lock 0.9.1", &[]),
-            py(
-                "python_dynamodb_lock 0.9.1, 20 ms retry",
-                &["--poll-ms", "20"],
-            ),
-            js("dynamodb-lock-client 0.7 (npm), FailClosed", &[]),
-            js(
-                "dynamodb-lock-client 0.7 (npm), FailClosed, 20 ms retry",
-                &["--poll-ms", "20"],
-            ),
-            js(
-                "dynamodb-lock-client 0.7 (npm), FailOpen",
-                &["--mode", "fail-open"],
-            ),
-        ]
-    }
-}
-
 /// One acquisition as a driver reports it (CLOCK_MONOTONIC nanoseconds).
 #[derive(Debug, Clone, Copy)]
-struct Acquisition {
-    wait_start: u64,
-    acquired: u64,
-    release_start: u64,
-    released: u64,
+pub struct Acquisition {
+    /// The worker that acquired.
+    pub worker: usize,
+    /// When it started waiting.
+    pub wait_start: u64,
+    /// When it had acquired.
+    pub acquired: u64,
+    /// When it started its release.
+    pub release_start: u64,
+    /// When it had released.
+    pub released: u64,
 }
 
 /// What one run of a contender measured.
@@ -223,6 +89,9 @@ pub struct Figures {
     pub gap_ms: (f64, f64),
     /// Contended: requests per acquisition.
     pub requests_per_acquisition: f64,
+    /// Contended: the requests a worker sent while acquiring, per acquisition, its release apart
+    /// (NaN: the driver's workers do not sign with keys of their own).
+    pub acquire_requests_per_acquisition: f64,
     /// Contended: the longest any worker waited, in ms.
     pub longest_wait_ms: f64,
     /// 64 workers on 64 resources: acquisitions per second.
@@ -252,13 +121,20 @@ pub struct Handoff {
     pub gap_ms: (f64, f64),
     /// Requests per acquisition.
     pub requests_per_acquisition: f64,
+    /// Requests sent while acquiring, per acquisition, its release apart (NaN: unknown).
+    pub acquire_requests_per_acquisition: f64,
     /// The longest any worker waited, in ms.
     pub longest_wait_ms: f64,
 }
 
 impl Handoff {
-    /// The hand-off of `acquisitions`, which made `requests`; an error if two holds overlapped.
-    fn of(requests: usize, acquisitions: &[Acquisition]) -> Result<Handoff, String> {
+    /// The hand-off of `acquisitions`, which made `requests`, the proxy's `calls` among them; an
+    /// error if two holds overlapped.
+    fn of(
+        requests: usize,
+        acquisitions: &[Acquisition],
+        calls: &[CallerRequest],
+    ) -> Result<Handoff, String> {
         let mut by_acquisition = acquisitions.to_vec();
         by_acquisition.sort_by_key(|a| a.acquired);
         if by_acquisition
@@ -277,6 +153,7 @@ impl Handoff {
             per_s: acquisitions.len() as f64 / span(acquisitions),
             gap_ms: (percentile(&gaps, 50.0), percentile(&gaps, 99.0)),
             requests_per_acquisition: requests as f64 / acquisitions.len() as f64,
+            acquire_requests_per_acquisition: requests_to_acquire(acquisitions, calls),
             longest_wait_ms: acquisitions
                 .iter()
                 .map(|a| ms(a.acquired - a.wait_start))
@@ -289,18 +166,20 @@ impl Figures {
     /// One line for the console.
     pub fn summary(&self) -> String {
         format!(
-            "{:.1} req/round, p50 {:.1} ms; hand-off {:.1}/s gap p50 {:.1} ms; many {:.0}/s; takeover {:.0} ms",
+            "{:.1} req/round, p50 {:.1} ms; hand-off {:.1}/s gap p50 {:.1} ms, {:.2} req/acq ({:.2} to acquire); many {:.0}/s; takeover {:.0} ms",
             self.requests_per_round,
             self.round_ms.0,
             self.handoff_per_s,
             self.gap_ms.0,
+            self.requests_per_acquisition,
+            self.acquire_requests_per_acquisition,
             self.many_per_s,
             self.takeover_ms
         )
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -308,12 +187,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+pub(crate) fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
     values
 }
 
-fn ms(ns: u64) -> f64 {
+pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
@@ -398,7 +277,9 @@ impl Driver {
                             .and_then(Value::as_u64)
                             .ok_or_else(|| format!("no {name} in {line}"))
                     };
+                    let worker = field("worker")?;
                     found.push(Acquisition {
+                        worker: usize::try_from(worker).map_err(|e| e.to_string())?,
                         wait_start: field("wait_start_ns")?,
                         acquired: field("acquired_ns")?,
                         release_start: field("release_start_ns")?,
@@ -417,7 +298,16 @@ impl Driver {
     }
 }
 
-/// Runs a scenario; the requests made after the driver was ready, and its acquisitions.
+/// What a scenario did: the driver's settings, the requests made after its `go`, its
+/// acquisitions, and the proxy's record of those requests.
+struct Ran {
+    settings: Value,
+    requests: usize,
+    acquisitions: Vec<Acquisition>,
+    calls: Vec<CallerRequest>,
+}
+
+/// Runs a scenario.
 async fn scenario(
     contender: &Contender,
     proxy: &Proxy,
@@ -426,7 +316,7 @@ async fn scenario(
     ops: usize,
     hold_ms: u64,
     extra: &[&str],
-) -> Result<(Value, usize, Vec<Acquisition>), String> {
+) -> Result<Ran, String> {
     let args: Vec<String> = [
         "--workers".to_owned(),
         workers.to_string(),
@@ -441,6 +331,7 @@ async fn scenario(
     let mut driver = Driver::start(contender, proxy, name, &fresh_resource(), &args);
     let settings = driver.ready().await?;
     let before = proxy.total_requests();
+    let go_ns = monotonic_ns();
     driver.go().await?;
     let acquisitions = driver.acquisitions().await?;
     if acquisitions.len() != workers * ops {
@@ -450,7 +341,15 @@ async fn scenario(
             workers * ops
         ));
     }
-    Ok((settings, proxy.total_requests() - before, acquisitions))
+    let requests = proxy.total_requests() - before;
+    let mut calls = proxy.requests_by_caller();
+    calls.retain(|call| call.received_ns >= go_ns);
+    Ok(Ran {
+        settings,
+        requests,
+        acquisitions,
+        calls,
+    })
 }
 
 /// Measures every figure of `contender` once.
@@ -460,7 +359,12 @@ pub async fn measure(
     sizes: Sizes,
     _run: usize,
 ) -> Result<Figures, String> {
-    let (settings, uncontended_requests, rounds) = scenario(
+    let Ran {
+        settings,
+        requests: uncontended_requests,
+        acquisitions: rounds,
+        ..
+    } = scenario(
         contender,
         proxy,
         "uncontended",
@@ -477,7 +381,7 @@ pub async fn measure(
             .collect(),
     );
 
-    let (_, contended_requests, contended) = scenario(
+    let contended = scenario(
         contender,
         proxy,
         "contended",
@@ -487,9 +391,13 @@ pub async fn measure(
         &[],
     )
     .await?;
-    let handoff = Handoff::of(contended_requests, &contended)?;
+    let handoff = Handoff::of(
+        contended.requests,
+        &contended.acquisitions,
+        &contended.calls,
+    )?;
     let most = VARYING_HOLD_MS.1.to_string();
-    let (_, varying_requests, varying) = scenario(
+    let varying = scenario(
         contender,
         proxy,
         "contended",
@@ -499,9 +407,11 @@ pub async fn measure(
         &["--hold-max-ms", &most],
     )
     .await?;
-    let varying = Handoff::of(varying_requests, &varying)?;
+    let varying = Handoff::of(varying.requests, &varying.acquisitions, &varying.calls)?;
 
-    let (_, _, many) = scenario(contender, proxy, "many", 64, sizes.many, 0, &[]).await?;
+    let many = scenario(contender, proxy, "many", 64, sizes.many, 0, &[])
+        .await?
+        .acquisitions;
     let (readers_per_s, semaphore_per_s) = if contender.kinds {
         (
             kind_throughput(contender, proxy, sizes, &["--shared"], None).await?,
@@ -519,7 +429,11 @@ pub async fn measure(
     };
     let (set_round_ms, requests_per_set) = if contender.sets {
         let size = SET_SIZE.to_string();
-        let (_, requests, sets) = scenario(
+        let Ran {
+            requests,
+            acquisitions: sets,
+            ..
+        } = scenario(
             contender,
             proxy,
             "set",
@@ -545,6 +459,7 @@ pub async fn measure(
         handoff_per_s: handoff.per_s,
         gap_ms: handoff.gap_ms,
         requests_per_acquisition: handoff.requests_per_acquisition,
+        acquire_requests_per_acquisition: handoff.acquire_requests_per_acquisition,
         longest_wait_ms: handoff.longest_wait_ms,
         many_per_s: many.len() as f64 / span(&many),
         takeover_ms: takeover(contender, proxy).await.unwrap_or(f64::NAN),
@@ -573,7 +488,7 @@ async fn kind_throughput(
     extra: &[&str],
     at_most: Option<usize>,
 ) -> Result<f64, String> {
-    let (_, _, held) = scenario(
+    let held = scenario(
         contender,
         proxy,
         "contended",
@@ -582,7 +497,8 @@ async fn kind_throughput(
         sizes.hold_ms,
         extra,
     )
-    .await?;
+    .await?
+    .acquisitions;
     if let Some(limit) = at_most {
         let most = most_at_once(&held);
         if most > limit {
@@ -640,69 +556,4 @@ async fn takeover(contender: &Contender, proxy: &Proxy) -> Result<f64, String> {
         .ok_or(format!("no acquired_ns in {line}"))?;
     let _ = taker.child.wait().await;
     Ok(ms(acquired.saturating_sub(killed)))
-}
-
-/// The Lambda function's figures.
-#[derive(Debug, Clone, Default)]
-pub struct LambdaFigures {
-    /// Size of the arm64 release binary, if it has been built (`cargo lambda build`).
-    pub arm64_bytes: Option<u64>,
-    /// The binary the start-up figures were measured with.
-    pub measured_binary: String,
-    /// From exec to the first poll of the Runtime API, ms (median of 5).
-    pub ready_ms: f64,
-    /// From exec to the first invocation answered, ms (median of 5).
-    pub first_answer_ms: f64,
-    /// Peak resident memory after 200 invocations, KiB.
-    pub peak_rss_kib: Option<u64>,
-}
-
-/// Starts the function binary next to the harness 5 times against a local Runtime API.
-pub async fn lambda_figures(harness: &Path, endpoint: &str) -> LambdaFigures {
-    let root = harness
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let arm64 = root.join("lambda/bootstrap/bootstrap");
-    let bootstrap = harness.with_file_name("bootstrap");
-    let mut figures = LambdaFigures {
-        arm64_bytes: std::fs::metadata(&arm64).ok().map(|m| m.len()),
-        measured_binary: bootstrap.display().to_string(),
-        ..LambdaFigures::default()
-    };
-    if !bootstrap.exists() {
-        return figures;
-    }
-    ensure_table(&dynamodb_at(endpoint), TABLE, TableKind::Locks).await;
-    let binary = bootstrap.display().to_string();
-    let (mut ready, mut answered) = (Vec::new(), Vec::new());
-    for attempt in 0..5 {
-        let api = RuntimeApi::start().await;
-        let started = monotonic_ns();
-        let function = FunctionProcess::spawn(&binary, &api, endpoint, TABLE, &[]);
-        api.wait_for_polls(1).await;
-        ready.push(ms(monotonic_ns() - started));
-        let status = json!({"op": "status", "resource": "bench/cold-start"});
-        api.invoke(&status).await.response();
-        answered.push(ms(monotonic_ns() - started));
-        if attempt == 4 {
-            for _ in 0..200 {
-                api.invoke(&status).await.response();
-            }
-            figures.peak_rss_kib = function.id().and_then(peak_rss_kib);
-        }
-    }
-    figures.ready_ms = percentile(&sorted(ready), 50.0);
-    figures.first_answer_ms = percentile(&sorted(answered), 50.0);
-    figures
-}
-
-/// `VmHWM` of a process, from `/proc`.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }

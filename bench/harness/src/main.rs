@@ -14,15 +14,20 @@
 //! `bench/python/.venv`, `bench/node/node_modules`) and, for the Lambda figures, `bootstrap` next to
 //! this binary. `scripts/bench.sh` prepares all of that.
 
+mod acquiring;
+mod contenders;
 mod cpu;
 mod figures;
+mod lambda;
 mod load;
 mod probe;
 mod report;
+mod settings;
 
 use clap::{Parser, Subcommand};
+use contenders::Contender;
 use ddb_lock_test_kit::proxy::Proxy;
-use figures::{Contender, Figures, Sizes};
+use figures::{Figures, Sizes};
 use load::{Ceiling, Plan};
 use std::path::PathBuf;
 
@@ -203,7 +208,7 @@ async fn main() {
             Err(e) => println!("{:<34} run {}: FAILED: {e}", "endpoint ceiling", run + 1),
         }
     }
-    let lambda = figures::lambda_figures(&here, &endpoint).await;
+    let lambda = lambda::lambda_figures(&here, &endpoint).await;
 
     let failed: Vec<&str> = results
         .iter()

@@ -1,11 +1,13 @@
 //! The report: `docs/benchmarks.md` (tables of min / median / max over runs, and ratios to the best
 //! peer) and `docs/benchmarks.svg` (hand-off throughput and crash takeover, side by side).
 
+use crate::contenders::Contender;
 use crate::figures::{
-    Contender, Figures, LambdaFigures, Sizes, CONTENDED_WORKERS, LEASE_MS, PERMITS, SET_SIZE,
-    VARYING_HOLD_MS,
+    Figures, Sizes, CONTENDED_WORKERS, LEASE_MS, PERMITS, SET_SIZE, VARYING_HOLD_MS,
 };
+use crate::lambda::LambdaFigures;
 use crate::load::{Ceiling, Level, Sweep};
+use crate::settings::settings_tables;
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -19,7 +21,7 @@ enum Better {
 /// The figures of the tables: name, unit, which way is better, and how to read it.
 type Column = (&'static str, Better, fn(&Figures) -> f64);
 
-const COLUMNS: [Column; 15] = [
+const COLUMNS: [Column; 17] = [
     ("requests / acquire+release", Better::Lower, |f| {
         f.requests_per_round
     }),
@@ -37,6 +39,11 @@ const COLUMNS: [Column; 15] = [
     ("requests / contended acquisition", Better::Lower, |f| {
         f.requests_per_acquisition
     }),
+    (
+        "requests to acquire / contended acquisition",
+        Better::Lower,
+        |f| f.acquire_requests_per_acquisition,
+    ),
     ("longest wait ms", Better::Lower, |f| f.longest_wait_ms),
     ("64 resources acquisitions/s", Better::Higher, |f| {
         f.many_per_s
@@ -57,6 +64,11 @@ const COLUMNS: [Column; 15] = [
         "holds 1-30 ms: requests / contended acquisition",
         Better::Lower,
         |f| f.varying.requests_per_acquisition,
+    ),
+    (
+        "holds 1-30 ms: requests to acquire / contended acquisition",
+        Better::Lower,
+        |f| f.varying.acquire_requests_per_acquisition,
     ),
     ("holds 1-30 ms: longest wait ms", Better::Lower, |f| {
         f.varying.longest_wait_ms
@@ -103,11 +115,12 @@ fn best_peer(results: &[(Contender, Vec<Figures>)], column: &Column) -> Option<f
 }
 
 /// The hand-off columns.
-const HANDOFF: [&str; 5] = [
+const HANDOFF: [&str; 6] = [
     "hand-off acquisitions/s",
     "release→acquire gap p50 ms",
     "release→acquire gap p99 ms",
     "requests / contended acquisition",
+    "requests to acquire / contended acquisition",
     "longest wait ms",
 ];
 
@@ -340,8 +353,23 @@ pub fn markdown(
         VARYING_HOLD_MS.1,
         sizes.many
     );
+    let _ = writeln!(
+        md,
+        "Requests / contended acquisition: every request of the contended scenario, its releases' \
+         included, over its acquisitions. Requests to acquire / contended acquisition: only the \
+         requests a worker sent while it was acquiring (from the start of its wait to its \
+         acquisition, by the drivers' time stamps and the proxy's), its releases' apart; the \
+         proxy tells the workers' requests apart by the access key each worker's SDK client \
+         signs with (`worker<i>`), so the figure is there only for contenders whose workers \
+         have clients of their own (– where they share one).\n"
+    );
     let _ = writeln!(md, "## Contenders and settings\n");
-    settings_tables(&mut md, results);
+    // From the first run's uncontended scenario.
+    let settings: Vec<(&str, Option<&Value>)> = results
+        .iter()
+        .map(|(contender, runs)| (contender.name.as_str(), runs.first().map(|f| &f.settings)))
+        .collect();
+    settings_tables(&mut md, &settings);
     let _ = writeln!(md, "\n## Figures\n");
     for chunk in COLUMNS.chunks(5) {
         let _ = write!(md, "| contender |");
@@ -428,119 +456,6 @@ pub fn markdown(
         "\n![hand-off throughput and crash takeover](benchmarks.svg)"
     );
     md
-}
-
-/// A setting's value in a table cell.
-fn cell(value: &Value) -> String {
-    let text = match value {
-        Value::Null => "none".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    text.replace('|', "\\|")
-}
-
-/// A driver's settings flattened to `name` (or `outer.inner`) and value, in the driver's order.
-fn flatten(prefix: &str, value: &Value, into: &mut Vec<(String, Value)>) {
-    match value {
-        Value::Object(map) => {
-            for (name, inner) in map {
-                let name = if prefix.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{prefix}.{name}")
-                };
-                flatten(&name, inner, into);
-            }
-        }
-        other => into.push((prefix.to_owned(), other.clone())),
-    }
-}
-
-/// A driver's settings, flattened (`None` for a contender that failed every run).
-type Flat = Option<Vec<(String, Value)>>;
-
-/// Settings per table, at most, besides the contender's name.
-const SETTINGS_PER_TABLE: usize = 6;
-
-/// The contenders' settings as reported by their drivers (from the first run's uncontended
-/// scenario): the settings every contender reports alike in one line, the others as tables with
-/// one column per setting and a dash where a contender has no such setting.
-fn settings_tables(md: &mut String, results: &[(Contender, Vec<Figures>)]) {
-    let rows: Vec<(&str, Flat)> = results
-        .iter()
-        .map(|(contender, runs)| {
-            let settings = runs.first().map(|f| {
-                let mut flat = Vec::new();
-                flatten("", &f.settings, &mut flat);
-                flat
-            });
-            (contender.name.as_str(), settings)
-        })
-        .collect();
-    let mut names: Vec<String> = Vec::new();
-    for (_, settings) in &rows {
-        for (name, _) in settings.iter().flatten() {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-    }
-    let value = |settings: &Flat, name: &str| {
-        settings
-            .as_ref()?
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let reported: Vec<_> = rows.iter().filter(|(_, s)| s.is_some()).collect();
-    let (common, varying): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
-        let first = reported.first().and_then(|(_, s)| value(s, name));
-        first.is_some() && reported.iter().all(|(_, s)| value(s, name) == first)
-    });
-    if !common.is_empty() {
-        let _ = write!(md, "The same for every contender:");
-        for (i, name) in common.iter().enumerate() {
-            let v = reported
-                .first()
-                .and_then(|(_, s)| value(s, name))
-                .unwrap_or(Value::Null);
-            let _ = write!(
-                md,
-                "{} `{name}` {}",
-                if i == 0 { "" } else { ";" },
-                cell(&v)
-            );
-        }
-        let _ = writeln!(md, ".\n");
-    }
-    let _ = writeln!(
-        md,
-        "The others, as each driver reported them; – where a contender has no such setting.\n"
-    );
-    for chunk in varying.chunks(SETTINGS_PER_TABLE) {
-        let _ = write!(md, "| contender |");
-        for name in chunk {
-            let _ = write!(md, " {name} |");
-        }
-        let _ = write!(md, "\n|---|");
-        for _ in chunk {
-            let _ = write!(md, "---|");
-        }
-        let _ = writeln!(md);
-        for (contender, settings) in &rows {
-            let _ = write!(md, "| {contender} |");
-            for name in chunk {
-                let _ = match (settings, value(settings, name)) {
-                    (None, _) => write!(md, " (failed) |"),
-                    (Some(_), None) => write!(md, " – |"),
-                    (Some(_), Some(v)) => write!(md, " {} |", cell(&v)),
-                };
-            }
-            let _ = writeln!(md);
-        }
-        let _ = writeln!(md);
-    }
 }
 
 /// The median over runs of what `read` says of each run's sweep (by level, or of the best).
@@ -756,6 +671,7 @@ mod tests {
             handoff_per_s: 1.0,
             gap_ms: (1.0, 2.0),
             requests_per_acquisition: 1.0,
+            acquire_requests_per_acquisition: f64::NAN,
             longest_wait_ms: 1.0,
             many_per_s: 1.0,
             takeover_ms: 1.0,
@@ -767,6 +683,7 @@ mod tests {
                 per_s: 1.0,
                 gap_ms: (1.0, 2.0),
                 requests_per_acquisition: 1.0,
+                acquire_requests_per_acquisition: f64::NAN,
                 longest_wait_ms: 1.0,
             },
         }
@@ -779,7 +696,7 @@ mod tests {
             .iter()
             .filter(|c| c.0.starts_with("holds "))
             .collect();
-        assert_eq!(varying.len(), 5);
+        assert_eq!(varying.len(), 6);
         assert!(varying.iter().all(|c| c.0.starts_with(&range)));
     }
 
@@ -825,39 +742,6 @@ mod tests {
         );
         assert!(
             md.contains("| *ours vs best peer* | ×8.00 | ×4.00 | ×4.00 | ×4.00 | ×10.0 |"),
-            "{md}"
-        );
-    }
-
-    #[test]
-    fn settings_are_columns_with_a_dash_where_they_do_not_apply() {
-        let results = vec![
-            (
-                contender("a"),
-                vec![figures(
-                    json!({"lease_ms": 2000, "backoff": {"max_ms": 40}, "note": "x|y"}),
-                )],
-            ),
-            (
-                contender("b"),
-                vec![figures(json!({"lease_ms": 2000, "mode": null}))],
-            ),
-            (contender("c"), Vec::new()),
-        ];
-        let mut md = String::new();
-        settings_tables(&mut md, &results);
-        assert!(
-            md.contains("The same for every contender: `lease_ms` 2000."),
-            "{md}"
-        );
-        assert!(
-            md.contains("| contender | backoff.max_ms | note | mode |"),
-            "{md}"
-        );
-        assert!(md.contains("| a | 40 | x\\|y | – |"), "{md}");
-        assert!(md.contains("| b | – | – | none |"), "{md}");
-        assert!(
-            md.contains("| c | (failed) | (failed) | (failed) |"),
             "{md}"
         );
     }
