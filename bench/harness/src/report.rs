@@ -649,7 +649,6 @@ pub fn svg(results: &[(Contender, Vec<Figures>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn contender(name: &str) -> Contender {
         Contender {
