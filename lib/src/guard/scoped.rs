@@ -15,21 +15,22 @@ use tracing::warn;
 
 /// The loss that the release ending scoped work found, if the lock was not ours by then (the end
 /// of the work was not under the lock): someone else's, or gone before a release sent once (force
-/// released, or expired by a clock ahead and deleted; answered the work's `Ok`, found by review).
-/// A release sent again after a lost answer that finds the lock gone is no loss: its first send
-/// may have released it. A release that failed is logged: the lock expires with its lease.
+/// released, or expired by a clock ahead and deleted; answered the work's `Ok`, found by review),
+/// or, items kept, released before a release sent once (its record of this very acquisition, a
+/// force release's: the same loss; answered the work's `Ok`, found by review). A release sent
+/// again after a lost answer that finds the lock gone is no loss: its first send may have
+/// released it (and reads `Unconfirmed`). A release that failed is logged: the lock expires with
+/// its lease.
 pub(crate) fn taken_at_release(
     resource: &str,
     released: Result<ReleaseOutcome, Error>,
 ) -> Option<LockLost> {
     match released {
         Ok(ReleaseOutcome::NotOwner { holder }) => Some(LockLost::TakenOver { holder }),
-        Ok(ReleaseOutcome::NotFound) => Some(LockLost::NotFound),
-        Ok(
-            ReleaseOutcome::Released
-            | ReleaseOutcome::Unconfirmed
-            | ReleaseOutcome::AlreadyReleased { .. },
-        ) => None,
+        Ok(ReleaseOutcome::NotFound | ReleaseOutcome::AlreadyReleased { .. }) => {
+            Some(LockLost::NotFound)
+        }
+        Ok(ReleaseOutcome::Released | ReleaseOutcome::Unconfirmed) => None,
         Err(err) => {
             warn!(resource, %err, "could not release after the work; the lock expires with its lease");
             None
