@@ -26,16 +26,17 @@ const FIRST_PAUSE: Duration = Duration::from_millis(25);
 /// narrows that window to writes delayed longer than a quarter second; it does not close it.
 const LOOK_AGAIN_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(200)];
 
-/// Runs `look` and, while `found_nothing` says of its result that it found nothing of the
-/// clean-up's own, runs it again after each pause of [`LOOK_AGAIN_AFTER`]: the last result.
-pub(crate) async fn looking_again<T, F, Fut>(mut look: F, found_nothing: impl Fn(&T) -> bool) -> T
+/// Runs `look` and, while `look_again` says of its result that a write on its way may still land
+/// (it found nothing of the clean-up's own, say), runs it again after each pause of
+/// [`LOOK_AGAIN_AFTER`]: the last result.
+pub(crate) async fn looking_again<T, F, Fut>(mut look: F, look_again: impl Fn(&T) -> bool) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = T>,
 {
     let mut result = look().await;
     for pause in LOOK_AGAIN_AFTER {
-        if !found_nothing(&result) {
+        if !look_again(&result) {
             break;
         }
         tokio::time::sleep(pause).await;

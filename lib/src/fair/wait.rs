@@ -440,10 +440,13 @@ impl Drop for LeaveOnDrop {
         let table = Arc::clone(&self.table);
         let join_answered = self.join_answered;
         let spawned = self.table.release_in_background(async move {
-            // A join dropped unanswered may land after the first look: look again.
+            // A join dropped unanswered may land after the first look (a resend of the SDK's
+            // after a lost answer, even after a look that found the first attempt's place and
+            // left: it looked no more, the resend put it back in line, and a grant went to
+            // nobody; found by review): look again.
             let found = looking_again(
                 || leave_gone_waiter(&table, &handle),
-                |found| !join_answered && matches!(found, Ok(false)),
+                |found| !join_answered && found.is_ok(),
             )
             .await;
             if let Err(err) = found {

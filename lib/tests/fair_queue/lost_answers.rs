@@ -426,3 +426,43 @@ async fn a_dropped_waiter_releases_its_grant_when_a_hand_back_of_it_failed() {
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None, "granted to nobody");
 }
+
+/// A join applied with its answer lost, the SDK's resend held in the network, and the waiter
+/// dropped: its clean-up found it in line (the first attempt's place) and left, then looked no
+/// more, and the resend, landing just after, put it back in line; the holder's release then
+/// granted the lock to nobody, for a lease (found by review). A clean-up whose join was never
+/// answered looks again after leaving too.
+#[tokio::test]
+async fn a_join_resend_landing_after_its_dropped_waiter_left_is_taken_out() {
+    let proxy = Proxy::start(&endpoint()).await;
+    let waiter = quickly_retrying_client(&proxy.endpoint());
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("gone")).await })
+    };
+    first.applied().await;
+    let mut resend = proxy.delay_next_request_containing("UpdateItem", "list_append");
+    first.drop_it();
+    resend.captured().await;
+    acquiring.abort();
+    assert!(acquiring.await.unwrap_err().is_cancelled());
+    // The clean-up's first look leaves the line; the resend lands after it.
+    line_becomes(&holder, &resource, &[]).await;
+    assert!(resend.deliver().await, "the resend reached the endpoint");
+    waiter.flush().await;
+
+    assert_eq!(line(&holder, &resource).await.len(), 0);
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "granted to the gone waiter"
+    );
+}
