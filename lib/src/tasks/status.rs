@@ -1,7 +1,7 @@
 //! A task's status, and the administrative write that sets it ([`TaskQueue::set_status`]).
 
 use super::{TaskQueue, STATUS_WRITE, STATUS_WRITE_AT};
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::item::s;
 use crate::timestamp;
@@ -99,12 +99,25 @@ impl TaskQueue {
             if claimable {
                 request = request.expression_attribute_values(":now", s(timestamp::format(now)));
             }
-            let item = match answer("UpdateItem", request.send().await, update_refused)? {
+            let transmissions = Transmissions::default();
+            let sent = request
+                .customize()
+                .interceptor(transmissions.clone())
+                .send()
+                .await;
+            let item = match answer("UpdateItem", sent, update_refused)? {
                 Answer::Applied(_) => return Ok(()),
                 Answer::Refused(item) => item.unwrap_or_default(),
             };
             // An earlier attempt of this write was applied (its answer lost).
             if item.get(STATUS_WRITE).and_then(|v| v.as_s().ok()) == Some(&write) {
+                return Ok(());
+            }
+            // Sent again by the SDK, and refused by a later write: an earlier attempt of this one
+            // may have been applied before it, and stands as overwritten by it. Written again, it
+            // was applied twice, the second time over the later write (a cancelled task set
+            // pending again; found by review).
+            if transmissions.retried() {
                 return Ok(());
             }
             // A write made later by its writer's clock: this one goes just after it.

@@ -82,6 +82,39 @@ async fn a_late_copy_of_a_status_write_leaves_a_later_status_write() {
     );
 }
 
+/// A status write applied with its answer lost, a later status write applied meanwhile, then the
+/// SDK's resend of the first, refused by the later one: it was written again after it, over it,
+/// and the cancelled task was pending again (found by review). The resend stands as applied
+/// before the later write.
+#[tokio::test]
+async fn a_status_write_resent_after_a_later_one_does_not_undo_it() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-status-resent-late").await;
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let pending = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.set_status("job", TaskStatus::Pending).await })
+    };
+    first.applied().await;
+    clock.advance(Duration::from_secs(1));
+    queue
+        .set_status("job", TaskStatus::Cancelled)
+        .await
+        .unwrap();
+    first.drop_it();
+    pending.await.unwrap().unwrap();
+
+    assert_status(&name, "job", "cancelled").await;
+    clock.advance(Duration::from_secs(1));
+    assert!(
+        queue
+            .claim(1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a cancelled task was claimed"
+    );
+}
+
 /// Status writes of two writers whose clocks disagree: the later write by arrival is the one that
 /// stands, whichever clock is ahead.
 #[tokio::test]
