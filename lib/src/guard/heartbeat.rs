@@ -65,17 +65,16 @@ pub(super) async fn extend_until_lost(
                 // nothing to release.
                 Err(_) => return,
             },
-            Ok(Err(err)) => match lease_left(&state) {
-                Some(until) => {
-                    warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
-                    last_error = Some(err.to_string());
-                    retry_at = Some((Instant::now() + heartbeat / 4).min(until));
-                }
-                None => {
-                    last_error = Some(err.to_string());
+            Ok(Err(err)) => {
+                last_error = Some(err.to_string());
+                // Until the lease ends: the one sent within, or a later one the client extended.
+                let until = lease_left(&state).unwrap_or(valid_until);
+                if Instant::now() >= until {
                     break;
                 }
-            },
+                warn!(resource = lock.resource(), %err, "lock extension failed; retrying");
+                retry_at = Some((Instant::now() + heartbeat / 4).min(until));
+            }
             // Unanswered at the lease end it was sent within: given up, unless the lock was
             // extended through the client meanwhile (its `extend`, a twin guard's heartbeat),
             // which the guard counts on (it gave up, and released a lock its client had just

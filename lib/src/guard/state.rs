@@ -25,10 +25,10 @@ pub(super) fn settle(
 ) -> Result<(), LockLost> {
     let lost = match outcome.lock_or_lost() {
         Ok(extended) => {
-            let now = Instant::now();
             let mut ran_out = false;
+            // The time read under the state's lock (see `raise_lease`).
             state.send_if_modified(|current| match current {
-                State::Held(lock) if now >= lock.valid_until_instant() => {
+                State::Held(lock) if Instant::now() >= lock.valid_until_instant() => {
                     ran_out = true;
                     false
                 }
@@ -77,10 +77,12 @@ pub(super) fn settle(
 /// guard's own is counted on while the guard holds, never once its lease ran out (`is_held` has
 /// said false, and `lost` has completed).
 pub(super) fn raise_lease(state: &watch::Sender<State>, until: Instant, stored_end: DateTime<Utc>) {
-    let now = Instant::now();
+    // Read under the state's lock: read before it, a thread delayed between the two raised a lease
+    // that had run out meanwhile (found by review).
     state.send_if_modified(|current| match current {
         State::Held(lock)
-            if now < lock.valid_until_instant() && until > lock.valid_until_instant() =>
+            if Instant::now() < lock.valid_until_instant()
+                && until > lock.valid_until_instant() =>
         {
             *lock = Lock::new(
                 lock.handle().clone(),
