@@ -417,3 +417,41 @@ async fn a_last_readers_release_sent_again_after_a_failed_one_leaves_no_item() {
         "the emptied item was left"
     );
 }
+
+/// An acquisition whose write landed with its answer lost, the SDK's resend held in the network,
+/// dropped by its caller: its clean-up released the first attempt's lock and looked no more, and
+/// the resend, landing just after, took the lock for nobody, for a whole lease (found by review).
+/// The clean-up looks again after releasing too.
+#[tokio::test]
+async fn a_resend_of_a_dropped_acquisitions_write_landing_after_its_clean_up_is_released() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = quickly_retrying_client(&proxy.endpoint());
+    let resource = unique("dropped-acquire-resend");
+    let mut first = proxy.withhold_next_answer("PutItem");
+    let acquiring = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    first.applied().await;
+    let mut resend = proxy.delay_next_request_containing("PutItem", &resource);
+    first.drop_it();
+    resend.captured().await;
+    acquiring.abort();
+    assert!(acquiring.await.unwrap_err().is_cancelled());
+    // The clean-up's first release removes the first attempt's lock; the resend lands after it.
+    proxy
+        .wait_for("DeleteItem", |counts| counts.answered >= 1)
+        .await;
+    assert!(raw_item(&resource).await.is_none(), "released");
+    assert!(resend.deliver().await, "the resend reached the endpoint");
+    client.flush().await;
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "the resend's lock was left to nobody"
+    );
+}

@@ -10,16 +10,16 @@
 //! answered with an error that does not say whether the write was applied: a timeout, or a
 //! connection lost after the SDK's last retry (the acquire then fails with `Err(Backend)`), or a transaction cancelled by a
 //! conflict after an earlier attempt's answer was lost. If the write was never applied, or someone
-//! else holds the lock by then, the condition fails and nothing changes. A clean-up that finds
-//! nothing of its own looks again 50 and 200 ms later, for a write still on its way; one delayed
-//! longer is not caught: it expires with its lease.
+//! else holds the lock by then, the condition fails and nothing changes. A clean-up looks again
+//! 50 and 200 ms later, whatever it found, for a write still on its way (the SDK's resend of a
+//! write whose answer was lost lands after a first look that released the first attempt's lock);
+//! one delayed longer is not caught: it expires with its lease.
 
 use crate::background::looking_again;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
-use crate::outcome::ReleaseOutcome;
 use std::sync::Arc;
 use tracing::{debug, warn};
 
@@ -88,17 +88,13 @@ impl Drop for InFlightAcquisition<'_> {
             // another process, handed the lock back meanwhile, wrote a new one, and this deleted
             // the lock it went on believing it held (found by review).
             let release = Release::of(&handle).only_of_version(version.as_deref());
-            // Nothing of ours yet: the write may still be on its way; look again.
+            // The write, or the SDK's resend of it after a lost answer, may still be on its way:
+            // look again, after a release too (one that released the first attempt's lock looked
+            // no more, and the resend, landing just after, took the lock for nobody for a lease;
+            // found by review). A failed look is not looked at again: it was retried already.
             let released = looking_again(
                 || release::send_retrying(&table, &release, DataChange::Keep, None),
-                |released| {
-                    matches!(
-                        released,
-                        Ok(ReleaseOutcome::NotFound
-                            | ReleaseOutcome::Unconfirmed
-                            | ReleaseOutcome::NotOwner { .. })
-                    )
-                },
+                Result::is_ok,
             )
             .await;
             match released {
