@@ -4,9 +4,47 @@
 //! lease end that an extension replaced; `lock` says nothing once the lease has run out.
 
 use super::*;
+use ddb_lock::LockGuard;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use tokio::time::Instant;
+
+/// A guard of alice's on a resource of its own (named after `name`), with a lease of 3 s and a
+/// heartbeat of `heartbeat_ms`, through a proxy: the proxy, the client, the resource, the guard
+/// and its first lease end.
+async fn guard_through_a_proxy(
+    name: &str,
+    heartbeat_ms: u64,
+) -> (Proxy, LockClient, String, LockGuard, Instant) {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique(name);
+    let guard = client
+        .lock(&resource, &guard_options("alice", 3_000, heartbeat_ms))
+        .await
+        .unwrap();
+    let first_end = Instant::from_std(guard.lock().unwrap().valid_until());
+    (proxy, client, resource, guard, first_end)
+}
+
+/// Extends `guard`'s lock for 3 s through `client`, the extension ending well after `first_end`.
+async fn extended_through_the_client(
+    client: &LockClient,
+    guard: &LockGuard,
+    first_end: Instant,
+) -> ddb_lock::Lock {
+    let extended = client
+        .extend(&guard.lock().unwrap(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    let ExtendOutcome::Extended(extended) = extended else {
+        panic!("{extended:?}")
+    };
+    assert!(Instant::from_std(extended.valid_until()) >= first_end + Duration::from_millis(500));
+    extended
+}
 
 /// Whether `future` is ready when polled once now.
 fn ready_now<F: Future + Unpin>(future: &mut F) -> bool {
@@ -20,16 +58,9 @@ fn ready_now<F: Future + Unpin>(future: &mut F) -> bool {
 /// and released the lock, which the guard held until the later end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heartbeat_behind_a_data_replacement_waits_for_the_lease_that_was_lengthened() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("heartbeat-behind-replacement");
     // The heartbeat is due a second in, two seconds before the first lease end.
-    let guard = client
-        .lock(&resource, &guard_options("alice", 3_000, 1_000))
-        .await
-        .unwrap();
-    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    let (proxy, _client, resource, guard, first_end) =
+        guard_through_a_proxy("heartbeat-behind-replacement", 1_000).await;
     // Some of the lease passes before the replacements, so that theirs ends well after the first.
     tokio::time::sleep_until(first_end - Duration::from_millis(2_700)).await;
     guard.replace_data(Some(b"a".to_vec())).await.unwrap();
@@ -73,27 +104,12 @@ async fn a_heartbeat_behind_a_data_replacement_waits_for_the_lease_that_was_leng
 /// guard counts on every extension of its lock its client was answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_counts_on_its_clients_extension_while_its_heartbeats_answer_is_held() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("heartbeat-held-client-extended");
-    let mut answer = proxy.withhold_next_answer("UpdateItem");
     // The heartbeat is due a second in, two seconds before the first lease end.
-    let guard = client
-        .lock(&resource, &guard_options("alice", 3_000, 1_000))
-        .await
-        .unwrap();
-    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    let (proxy, client, resource, guard, first_end) =
+        guard_through_a_proxy("heartbeat-held-client-extended", 1_000).await;
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
     answer.applied().await;
-    let extended = client
-        .extend(&guard.lock().unwrap(), Duration::from_secs(3))
-        .await
-        .unwrap();
-    let ExtendOutcome::Extended(extended) = extended else {
-        panic!("{extended:?}")
-    };
-    let extended_end = tokio::time::Instant::from_std(extended.valid_until());
-    assert!(extended_end >= first_end + Duration::from_millis(500));
+    let extended = extended_through_the_client(&client, &guard, first_end).await;
 
     // Past the first lease end, before the client's: the guard still holds its lock.
     tokio::time::sleep_until(first_end + Duration::from_millis(150)).await;
@@ -117,16 +133,9 @@ async fn a_guard_counts_on_its_clients_extension_while_its_heartbeats_answer_is_
 /// review). It waits for its answer to the lease its client extended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_replacement_counts_on_its_clients_extension_while_its_answer_is_held() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_through(&proxy, None);
-    let resource = unique("replacement-held-client-extended");
     // The heartbeat is due a tenth of a second before the first lease end.
-    let guard = client
-        .lock(&resource, &guard_options("alice", 3_000, 2_900))
-        .await
-        .unwrap();
-    let first_end = tokio::time::Instant::from_std(guard.lock().unwrap().valid_until());
+    let (proxy, client, resource, guard, first_end) =
+        guard_through_a_proxy("replacement-held-client-extended", 2_900).await;
     // Some of the lease passes first, so that the client's extension ends well after the first.
     tokio::time::sleep_until(first_end - Duration::from_millis(2_000)).await;
     let mut answer = proxy.withhold_next_answer("UpdateItem");
@@ -136,15 +145,7 @@ async fn a_data_replacement_counts_on_its_clients_extension_while_its_answer_is_
         replaced = &mut replacing => panic!("answered while withheld: {replaced:?}"),
         () = answer.applied() => {}
     }
-    let extended = client
-        .extend(&guard.lock().unwrap(), Duration::from_secs(3))
-        .await
-        .unwrap();
-    assert!(
-        matches!(&extended, ExtendOutcome::Extended(lock)
-            if tokio::time::Instant::from_std(lock.valid_until()) >= first_end + Duration::from_millis(500)),
-        "{extended:?}"
-    );
+    extended_through_the_client(&client, &guard, first_end).await;
 
     // Past the first lease end, before the client's: still waiting, the guard holding its lock.
     tokio::select! {
