@@ -19,7 +19,7 @@ use crate::limits::{
 /// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
 /// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
 /// release).
-const LOCK_ATTRIBUTES: [&str; 30] = [
+const LOCK_ATTRIBUTES: [&str; 31] = [
     QUEUE,
     GRANTED_BY,
     RELEASED_BY,
@@ -50,6 +50,7 @@ const LOCK_ATTRIBUTES: [&str; 30] = [
     crate::tasks::COMPLETED_CLAIM,
     crate::tasks::STATUS_WRITE,
     crate::tasks::STATUS_WRITE_AT,
+    crate::tasks::REPLACED_STATUS_WRITE,
 ];
 
 impl TableSchema {

@@ -50,16 +50,20 @@ pub const STATUS_WRITE: &str = "StatusWrite";
 /// writer's clock, or just after the write before it): a copy of an earlier status write
 /// delivered late, after a claim or a later status write, is refused.
 pub const STATUS_WRITE_AT: &str = "StatusWriteAt";
+/// The id of the status write that the task's last status write replaced: a write sent again by
+/// the SDK and refused by a later one finds there whether its first attempt was applied.
+pub const REPLACED_STATUS_WRITE: &str = "ReplacedStatusWrite";
 /// The default name of the tasks index.
 pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
 /// The most tasks one claim takes.
 pub const MAX_CLAIM: usize = 100;
 
 /// Names of the attributes the expressions use.
-const NAMES: [(&str, &str); 8] = [
+const NAMES: [(&str, &str); 9] = [
     ("#task_queue", TASK_QUEUE),
     ("#status_write", STATUS_WRITE),
     ("#status_write_at", STATUS_WRITE_AT),
+    ("#replaced_status_write", REPLACED_STATUS_WRITE),
     ("#task_status", TASK_STATUS),
     ("#claimable_at", CLAIMABLE_AT),
     ("#claimed_by", CLAIMED_BY),

@@ -1,6 +1,6 @@
 //! A task's status, and the administrative write that sets it ([`TaskQueue::set_status`]).
 
-use super::{TaskQueue, STATUS_WRITE, STATUS_WRITE_AT};
+use super::{TaskQueue, REPLACED_STATUS_WRITE, STATUS_WRITE, STATUS_WRITE_AT};
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::item::s;
@@ -74,9 +74,9 @@ impl TaskQueue {
         let now = table.now();
         let claimable = status.claimable();
         let update = if claimable {
-            "SET #task_queue = :queue, #task_status = :status, #status_write = :write, #status_write_at = :at, #claimable_at = :now REMOVE #claimed_by, #claim_token"
+            "SET #task_queue = :queue, #task_status = :status, #replaced_status_write = if_not_exists(#status_write, :none), #status_write = :write, #status_write_at = :at, #claimable_at = :now REMOVE #claimed_by, #claim_token"
         } else {
-            "SET #task_queue = :queue, #task_status = :status, #status_write = :write, #status_write_at = :at REMOVE #claimable_at, #claimed_by, #claim_token"
+            "SET #task_queue = :queue, #task_status = :status, #replaced_status_write = if_not_exists(#status_write, :none), #status_write = :write, #status_write_at = :at REMOVE #claimable_at, #claimed_by, #claim_token"
         };
         let write = uuid::Uuid::new_v4().to_string();
         let mut at = now.timestamp_millis();
@@ -92,6 +92,7 @@ impl TaskQueue {
                 .expression_attribute_values(":queue", s(self.queue.as_str()))
                 .expression_attribute_values(":status", s(status.as_str()))
                 .expression_attribute_values(":write", s(write.as_str()))
+                .expression_attribute_values(":none", s(""))
                 .expression_attribute_values(":at", AttributeValue::N(at.to_string()))
                 .return_values_on_condition_check_failure(
                     ReturnValuesOnConditionCheckFailure::AllOld,
@@ -113,11 +114,15 @@ impl TaskQueue {
             if item.get(STATUS_WRITE).and_then(|v| v.as_s().ok()) == Some(&write) {
                 return Ok(());
             }
-            // Sent again by the SDK, and refused by a later write: an earlier attempt of this one
-            // may have been applied before it, and stands as overwritten by it. Written again, it
-            // was applied twice, the second time over the later write (a cancelled task set
-            // pending again; found by review).
-            if transmissions.retried() {
+            // Sent again by the SDK, and refused by the write that replaced an earlier attempt of
+            // this one: that attempt was applied, and stands as overwritten by it. Written again,
+            // it was applied twice, the second time over the later write (a cancelled task set
+            // pending again; found by review). (Refused by a write it never replaced, a clock
+            // ahead's, it is not applied: sent again just after it, as below; said applied, a
+            // status never written was answered `Ok`; found by review.)
+            if transmissions.retried()
+                && item.get(REPLACED_STATUS_WRITE).and_then(|v| v.as_s().ok()) == Some(&write)
+            {
                 return Ok(());
             }
             // A write made later by its writer's clock: this one goes just after it.

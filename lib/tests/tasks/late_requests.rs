@@ -115,6 +115,24 @@ async fn a_status_write_resent_after_a_later_one_does_not_undo_it() {
     );
 }
 
+/// A status write refused by one from a clock ahead, the refusal's answer lost and the SDK's resend
+/// refused too: it was never applied, and was answered `Ok` (found by review). It is sent again
+/// just after that write, as without the lost answer.
+#[tokio::test]
+async fn a_status_write_refused_by_a_clock_ahead_with_its_answer_lost_still_lands() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-status-ahead-lost").await;
+    clock.advance(Duration::from_secs(60));
+    queue
+        .set_status("job", TaskStatus::Cancelled)
+        .await
+        .unwrap();
+    clock.set_back(Duration::from_secs(60));
+    proxy.drop_next_answer("UpdateItem");
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    assert_eq!(proxy.counts("UpdateItem").dropped, 1);
+    assert_status(&name, "job", "pending").await;
+}
+
 /// Status writes of two writers whose clocks disagree: the later write by arrival is the one that
 /// stands, whichever clock is ahead.
 #[tokio::test]
