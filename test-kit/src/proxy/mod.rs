@@ -51,7 +51,7 @@ pub struct OpCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallerRequest {
     /// When the proxy had received the whole request: `CLOCK_MONOTONIC` in nanoseconds
-    /// ([`monotonic_ns`](crate::clocks::monotonic_ns)), comparable with the time stamps of other
+    /// ([`crate::clocks::monotonic_ns`]), comparable with the time stamps of other
     /// processes of the machine.
     pub received_ns: u64,
     /// The access key id of the request's `Authorization` header (`Credential=<AKID>/…`), `None`
