@@ -26,13 +26,22 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{BoxError, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// An interceptor watching the attempts of the one request it is attached to: whether one ended
 /// without an answer that says it was not applied.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Transmissions(Arc<AtomicBool>);
+pub(crate) struct Transmissions(Arc<Attempts>);
+
+/// What the attempts of one request told.
+#[derive(Debug, Default)]
+struct Attempts {
+    /// One ended without an answer that says it was not applied (see [`Transmissions::retried`]).
+    unsure: AtomicBool,
+    /// How many ended.
+    ended: AtomicUsize,
+}
 
 impl Transmissions {
     /// Whether an attempt of the request ended without a definite answer (none came: a timeout,
@@ -41,7 +50,14 @@ impl Transmissions {
     /// conflict was not applied: a refusal after it was not caused by our own request (counted
     /// as a retry, a release refused by a new holder said `NotFound`, hiding that holder).
     pub(crate) fn retried(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.unsure.load(Ordering::Relaxed)
+    }
+
+    /// Whether the request was sent more than once (the SDK's resend after an attempt that timed
+    /// out, lost its connection or failed): an earlier attempt may still be on its way, and land
+    /// after the answer, even one that says applied.
+    pub(crate) fn resent(&self) -> bool {
+        self.0.ended.load(Ordering::Relaxed) > 1
     }
 }
 
@@ -63,8 +79,9 @@ impl Intercept for Transmissions {
             .response()
             .is_some_and(|response| response.status().is_client_error());
         if !definite {
-            self.0.store(true, Ordering::Relaxed);
+            self.0.unsure.store(true, Ordering::Relaxed);
         }
+        self.0.ended.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -160,8 +160,10 @@ fn encode(lock_id: LockId, waiter: &QueuedWaiter, fenced: bool) -> AttributeValu
 pub(crate) enum Joined {
     /// It is in the line (by this request or an earlier attempt of it), or was granted the lock
     /// after an earlier attempt put it there: the item as the join left it (`ALL_NEW`), or as
-    /// the retry that found it so saw it (`ALL_OLD`), so that the waiter need not read it at once.
-    InLine(Item),
+    /// the retry that found it so saw it (`ALL_OLD`), so that the waiter need not read it at once;
+    /// `resent` if the join was sent more than once: an earlier attempt may still land, and put
+    /// the waiter back in line after it left.
+    InLine { item: Item, resent: bool },
     /// The lock is not held by a live exclusive holder and has no line (free, lapsed, shared):
     /// try to acquire it again instead. `unanswered` if an earlier attempt of the join went
     /// unanswered: it may still land (delayed in the network), and put the waiter in line.
@@ -198,7 +200,10 @@ pub(crate) async fn join(
         .send();
     Ok(match answer("UpdateItem", sent.await, update_refused)? {
         Answer::Applied(out) => match out.attributes {
-            Some(item) => Joined::InLine(item),
+            Some(item) => Joined::InLine {
+                item,
+                resent: transmissions.resent(),
+            },
             None => {
                 return Err(Error::UnexpectedResponse {
                     operation: "UpdateItem",
@@ -211,7 +216,7 @@ pub(crate) async fn join(
         Answer::Refused(Some(item))
             if item.contains_key(&attribute(lock_id)) || held_by(&item, lock_id) =>
         {
-            Joined::InLine(item)
+            Joined::InLine { item, resent: true }
         }
         Answer::Refused(_) => Joined::NotHeld {
             unanswered: transmissions.retried(),

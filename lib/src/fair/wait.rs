@@ -150,8 +150,13 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
     // This waiter's last request's round trip, by which it times its reads.
     let mut round_trip = last_sent.elapsed();
     let mut seen = match joined {
-        Joined::InLine(item) => {
-            leaving.join_answered();
+        Joined::InLine { item, resent } => {
+            // Answered after a resend, an earlier attempt may still land: the clean-up of a
+            // waiter dropped since looks for it as for a join unanswered (it left, looked no more,
+            // and that attempt put it back in line for a grant to nobody; found by review).
+            if !resent {
+                leaving.join_answered();
+            }
             Some((last_sent, item))
         }
         Joined::NotHeld { unanswered: false } => {

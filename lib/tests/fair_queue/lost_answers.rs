@@ -466,3 +466,57 @@ async fn a_join_resend_landing_after_its_dropped_waiter_left_is_taken_out() {
         "granted to the gone waiter"
     );
 }
+
+/// A join's first attempt held in the network past the SDK's attempt timeout, its resend applied
+/// and answered, and the waiter then dropped: its clean-up, the join answered, left the line and
+/// looked no more, and the first attempt, landing after, put it back in line; the holder's
+/// release granted the lock to nobody for a lease (found by review). A join answered after a
+/// resend counts, for the clean-up, as one that may still land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_join_attempt_landing_after_its_answered_waiter_left_is_taken_out() {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    // Attempts the SDK gives up on after a second, tried again at once.
+    let sdk = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
+        config
+            .retry_config(RetryConfig::standard().with_max_attempts(3))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_attempt_timeout(Duration::from_secs(1))
+                    .build(),
+            )
+    });
+    let waiter = builder(sdk).build().unwrap();
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("gone")).await })
+    };
+    first_join.captured().await;
+    // The resend, applied and answered: the waiter waits in line.
+    line_becomes(&holder, &resource, &["gone"]).await;
+    acquiring.abort();
+    assert!(acquiring.await.unwrap_err().is_cancelled());
+    // Its clean-up's first look leaves the line; the first attempt lands after it.
+    line_becomes(&holder, &resource, &[]).await;
+    assert!(
+        first_join.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    waiter.flush().await;
+
+    assert_eq!(line(&holder, &resource).await.len(), 0);
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "granted to the gone waiter"
+    );
+}
