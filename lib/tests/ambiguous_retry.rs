@@ -6,7 +6,8 @@
 use ddb_lock::{AcquireOptions, Error, ExtendOutcome, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
 use ddb_lock_test_kit::{
-    endpoint, hold, lock_client, quickly_retrying_client, raw_item, stored, string_attr, unique,
+    client_with_attempt_timeout, endpoint, hold, lock_client, quickly_retrying_client, raw_item,
+    stored, string_attr, unique,
 };
 use std::time::Duration;
 
@@ -454,4 +455,65 @@ async fn a_resend_of_a_dropped_acquisitions_write_landing_after_its_clean_up_is_
         raw_item(&resource).await.is_none(),
         "the resend's lock was left to nobody"
     );
+}
+
+/// A try whose PutItem's first attempt was held in the network past the SDK's attempt timeout,
+/// its resend refused by bob's live lock (the try answers held): the first attempt, landing once
+/// bob released, took the lock for nobody, for a whole lease (found by review). A refusal after
+/// a resend cleans up after the write, as a dropped acquisition does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("refused-resend-late-first");
+    let bob = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let tried = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap();
+    assert!(tried.is_none(), "{tried:?}");
+    assert_eq!(
+        direct.release(&bob).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+}
+
+/// As above, for a reader refused by a writer: its first attempt, landing once the writer
+/// released, held a shared entry for nobody, for a whole lease (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_first_attempt_landing_after_its_refused_resend_is_released() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("refused-resend-late-reader");
+    let writer = hold(&direct, &resource, "writer", Duration::from_secs(60)).await;
+    let first = proxy.delay_next_request_containing("UpdateItem", &resource);
+    let tried = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("reader")
+                .mode(ddb_lock::Mode::Shared),
+        )
+        .await
+        .unwrap();
+    assert!(tried.is_none(), "{tried:?}");
+    assert_eq!(
+        direct.release(&writer).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "held for nobody");
 }

@@ -6,7 +6,8 @@
 use ddb_lock::{LockClient, LockStatus, Mode, ReleaseOutcome, SetAttempt};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    client_at, endpoint, lock_client, quickly_retrying_client, raw_item, unique, writer_options,
+    client_at, client_with_attempt_timeout, endpoint, hold, lock_client, quickly_retrying_client,
+    raw_item, unique, writer_options,
 };
 use std::time::Duration;
 
@@ -370,4 +371,38 @@ async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release_on_ke
             raw_item(resource).await
         );
     }
+}
+
+/// A set tried while a member is held, the transaction's first attempt held in the network past
+/// the SDK's attempt timeout and its resend refused by that member: the first attempt, landing
+/// once the member was released, took every member for nobody, for a whole lease (a request token
+/// does not cover a copy of a cancelled transaction; found by review). A refusal after a resend
+/// leaves the members' clean-ups armed, and they look for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sets_first_attempt_landing_after_its_refused_resend_is_released() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let (a, b) = (unique("set/late-first-a"), unique("set/late-first-b"));
+    let bob = hold(&direct, &b, "bob", Duration::from_secs(60)).await;
+    let first = proxy.delay_next_request_containing("TransactWriteItems", &a);
+    let tried = client
+        .try_acquire_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+            &writer_options("alice"),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(tried, SetAttempt::Held { .. }), "{tried:?}");
+    assert_eq!(
+        direct.release(&bob).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&a).await, None, "taken for nobody");
+    assert_eq!(raw_item(&b).await, None, "taken for nobody");
 }

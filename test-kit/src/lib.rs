@@ -26,9 +26,9 @@ pub mod tables;
 pub use clocks::{monotonic_ns, AdjustableClock, FixedClock, OffsetClock, StoppedClock};
 pub use endpoint::{dynamodb, dynamodb_at, dynamodb_with, endpoint, quickly_retrying_dynamodb};
 pub use locks::{
-    assert_release_all_releases, builder, client_at, client_through, client_without_retries,
-    guard_options, hold, keeping_client_at, lock_client, lost_now, quickly_retrying_client,
-    reader_options, unique, writer_options,
+    assert_release_all_releases, builder, client_at, client_through, client_with_attempt_timeout,
+    client_without_retries, guard_options, hold, keeping_client_at, lock_client, lost_now,
+    quickly_retrying_client, reader_options, unique, writer_options,
 };
 pub use tables::{
     ensure_table, fenced_table, raw_item, stored, string_attr, TableKind, FENCED_TABLE, TABLE,

@@ -30,6 +30,25 @@ pub fn quickly_retrying_client(endpoint: &str) -> LockClient {
 }
 
 /// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
+/// and whose SDK gives an attempt up after `attempt_timeout` and sends it again at once (three
+/// attempts in all): a request the proxy holds is then sent again, and the held one, delivered
+/// later, lands late.
+pub fn client_with_attempt_timeout(endpoint: &str, attempt_timeout: Duration) -> LockClient {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+    let dynamodb = crate::endpoint::dynamodb_with(endpoint, |config| {
+        config
+            .retry_config(RetryConfig::standard().with_max_attempts(3))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_attempt_timeout(attempt_timeout)
+                    .build(),
+            )
+    });
+    builder(dynamodb).build().expect("valid settings")
+}
+
+/// A lock client of the shared table whose requests go to `endpoint` (a fault-injecting proxy)
 /// and are never retried by the SDK: a failed request is the call's error.
 pub fn client_without_retries(endpoint: &str) -> LockClient {
     let dynamodb = crate::endpoint::dynamodb_with(endpoint, |config| {

@@ -248,7 +248,12 @@ pub(crate) async fn attempt(
                     _ => None,
                 })
         {
-            settled();
+            // Held, after an attempt without a definite answer (the SDK sent it again): that
+            // attempt may still land once the members are free, for nobody (found by review):
+            // the clean-ups stay armed, and look for it.
+            if !transmissions.retried() {
+                settled();
+            }
             let now = table.now();
             return Ok(Attempt::Held {
                 resource: member.resource().to_owned(),

@@ -13,7 +13,7 @@
 use super::acquire::{self, Attempt, NewItem, Request};
 use super::in_flight::InFlightAcquisition;
 use super::kept;
-use crate::conditional::{answer, Answer};
+use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
 use crate::fencing::FencingToken;
 use crate::item::{self, Item};
@@ -63,11 +63,14 @@ pub(crate) async fn put(
         let lock = new.lock.clone().with_fencing_token(Some(token));
         let (write, fence) = transaction(table, request, &new, &lock, token)?;
         let in_flight = InFlightAcquisition::new(table, lock.handle(), Some(new.version()));
+        let transmissions = Transmissions::default();
         let sent = table
             .dynamodb
             .transact_write_items()
             .transact_items(write)
             .transact_items(TransactWriteItem::builder().update(fence).build())
+            .customize()
+            .interceptor(transmissions.clone())
             .send();
         // Any other error leaves `in_flight` armed: the transaction may have been applied by an
         // attempt whose answer was lost, and what it wrote is released.
@@ -89,9 +92,11 @@ pub(crate) async fn put(
         match cancellation {
             // The lock item refused it (our own LockID there, if an earlier attempt wrote it).
             Cancellation::LockRefused(item) => {
-                in_flight.answered();
                 let operation = "TransactWriteItems";
-                return acquire::refused(table, request, lock, item.as_ref(), operation).await;
+                let attempt =
+                    acquire::refused(table, request, lock, item.as_ref(), operation).await;
+                in_flight.refused(transmissions.retried(), &attempt);
+                return attempt;
             }
             // Only the fence refused: nothing of ours is written (an earlier attempt's Put would
             // have failed the lock's condition too), and the next try reuses this LockID, which a

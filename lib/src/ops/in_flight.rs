@@ -16,8 +16,10 @@
 //! one delayed longer is not caught: it expires with its lease.
 
 use crate::background::looking_again;
+use crate::error::Error;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
+use crate::ops::acquire::Attempt;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use std::sync::Arc;
@@ -52,6 +54,31 @@ impl<'a> InFlightAcquisition<'a> {
     /// here.
     pub(crate) fn answered(mut self) {
         self.handle = None;
+    }
+
+    /// A write of `handle`'s lock (storing `version`, see the field) was refused at last, after
+    /// the SDK sent one of its requests again when an attempt ended unanswered: that attempt may
+    /// still be on its way, and land once the lock is free, for nobody (found by review). Cleaned
+    /// up after, as a write dropped in flight is.
+    pub(crate) fn clean_up_after(
+        table: &'a Arc<LockTable>,
+        handle: &LockHandle,
+        version: Option<&str>,
+    ) {
+        drop(Self::new(table, handle, version));
+    }
+
+    /// The write was refused by a condition, the refusal read (`attempt`): settled, unless an
+    /// earlier attempt of the request ended unanswered (`unsure`, the SDK sent it again) and the
+    /// refusal did not find the write's own lock, handed to the caller: that attempt may still be
+    /// on its way, and land once the lock is free, for nobody (found by review). The clean-up
+    /// then runs, and looks for it.
+    pub(crate) fn refused(self, unsure: bool, attempt: &Result<Attempt, Error>) {
+        let own = self.handle.as_ref().map(LockHandle::lock_id);
+        let taken = matches!(attempt, Ok(Attempt::Acquired(lock)) if Some(lock.lock_id()) == own);
+        if !unsure || taken {
+            self.answered();
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! only to the item the refusal showed, and no sweeper is needed. The refusal's item (`ALL_OLD`)
 //! says which case holds, at no extra request.
 
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::item::{s, Item, EXPIRES_AT, LOCK_ID, OWNER};
 use crate::limits::MAX_SHARED_HOLDERS;
@@ -65,16 +65,23 @@ pub(crate) async fn attempt(
     let (lock, version, now) = new_lock(table, request)?;
     let mut reclaim: Vec<Record> = Vec::new();
     let mut last_seen = None;
+    // Whether an attempt of a write ended unanswered (the SDK sent it again): refused at last, it
+    // may still land (see `InFlightAcquisition::clean_up_after`).
+    let mut unsure = false;
     for _ in 0..MAX_WRITES {
         let write = Write::new(table, request, &lock, &version, now, &reclaim)?;
         let in_flight = InFlightAcquisition::new(table, lock.handle(), None);
+        let transmissions = Transmissions::default();
         let sent = table
             .update_item(request.resource, &write.update, &write.condition)
             .set_expression_attribute_names(Some(write.names))
             .set_expression_attribute_values(Some(write.values))
+            .customize()
+            .interceptor(transmissions.clone())
             .send();
         let answer = answer("UpdateItem", sent.await, update_refused)?;
         in_flight.answered();
+        unsure |= transmissions.retried();
         let item = match answer {
             Answer::Applied(_) => return Ok(acquired(table, lock)),
             Answer::Refused(Some(item)) => item,
@@ -98,6 +105,9 @@ pub(crate) async fn attempt(
         match read_refused(request, lock.lock_id(), &item, now)? {
             Refusal::OwnWrite => return Ok(acquired(table, lock)),
             Refusal::Blocked(holder) => {
+                if unsure {
+                    InFlightAcquisition::clean_up_after(table, lock.handle(), None);
+                }
                 let retry_at = received + span(now, holder.expires_at) + Duration::from_millis(1);
                 return Ok(Attempt::Held {
                     holder,
@@ -118,6 +128,9 @@ pub(crate) async fn attempt(
         }
     }
     // The item kept changing under the attempt: contention, tried again after a backoff step.
+    if unsure {
+        InFlightAcquisition::clean_up_after(table, lock.handle(), None);
+    }
     Ok(match last_seen {
         Some(holder) => Attempt::Held {
             holder,

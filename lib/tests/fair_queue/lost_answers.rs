@@ -7,8 +7,8 @@ use super::{fair, line, line_becomes, spawn_waiter, LEASE};
 use ddb_lock::{LockClient, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
-    builder, client_through, dynamodb, endpoint, hold, lock_client, quickly_retrying_client,
-    raw_item, stored, string_attr, unique, AdjustableClock,
+    builder, client_through, client_with_attempt_timeout, dynamodb, endpoint, hold, lock_client,
+    quickly_retrying_client, raw_item, stored, string_attr, unique, AdjustableClock,
 };
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -198,22 +198,11 @@ async fn a_grant_from_a_granter_whose_clock_is_behind_is_held_for_its_stored_lea
 /// it, as a dropped waiter does, and takes it out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_that_lands_after_its_retry_found_the_lock_free_is_taken_out() {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
-    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     let holder = lock_client().await;
     let resource = unique("fair");
     let proxy = Proxy::start(&endpoint()).await;
     // Attempts the SDK gives up on after a second, tried again at once.
-    let sdk = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
-        config
-            .retry_config(RetryConfig::standard().with_max_attempts(3))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .operation_attempt_timeout(Duration::from_secs(1))
-                    .build(),
-            )
-    });
-    let waiter = builder(sdk).build().unwrap();
+    let waiter = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
     let lock = hold(&holder, &resource, "holder", LEASE).await;
     let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
     let acquiring = {
@@ -474,22 +463,11 @@ async fn a_join_resend_landing_after_its_dropped_waiter_left_is_taken_out() {
 /// resend counts, for the clean-up, as one that may still land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_join_attempt_landing_after_its_answered_waiter_left_is_taken_out() {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
-    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     let holder = lock_client().await;
     let resource = unique("fair");
     let proxy = Proxy::start(&endpoint()).await;
     // Attempts the SDK gives up on after a second, tried again at once.
-    let sdk = ddb_lock_test_kit::dynamodb_with(&proxy.endpoint(), |config| {
-        config
-            .retry_config(RetryConfig::standard().with_max_attempts(3))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .operation_attempt_timeout(Duration::from_secs(1))
-                    .build(),
-            )
-    });
-    let waiter = builder(sdk).build().unwrap();
+    let waiter = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
     let lock = hold(&holder, &resource, "holder", LEASE).await;
     let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
     let acquiring = {

@@ -17,7 +17,7 @@ pub(crate) use refusal::{refused, shared_in_the_way};
 
 use super::in_flight::InFlightAcquisition;
 use super::kept;
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::item::{s, Item};
 use crate::limits;
@@ -295,6 +295,7 @@ pub(crate) async fn put(
         return update(table, request, new).await;
     }
     let in_flight = InFlightAcquisition::new(table, new.lock.handle(), Some(new.version()));
+    let transmissions = Transmissions::default();
     let sent = table
         .dynamodb
         .put_item()
@@ -304,6 +305,8 @@ pub(crate) async fn put(
         .set_expression_attribute_names(Some(table.names_for(&[new.condition])))
         .set_expression_attribute_values(new.values.clone())
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .customize()
+        .interceptor(transmissions.clone())
         .send();
     // An answer that does not say whether the write was applied (a timeout, a lost connection
     // after the SDK's last retry) is an error here, and `in_flight` is dropped armed, releasing
@@ -312,13 +315,17 @@ pub(crate) async fn put(
         PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
         _ => None,
     })?;
-    in_flight.answered();
     match answer {
         Answer::Applied(_) => {
+            in_flight.answered();
             let lock = new.lock.with_data(request.data.map(<[u8]>::to_vec));
             Ok(acquired(table, lock))
         }
-        Answer::Refused(item) => refused(table, request, new.lock, item.as_ref(), "PutItem").await,
+        Answer::Refused(item) => {
+            let attempt = refused(table, request, new.lock, item.as_ref(), "PutItem").await;
+            in_flight.refused(transmissions.retried(), &attempt);
+            attempt
+        }
     }
 }
 
@@ -332,16 +339,19 @@ async fn update(
     let (update, values) = new.kept_update(table, &new.lock, request);
     let condition = kept::acquire_condition(new.condition);
     let in_flight = InFlightAcquisition::new(table, new.lock.handle(), Some(new.version()));
+    let transmissions = Transmissions::default();
     let sent = table
         .update_item(request.resource, &update, &condition)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
+        .customize()
+        .interceptor(transmissions.clone())
         .send();
     // As for the PutItem: an unsettled answer leaves `in_flight` armed.
     let answer = answer("UpdateItem", sent.await, update_refused)?;
-    in_flight.answered();
     match answer {
         Answer::Applied(out) => {
+            in_flight.answered();
             let data = out.attributes().and_then(record::data);
             Ok(acquired(table, new.lock.with_data(data)))
         }
@@ -350,10 +360,13 @@ async fn update(
         Answer::Refused(Some(item))
             if record::is_released(&item) && record::lock_id(&item) == Some(new.lock.lock_id()) =>
         {
+            in_flight.answered();
             Ok(Attempt::Cleared)
         }
         Answer::Refused(item) => {
-            refused(table, request, new.lock, item.as_ref(), "UpdateItem").await
+            let attempt = refused(table, request, new.lock, item.as_ref(), "UpdateItem").await;
+            in_flight.refused(transmissions.retried(), &attempt);
+            attempt
         }
     }
 }
