@@ -187,7 +187,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
             None => {
                 let sent = Instant::now();
                 let Some(item) = inspect::read(table, resource).await? else {
-                    leaving.disarm();
+                    leaving.not_in_line();
                     return Ok(Turn::NotInLine);
                 };
                 round_trip = sent.elapsed();
@@ -202,7 +202,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
         let Some(place) = waiters.iter().position(|entry| entry.lock_id == lock_id) else {
             // The line was replaced (a lapsed lock taken by an acquirer that is not fair, a
             // force release, a clean-up): join again.
-            leaving.disarm();
+            leaving.not_in_line();
             return Ok(Turn::NotInLine);
         };
         let record = table.record(resource, Some(&item))?;
@@ -374,6 +374,17 @@ impl LeaveOnDrop {
 
     fn join_answered(&mut self) {
         self.join_answered = true;
+    }
+
+    /// The waiter found itself out of line (the item gone, or its line replaced), and joins again
+    /// under a new id: disarmed, unless its join may still land (unanswered, or answered after the
+    /// SDK sent it again), which the clean-up then looks for. Disarmed, an earlier attempt of the
+    /// join landed behind the waiter's next lock, and its release granted the lock to nobody
+    /// (found by review).
+    fn not_in_line(&mut self) {
+        if self.join_answered {
+            self.disarm();
+        }
     }
 
     fn disarm(&mut self) {

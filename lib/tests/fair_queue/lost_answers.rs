@@ -498,3 +498,46 @@ async fn a_first_join_attempt_landing_after_its_answered_waiter_left_is_taken_ou
         "granted to the gone waiter"
     );
 }
+
+/// A join's first attempt held in the network past the SDK's attempt timeout, its resend applied:
+/// the waiter waits in line; the holder's lock is force released, the waiter finds itself out of
+/// line and takes the free lock. Its clean-up had been disarmed, and the first attempt, landing
+/// after, put its old id in line behind its new lock, whose release then granted the lock to
+/// nobody (found by review). A waiter whose join may still land leaves its clean-up armed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_join_attempt_landing_after_its_waiter_took_the_lock_is_taken_out() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    // Attempts the SDK gives up on after a second, tried again at once.
+    let waiter = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    hold(&holder, &resource, "holder", LEASE).await;
+    let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("waiter")).await })
+    };
+    first_join.captured().await;
+    line_becomes(&holder, &resource, &["waiter"]).await;
+    holder.force_release(&resource).await.unwrap();
+    let taken = acquiring.await.unwrap().unwrap();
+    assert!(
+        first_join.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    waiter.flush().await;
+
+    assert_eq!(
+        waiter.release(&taken).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let next = holder
+        .try_acquire(&resource, &ddb_lock::AcquireOptions::new().owner("next"))
+        .await
+        .unwrap();
+    assert!(
+        next.is_some(),
+        "the lock is free: {:?}",
+        raw_item(&resource).await
+    );
+}
