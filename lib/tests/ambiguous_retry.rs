@@ -517,3 +517,50 @@ async fn a_readers_first_attempt_landing_after_its_refused_resend_is_released() 
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None, "held for nobody");
 }
+
+/// A reader whose write was resent by the SDK and refused by a lapsed intention holder, and whose
+/// clearing of that holder then failed: the attempt's error left no clean-up, and the write's
+/// first attempt, held in the network, landed once the item was free and held a shared entry for
+/// nobody, for a whole lease (found by review). Every write of the attempt counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_first_attempt_landing_after_its_attempt_failed_is_released() {
+    let direct = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("refused-resend-failed-clear");
+    // An intention holder whose lease ended an hour ago.
+    let behind = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb())
+        .clock(ddb_lock_test_kit::OffsetClock::shared(
+            chrono::TimeDelta::hours(-1),
+        ))
+        .build()
+        .unwrap();
+    behind
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("lapsed")
+                .mode(ddb_lock::Mode::IntentExclusive),
+        )
+        .await
+        .unwrap()
+        .expect("free");
+    let first = proxy.delay_next_request_containing("UpdateItem", &resource);
+    proxy.refuse_next_containing("UpdateItem", "#h0.#expires_at", "ValidationException");
+    let tried = client
+        .try_acquire(
+            &resource,
+            &AcquireOptions::new()
+                .owner("reader")
+                .mode(ddb_lock::Mode::Shared),
+        )
+        .await;
+    assert!(tried.is_err(), "{tried:?}");
+    direct.force_release(&resource).await.unwrap();
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "held for nobody");
+}

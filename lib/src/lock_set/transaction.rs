@@ -28,7 +28,7 @@ use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::ops::acquire::{self, NewItem, Request};
 use crate::ops::fenced_acquire;
-use crate::ops::in_flight::InFlightAcquisition;
+use crate::ops::in_flight::{AfterResend, InFlightAcquisition};
 use crate::record::Record;
 use crate::shared::acquire::{self as shared_acquire, Refusal as SharedRefusal, Write};
 use crate::shared::writer::{self, SharedRefusal as InTheWay};
@@ -172,6 +172,19 @@ pub(crate) async fn attempt(
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    // The members' lock ids and versions are the same in every transaction of the attempt.
+    let mut after_resend = AfterResend::new(
+        table,
+        members
+            .iter()
+            .map(|member| {
+                (
+                    member.lock().handle().clone(),
+                    member.stored_version().map(str::to_owned),
+                )
+            })
+            .collect(),
+    );
     for _ in 0..MAX_WRITES {
         let writes = members
             .iter()
@@ -212,9 +225,13 @@ pub(crate) async fn attempt(
         let reasons = match answer {
             Answer::Applied(_) => {
                 settled();
+                after_resend.acquired();
                 return Ok(acquired(table, &members));
             }
-            Answer::Refused(reasons) => reasons,
+            Answer::Refused(reasons) => {
+                after_resend.refused(transmissions.retried());
+                reasons
+            }
         };
         if let Some(unread) = UnreadReasons::of(&reasons) {
             return Err(Error::backend_other("TransactWriteItems", unread));
@@ -248,12 +265,9 @@ pub(crate) async fn attempt(
                     _ => None,
                 })
         {
-            // Held, after an attempt without a definite answer (the SDK sent it again): that
-            // attempt may still land once the members are free, for nobody (found by review):
-            // the clean-ups stay armed, and look for it.
-            if !transmissions.retried() {
-                settled();
-            }
+            // (Held after a resend, an earlier attempt may still land once the members are free:
+            // `after_resend` cleans up after it.)
+            settled();
             let now = table.now();
             return Ok(Attempt::Held {
                 resource: member.resource().to_owned(),

@@ -56,18 +56,6 @@ impl<'a> InFlightAcquisition<'a> {
         self.handle = None;
     }
 
-    /// A write of `handle`'s lock (storing `version`, see the field) was refused at last, after
-    /// the SDK sent one of its requests again when an attempt ended unanswered: that attempt may
-    /// still be on its way, and land once the lock is free, for nobody (found by review). Cleaned
-    /// up after, as a write dropped in flight is.
-    pub(crate) fn clean_up_after(
-        table: &'a Arc<LockTable>,
-        handle: &LockHandle,
-        version: Option<&str>,
-    ) {
-        drop(Self::new(table, handle, version));
-    }
-
     /// The write was refused by a condition, the refusal read (`attempt`): settled, unless an
     /// earlier attempt of the request ended unanswered (`unsure`, the SDK sent it again) and the
     /// refusal did not find the write's own lock, handed to the caller: that attempt may still be
@@ -78,6 +66,55 @@ impl<'a> InFlightAcquisition<'a> {
         let taken = matches!(attempt, Ok(Attempt::Acquired(lock)) if Some(lock.lock_id()) == own);
         if !unsure || taken {
             self.answered();
+        }
+    }
+}
+
+/// The writes of one acquisition attempt that may write a lock more than once (a shared hold's
+/// plain write and reclaims, a lock set's transactions), each lock with the version it stores
+/// (see [`InFlightAcquisition`]'s field). Armed once a write of the attempt was refused after the
+/// SDK sent it again (an attempt of it ended unanswered): that attempt may still be on its way,
+/// and land once the locks are free, for nobody (found by review). Dropped armed (the attempt
+/// ended held or in conflicts, failed, or was dropped, at a later write or the clearing of lapsed
+/// holders), it cleans up after each lock as a write dropped in flight is; disarmed once the
+/// attempt acquired.
+pub(crate) struct AfterResend<'a> {
+    table: &'a Arc<LockTable>,
+    locks: Vec<(LockHandle, Option<String>)>,
+    armed: bool,
+}
+
+impl<'a> AfterResend<'a> {
+    /// The attempt writing `locks`, none refused after a resend yet.
+    pub(crate) fn new(table: &'a Arc<LockTable>, locks: Vec<(LockHandle, Option<String>)>) -> Self {
+        AfterResend {
+            table,
+            locks,
+            armed: false,
+        }
+    }
+
+    /// A write of the attempt was refused; `unsure` if an attempt of it ended unanswered.
+    pub(crate) fn refused(&mut self, unsure: bool) {
+        self.armed |= unsure;
+    }
+
+    /// The attempt acquired its locks: a late attempt of one of its writes finds them held.
+    pub(crate) fn acquired(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AfterResend<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            for (handle, version) in &self.locks {
+                drop(InFlightAcquisition::new(
+                    self.table,
+                    handle,
+                    version.as_deref(),
+                ));
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::ops::acquire::{acquired, Attempt, Request};
-use crate::ops::in_flight::InFlightAcquisition;
+use crate::ops::in_flight::{AfterResend, InFlightAcquisition};
 use crate::ops::kept::SET_NAMESPACE;
 use crate::record::{self, Record};
 use crate::shared::{holders, writer};
@@ -65,9 +65,7 @@ pub(crate) async fn attempt(
     let (lock, version, now) = new_lock(table, request)?;
     let mut reclaim: Vec<Record> = Vec::new();
     let mut last_seen = None;
-    // Whether an attempt of a write ended unanswered (the SDK sent it again): refused at last, it
-    // may still land (see `InFlightAcquisition::clean_up_after`).
-    let mut unsure = false;
+    let mut after_resend = AfterResend::new(table, vec![(lock.handle().clone(), None)]);
     for _ in 0..MAX_WRITES {
         let write = Write::new(table, request, &lock, &version, now, &reclaim)?;
         let in_flight = InFlightAcquisition::new(table, lock.handle(), None);
@@ -81,10 +79,15 @@ pub(crate) async fn attempt(
             .send();
         let answer = answer("UpdateItem", sent.await, update_refused)?;
         in_flight.answered();
-        unsure |= transmissions.retried();
         let item = match answer {
-            Answer::Applied(_) => return Ok(acquired(table, lock)),
-            Answer::Refused(Some(item)) => item,
+            Answer::Applied(_) => {
+                after_resend.acquired();
+                return Ok(acquired(table, lock));
+            }
+            Answer::Refused(Some(item)) => {
+                after_resend.refused(transmissions.retried());
+                item
+            }
             Answer::Refused(None) if request.only_if_exists => {
                 return Err(Error::NoLockItem {
                     table: table.name.clone(),
@@ -103,11 +106,11 @@ pub(crate) async fn attempt(
         }
         let received = Instant::now();
         match read_refused(request, lock.lock_id(), &item, now)? {
-            Refusal::OwnWrite => return Ok(acquired(table, lock)),
+            Refusal::OwnWrite => {
+                after_resend.acquired();
+                return Ok(acquired(table, lock));
+            }
             Refusal::Blocked(holder) => {
-                if unsure {
-                    InFlightAcquisition::clean_up_after(table, lock.handle(), None);
-                }
                 let retry_at = received + span(now, holder.expires_at) + Duration::from_millis(1);
                 return Ok(Attempt::Held {
                     holder,
@@ -128,9 +131,6 @@ pub(crate) async fn attempt(
         }
     }
     // The item kept changing under the attempt: contention, tried again after a backoff step.
-    if unsure {
-        InFlightAcquisition::clean_up_after(table, lock.handle(), None);
-    }
     Ok(match last_seen {
         Some(holder) => Attempt::Held {
             holder,
