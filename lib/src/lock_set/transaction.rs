@@ -301,9 +301,9 @@ pub(crate) async fn attempt(
             // A conflict of an attempt sent once (or after attempts each refused by a client
             // error) wrote nothing: the clean-ups are disarmed. Armed, every conflicted try sent
             // a few writes per member and held `flush` up for a quarter second (found by review).
-            if !transmissions.retried() {
-                settled();
-            }
+            // After an attempt without a definite answer, `after_resend` is armed, and cleans up
+            // after the same members (kept armed here too, each member was released twice).
+            settled();
             return Ok(Attempt::Conflict);
         }
         if refusals.is_empty() && stale.is_empty() {
