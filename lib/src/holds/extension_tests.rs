@@ -165,3 +165,31 @@ fn with_every_rewrite_answered_an_expiry_found_releases_nothing() {
     let found = holds.expiry_found(&lock, &no_earlier, end, &expired);
     assert_eq!(found, ExpiryFound::Lost { to_release: false });
 }
+
+/// A release with the lock's id by another owner (refused by DynamoDB) marked the lock; the
+/// holder's idempotent acquisition was handed it back and started a guard: an extension through
+/// the client told the guard nothing (its heartbeat, its answer held, then gave up at its own
+/// lease end and deleted the lock its client had answered extended; found by review).
+#[test]
+fn a_guard_counts_on_an_extension_after_another_handles_release_mark() {
+    let holds = Holds::default();
+    let lock = handle("a");
+    drop(holds.release_starts(&LockHandle::new("a", "intruder", lock.lock_id())));
+    assert!(holds.taken_back(&lock, acquired_at(), Instant::now()));
+    let (stop, stopped) = counting_stop();
+    assert!(holds.guarded(&lock, stop));
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let heard = Arc::clone(&told);
+    holds.watched(
+        &lock,
+        Arc::new(move |until, _| heard.lock().unwrap().push(until)),
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    assert!(holds.extended(&lock, applied(until)));
+    assert_eq!(*told.lock().unwrap(), [until], "the guard counts on it");
+    assert!(stopped.lock().unwrap().is_empty());
+    // Its own release's mark: nothing more counts.
+    drop(holds.release_starts(&lock));
+    assert!(!holds.extended(&lock, applied(until + Duration::from_secs(1))));
+    assert_eq!(told.lock().unwrap().len(), 1);
+}

@@ -356,9 +356,15 @@ impl Holds {
         // Whatever the client makes of it: the item stood extended, and a refusal decided before
         // it, read after, is out of date.
         inner.applied.raise(lock_id, applied.stored_end);
-        if let Some(ending) = inner.ended.get(lock_id) {
-            return !ending.releases(handle);
+        let marked = inner.ended.get(lock_id);
+        if marked.is_some_and(|ending| ending.releases(handle)) {
+            return false;
         }
+        // Marked by another handle's release (a wrong owner's, refused) or found lost: a hold it
+        // left, or a hand-back took since, counts on the extension all the same (its guards told
+        // nothing, a heartbeat whose answer was held gave up at its own lease end and deleted the
+        // lock its client had answered extended; found by review); none is remembered anew.
+        let marked = marked.is_some();
         if let Some(hold) = inner.held.get_mut(&lock_id) {
             // Never earlier: answers of two extensions can come in either order.
             hold.until = hold.until.max(applied.until);
@@ -371,6 +377,9 @@ impl Holds {
             for extended in extend_guards {
                 extended(applied.until, applied.stored_end);
             }
+            return true;
+        }
+        if marked {
             return true;
         }
         let taken_here = inner.pruned.take(lock_id);
