@@ -119,19 +119,9 @@ impl LockGuard {
             // for that lease while it stayed open; found by review).
             if let (true, Some(settings)) = (expired, settings.upgrade()) {
                 let client = LockClient { settings };
-                // (Unless a release of it is on its way already: sent again, it could land first.)
-                let underway = client
-                    .table()
-                    .holds
-                    .release_underway(expired_lock.lock_id());
-                if !underway
-                    && !release_unattended(
-                        &client,
-                        expired_lock.clone(),
-                        None,
-                        "guard found expired",
-                    )
-                {
+                // (After a release of it on its way already, if that one fails: sent at once, it
+                // could land first.)
+                if !release_unattended(&client, expired_lock.clone(), None, "guard found expired") {
                     warn!("a guard found expired could not release outside a runtime; its lock ends with its lease");
                 }
             }
@@ -381,18 +371,19 @@ impl Drop for LockGuard {
         }
         lose(&self.state, LockLost::Released);
         let lock = match &*self.state.borrow() {
-            // Held until now, a release that did not complete, or a lease that ran out while an
-            // extension may still land; unless a release of the lock is on its way (its own,
-            // dropped at its await; a twin guard's, `with_lock`'s, `release_all`'s, which stopped
-            // this one): that release ends it, and sent again here, this one could land first,
-            // the other then refused (`with_lock` answered that its work lost its lock, a
-            // payload was never written; found by review). One that failed is sent again here.
+            // Held until now, a release that did not complete, a lease that ran out while an
+            // extension may still land, or found expired (its stop's release may have failed,
+            // and an extension on its way land after). A release of the lock on its way (its own,
+            // dropped at its await; a twin guard's, `with_lock`'s, `release_all`'s, the stop's)
+            // is waited for (sent at once, this one could land first, the other then refused:
+            // `with_lock` answered that its work lost its lock, a payload was never written;
+            // found by review), and this one is sent only if none of them was answered (left to
+            // one that then failed, the lock stayed held for nobody; found by review).
             State::Lost {
                 lock,
-                lost: LockLost::Released | LockLost::LeaseRanOut { .. },
-            } if !self.client.table().holds.release_underway(lock.lock_id()) => lock.clone(),
-            // Found gone or taken by an extension: nothing of ours to release; found expired:
-            // released by the guard's stop when it was found.
+                lost: LockLost::Released | LockLost::LeaseRanOut { .. } | LockLost::Expired { .. },
+            } => lock.clone(),
+            // Found gone or taken by an extension: nothing of ours to release.
             State::Lost { .. } | State::Held(_) => return,
         };
         // Releasing needs a request; Drop cannot wait for one without blocking the runtime.
@@ -405,8 +396,10 @@ impl Drop for LockGuard {
 /// ran out), from a task of the client ([`LockClient::flush`] waits for it), tried again when
 /// DynamoDB fails it, with the payload change `data` if given (`Some(None)` removes it); `whose`
 /// names it in the log. The lock is marked as being released at once, so that no idempotent
-/// acquisition of this client is handed it back before the release is sent. False if there is no
-/// runtime to send it from.
+/// acquisition of this client is handed it back before the release is sent. Sent after the
+/// releases of the lock on their way, and only if DynamoDB answered none of them
+/// ([`ReleaseUnderway::earlier_answered`](crate::holds::ReleaseUnderway::earlier_answered)).
+/// False if there is no runtime to send it from.
 pub(crate) fn release_unattended(
     client: &LockClient,
     lock: Lock,
@@ -416,6 +409,10 @@ pub(crate) fn release_unattended(
     let underway = client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
+        if underway.earlier_answered().await {
+            debug!(resource = lock.resource(), whose, "left to a release of the lock answered before");
+            return;
+        }
         let change = DataChange::of_release(data.as_ref());
         match releaser
             .release_retrying(lock.handle(), change, Some(underway))

@@ -45,6 +45,8 @@ pub(super) struct Underway {
 struct Earlier {
     may_have_released: watch::Receiver<bool>,
     overtaken: Arc<AtomicBool>,
+    /// Whether it was answered (see [`ReleaseUnderway::earlier_answered`]).
+    answered: Arc<AtomicBool>,
     /// A force release's: waited for as any, but no one leaves the lock to it.
     forced: bool,
 }
@@ -72,6 +74,8 @@ pub(crate) struct ReleaseUnderway {
     may_have_released: watch::Sender<bool>,
     /// Whether a release that started after this one was sent before this one was answered.
     overtaken: Arc<AtomicBool>,
+    /// Whether DynamoDB answered it (whatever it found).
+    answered: Arc<AtomicBool>,
     /// Whether its request was sent (or it was answered): one dropped before, it released
     /// nothing, and a guard's release after it reads what it finds as the truth.
     sent: AtomicBool,
@@ -98,6 +102,7 @@ impl ReleaseUnderway {
         let number = underway.started;
         let (may_have_released, ended) = watch::channel(true);
         let overtaken = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicBool::new(false));
         let releases = underway.releases.entry(lock_id).or_default();
         let earlier = releases
             .iter()
@@ -108,6 +113,7 @@ impl ReleaseUnderway {
             Earlier {
                 may_have_released: ended,
                 overtaken: Arc::clone(&overtaken),
+                answered: Arc::clone(&answered),
                 forced,
             },
         ));
@@ -117,6 +123,7 @@ impl ReleaseUnderway {
             number,
             may_have_released,
             overtaken,
+            answered,
             earlier,
             sent: AtomicBool::new(false),
         }
@@ -167,7 +174,29 @@ impl ReleaseUnderway {
                 | Err(Error::InvalidInput(_))
         );
         self.may_have_released.send_replace(may_have_released);
+        self.answered.store(answered.is_ok(), Ordering::SeqCst);
         self.sending();
+    }
+
+    /// Waits, as [`after_earlier`](Self::after_earlier) does, for the releases of the lock on
+    /// their way before this one (without taking them: `after_earlier` still reads them); true
+    /// if DynamoDB answered one of them, whatever it found: the hold has ended, and a release sent
+    /// only in case they failed is not sent (a guard dropped while a release of its lock was on
+    /// its way left the lock to it, which then failed, and the lock stayed held for nobody for
+    /// its lease; found by review).
+    pub(crate) async fn earlier_answered(&self) -> bool {
+        let ended = tokio::time::timeout(EARLIER_WAIT, async {
+            for ended in &self.earlier {
+                let mut ended = ended.may_have_released.clone();
+                while ended.changed().await.is_ok() {}
+            }
+        })
+        .await;
+        ended.is_ok()
+            && self
+                .earlier
+                .iter()
+                .any(|earlier| earlier.answered.load(Ordering::SeqCst))
     }
 
     /// Waits until every release of the same lock that was on its way when this one started has

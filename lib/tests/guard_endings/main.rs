@@ -14,6 +14,7 @@ use ddb_lock_test_kit::{
 };
 use std::time::Duration;
 
+mod failed_releases;
 mod given_up;
 mod late_answers;
 mod scoped_work;

@@ -1,0 +1,149 @@
+//! A guard whose release DynamoDB fails, every try, while the guard is dropped: the guard's own
+//! release cancelled at its await, or the release the guard's stop sent when an extension found
+//! the lock expired. The drop sends the release again once that one has failed, as it does
+//! after a release awaited to its failure; left to it, the lock stayed held for nobody for its
+//! lease.
+
+use super::*;
+use tokio::time::timeout;
+
+/// DynamoDB fails the next `tries` DeleteItems (a validation error, which the SDK does not retry).
+fn fail_deletes(proxy: &Proxy, tries: usize) {
+    for _ in 0..tries {
+        proxy.refuse_next("DeleteItem", "ValidationException");
+    }
+}
+
+/// The release's every try fails (four); the future of `release` is dropped
+/// once its first try failed, which drops the guard (the release goes on from the client's task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_with_its_release_cancelled_releases_once_that_release_failed() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("guard-release-cancelled-failed");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    fail_deletes(&proxy, 4);
+    let mut releasing = Box::pin(guard.release());
+    tokio::select! {
+        answer = &mut releasing => panic!("answered before its first try failed: {answer:?}"),
+        () = proxy.wait_for("DeleteItem", |counts| counts.throttled >= 1) => {}
+    }
+    drop(releasing);
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
+    assert_eq!(raw_item(&resource).await, None, "released by the drop");
+}
+
+/// The control: the same release, awaited to its failure, then the guard's drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_whose_awaited_release_failed_releases_when_dropped() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("guard-release-awaited-failed");
+    let guard = client
+        .lock(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap();
+    fail_deletes(&proxy, 4);
+    let answer = timeout(PATIENCE, guard.release()).await.expect("answered");
+    assert!(matches!(answer, Err(Error::Backend { .. })), "{answer:?}");
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(raw_item(&resource).await, None, "released by the drop");
+}
+
+/// The heartbeat's extension is held in the network; the wall clock jumps past the lease and an
+/// extension through the client finds the lock expired, which stops the guard and releases the
+/// lock, every try of it failed. The heartbeat's extension then lands with its earlier `:now`,
+/// and lengthens the lease: the guard's drop releases it (a guard found expired sent nothing,
+/// taking its stop's release for done).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_found_expired_whose_release_failed_releases_when_dropped() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let clock = AdjustableClock::new();
+    let client = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("guard-expired-release-failed");
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "SET #expires_at");
+    // The heartbeat extends a tenth of a second in.
+    let guard = client
+        .lock(&resource, &guard_options("alice", 6_000, 100))
+        .await
+        .unwrap();
+    let lock = guard.lock().unwrap();
+    timeout(PATIENCE, late.captured())
+        .await
+        .expect("the heartbeat extends");
+    fail_deletes(&proxy, 4);
+    clock.advance(Duration::from_secs(10));
+    let found = client.extend(&lock, Duration::from_secs(6)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(!guard.is_held());
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
+    assert!(late.deliver().await, "the extension reached the endpoint");
+    clock.set_back(Duration::from_secs(10));
+    let item = raw_item(&resource)
+        .await
+        .expect("the late extension stands");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        lock.lock_id().to_string()
+    );
+
+    drop(guard);
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(raw_item(&resource).await, None, "released by the drop");
+}
+
+/// Under the observed-lease rule an idempotent acquisition refused by its owner's own live lock
+/// extends that lock to be handed it back; the extension is applied, its answer held, while the
+/// lock's guard is dropped and its release fails every try. The extension's answer, read after,
+/// finds the lock's release started: the acquisition is not handed it back, and the lock,
+/// extended for a new lease, stayed held for nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_back_applied_after_its_locks_release_failed_is_released() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
+        &proxy.endpoint(),
+    ))
+    .takeover(ddb_lock::TakeoverRule::ObservedLease)
+    .build()
+    .unwrap();
+    let resource = unique("hand-back-after-failed-release");
+    let options = guard_options("alice", 60_000, 20_000);
+    let guard = client.lock(&resource, &options).await.unwrap();
+    let mut answer = proxy.withhold_next_answer("UpdateItem");
+    let taking = tokio::spawn({
+        let (client, resource) = (client.clone(), resource.clone());
+        let options = options.clone().idempotent(true);
+        async move { client.try_acquire(&resource, &options).await }
+    });
+    timeout(PATIENCE, answer.applied())
+        .await
+        .expect("the hand-back's extension is applied");
+    fail_deletes(&proxy, 4);
+    drop(guard);
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
+    answer.deliver();
+    let taken = timeout(PATIENCE, taking)
+        .await
+        .expect("answered")
+        .unwrap()
+        .unwrap();
+    // Handed back (the lock released meanwhile, taken anew) or not: released either way.
+    if let Some(lock) = taken {
+        client.release(&lock).await.unwrap();
+    }
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(raw_item(&resource).await, None, "released");
+}
