@@ -10,7 +10,8 @@ use crate::fair::line;
 use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
-use crate::ops::extend;
+use crate::ops::extend::{self, DataChange};
+use crate::ops::release::{self, Release};
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared::writer::{self, SharedRefusal};
@@ -20,7 +21,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// The first waiter of a line standing on an item without a holder (a kept item released when
 /// every waiter's deadline was gone), as the holder a fair acquirer is refused by: it joins the
@@ -264,12 +265,26 @@ fn wall_clock_retry_at(
 /// from when it first saw it, which may be long ago, so the wall clock's view of the remaining
 /// lease promised nothing. If the item changed meanwhile, the attempt is retried as after a
 /// conflict.
-async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Option<Lock>, Error> {
+///
+/// An extension applied after this client's release of the lock failed (or found the lease over
+/// while an earlier extension may still land, [`Answered::to_release`](extend::Answered::to_release))
+/// releases the lock, as `LockClient::extend` does: left, it stood extended for nobody for a
+/// whole lease, and the acquisition, refused by it, was not handed it back (its release had
+/// started; found by review).
+async fn reclaim(
+    table: &Arc<LockTable>,
+    lock: Lock,
+    lease: Duration,
+) -> Result<Option<Lock>, Error> {
     // Boxed: this nests an extension inside an acquire attempt, and without the box the
     // acquire future's type would nest the whole extension's, deeply enough to exceed the
     // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
     let extension = Box::pin(extend::hand_back(table, lock.handle(), lease));
-    match extension.await?.outcome {
+    let answered = extension.await?;
+    if answered.to_release && !table.holds.release_underway(lock.lock_id()) {
+        release_again(table, lock.handle());
+    }
+    match answered.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
         outcome => {
             debug!(
@@ -279,6 +294,26 @@ async fn reclaim(table: &LockTable, lock: Lock, lease: Duration) -> Result<Optio
             );
             Ok(None)
         }
+    }
+}
+
+/// Releases the lock of `handle` from a task of the client ([`LockClient::flush`](crate::LockClient::flush)
+/// waits for it), marked as being released at once, tried again when DynamoDB fails it.
+fn release_again(table: &Arc<LockTable>, handle: &LockHandle) {
+    let underway = table.holds.release_starts(handle);
+    let (releaser, handle) = (Arc::clone(table), handle.clone());
+    let spawned = table.release_in_background(async move {
+        let outcome =
+            release::send_retrying(&releaser, &Release::of(&handle), DataChange::Keep, Some(&underway))
+                .await;
+        underway.answered(&outcome);
+        match outcome {
+            Ok(outcome) => debug!(resource = handle.resource(), ?outcome, "released a lock a hand-back extended after its release"),
+            Err(err) => warn!(resource = handle.resource(), %err, "could not release a lock a hand-back extended after its release; it expires with its lease"),
+        }
+    });
+    if !spawned {
+        warn!("a lock a hand-back extended after its release could not be released outside a runtime; it expires with its lease");
     }
 }
 
