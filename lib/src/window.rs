@@ -29,7 +29,7 @@ use crate::client::LockClient;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::holds::latest::Latest;
-use crate::item::{s, WINDOW};
+use crate::item::{s, Item, LOCK_ID, WINDOW};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -423,18 +423,28 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
                 answer("UpdateItem", request.await, update_refused)
             })
         },
-        |sent| matches!(sent, Ok(Answer::Refused(_))),
+        // A refusal that shows this give-back written (its answer lost, the SDK's resend or a
+        // later look refused by it) needs no other look.
+        |sent| matches!(sent, Ok(Answer::Refused(item)) if !given_back(item.as_ref(), lock_id, previous)),
     )
     .await;
+    // Refused by the give-back itself, whose answer was lost: given back all the same (taken for
+    // a claim that never landed, the claims it refused, read after, said the window taken by this
+    // very client; found by review).
+    let landed = match &sent {
+        Ok(Answer::Applied(_)) => true,
+        Ok(Answer::Refused(item)) => given_back(item.as_ref(), lock_id, previous),
+        Err(_) => false,
+    };
     match sent {
-        Ok(Answer::Applied(_)) => {
+        Ok(_) if landed => {
             table.claims_given_back.insert(lock_id);
             debug!(
                 resource,
                 window, "gave back a window whose claim's outcome was unknown"
             )
         }
-        Ok(Answer::Refused(_)) => debug!(
+        Ok(_) => debug!(
             resource,
             window, "the unsettled window claim had not landed"
         ),
@@ -442,6 +452,20 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
             warn!(resource, window, %err, "could not give back a window whose claim's outcome was unknown; it stays claimed")
         }
     }
+}
+
+/// Whether `item`, which refused a give-back, shows it written: the claim `lock_id`'s item, back
+/// at window `previous`.
+fn given_back(item: Option<&Item>, lock_id: LockId, previous: u64) -> bool {
+    let Some(item) = item else {
+        return false;
+    };
+    let ours = item.get(LOCK_ID).and_then(|v| v.as_s().ok()) == Some(&lock_id.to_string());
+    let window = item
+        .get(WINDOW)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse::<u64>().ok());
+    ours && window == Some(previous)
 }
 
 /// The window claims of a client given back (their callers gone or told of an error), the latest

@@ -383,10 +383,26 @@ async fn a_claim_refused_by_an_unanswered_claim_of_its_client_claims_the_window_
 /// the window was free again (found by review). It claims the window.
 #[tokio::test]
 async fn a_claim_whose_refusal_is_read_after_the_refusing_claim_was_given_back_claims_the_window() {
+    refused_by_a_claim_given_back(false).await;
+}
+
+/// The same, the give-back's answer lost: the SDK's resend, refused by the give-back itself, was
+/// taken for a claim that never landed, and the claim it refused said the window taken by this
+/// very caller (found by review).
+#[tokio::test]
+async fn a_claim_refused_by_a_claim_given_back_with_its_answer_lost_claims_the_window() {
+    refused_by_a_claim_given_back(true).await;
+}
+
+/// A claim of `client`'s refused by another of its claims, whose caller gave up while the refusal
+/// was on its way, the give-back's answer lost if `give_back_answer_lost`.
+async fn refused_by_a_claim_given_back(give_back_answer_lost: bool) {
     lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
-    let key = unique("window/refused-then-given-back");
+    let key = unique(&format!(
+        "window/refused-then-given-back-{give_back_answer_lost}"
+    ));
     let hourly = Window::every(HOUR);
     let claim = |client: &LockClient| {
         let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
@@ -398,6 +414,9 @@ async fn a_claim_whose_refusal_is_read_after_the_refusing_claim_was_given_back_c
     let mut second_answer = proxy.withhold_next_answer("PutItem");
     let second = claim(&client);
     second_answer.applied().await;
+    if give_back_answer_lost {
+        proxy.drop_next_answer("UpdateItem");
+    }
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
     first_answer.drop_it();
