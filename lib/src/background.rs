@@ -45,6 +45,19 @@ where
     result
 }
 
+/// Runs `look` after each pause of [`LOOK_AGAIN_AFTER`]: for a write on its way that may land
+/// after a request that settled the lock (a release), which was the first look.
+pub(crate) async fn looking_later<F, Fut>(mut look: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for pause in LOOK_AGAIN_AFTER {
+        tokio::time::sleep(pause).await;
+        look().await;
+    }
+}
+
 /// Runs `attempt` until it succeeds or fails other than in DynamoDB, at most
 /// [`CLEAN_UP_TRIES`] times, pausing between tries. Every attempt must be safe to repeat: the
 /// clean-ups' requests are conditioned on the acquisition they end.

@@ -486,6 +486,31 @@ async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
     assert_eq!(raw_item(&resource).await, None, "taken for nobody");
 }
 
+/// The same try, its resend applied (the try holds the lock), then released: the first attempt,
+/// landing once the lock was free, took it for nobody for a whole lease (found by review). The
+/// release of a lock whose write was resent looks again for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_its_applied_resend_was_released_is_released() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("applied-resend-late-first");
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let alice = AcquireOptions::new().owner("alice");
+    let lock = client.try_acquire(&resource, &alice).await.unwrap();
+    let lock = lock.expect("the resend took the free lock");
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+}
+
 /// As above, for a reader refused by a writer: its first attempt, landing once the writer
 /// released, held a shared entry for nobody, for a whole lease (found by review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -400,7 +400,7 @@ const LEAVE_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// Takes the waiter `handle` that has gone out of the line, releasing the lock if it was granted
 /// meanwhile: whether it found it (in line or holding).
-async fn leave_gone_waiter(table: &LockTable, handle: &LockHandle) -> Result<bool, Error> {
+async fn leave_gone_waiter(table: &Arc<LockTable>, handle: &LockHandle) -> Result<bool, Error> {
     let resource = handle.resource();
     // A leave that kept finding the line changed under it (waiters ahead leaving at the same
     // time, all in step) tries again after a pause, a random one, so that those leaving together

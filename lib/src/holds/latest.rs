@@ -61,6 +61,11 @@ impl<V> Latest<V> {
         self.ids.remove(&lock_id).is_some()
     }
 
+    /// The value of `lock_id`, if it was there (it is not any more).
+    pub(super) fn remove(&mut self, lock_id: LockId) -> Option<V> {
+        self.ids.remove(&lock_id).map(|(value, _)| value)
+    }
+
     /// How many lock ids are kept.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {

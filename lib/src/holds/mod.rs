@@ -80,6 +80,10 @@ struct Inner {
     applied: Latest<DateTime<Utc>>,
     /// The locks whose releases are on their way, which `take_all` leaves to them.
     underway: Underway,
+    /// The locks whose write was applied after the SDK sent it more than once, each with the
+    /// version it stored, until a release of it is sent (see
+    /// [`written_after_resend`](Holds::written_after_resend)).
+    resent_writes: Latest<String>,
 }
 
 impl Inner {
@@ -269,6 +273,24 @@ impl Holds {
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
         self.inner().underway.contains(lock_id)
+    }
+
+    /// The acquisition that made the lock `lock_id`, storing `version`, was applied after the SDK
+    /// sent its write more than once (an attempt timed out, or lost its connection): the earlier
+    /// attempt may still be on its way, refused while the lock is held, and land once it is
+    /// released, taking it for nobody for a lease. The first release of it looks again for it
+    /// ([`resent_write_released`](Self::resent_write_released)).
+    pub(crate) fn written_after_resend(&self, lock_id: LockId, version: &str) {
+        self.inner()
+            .resent_writes
+            .insert_new(lock_id, version.to_owned());
+    }
+
+    /// A release of the lock `lock_id` was sent: the version its acquisition stored, if that
+    /// write was applied after a resend (see [`written_after_resend`](Self::written_after_resend)),
+    /// forgotten now (one release looks again).
+    pub(crate) fn resent_write_released(&self, lock_id: LockId) -> Option<String> {
+        self.inner().resent_writes.remove(lock_id)
     }
 
     /// Whether this client holds the lock `lock_id` as taken here (acquired, or handed back to

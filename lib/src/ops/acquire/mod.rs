@@ -318,6 +318,11 @@ pub(crate) async fn put(
     match answer {
         Answer::Applied(_) => {
             in_flight.answered();
+            if transmissions.resent() {
+                table
+                    .holds
+                    .written_after_resend(new.lock.lock_id(), new.version());
+            }
             let lock = new.lock.with_data(request.data.map(<[u8]>::to_vec));
             Ok(acquired(table, lock))
         }

@@ -14,6 +14,7 @@
 //! the item was deleted: either way this client no longer holds it.
 
 use super::extend::DataChange;
+use super::in_flight;
 use super::kept;
 use crate::background::retrying_resent;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
@@ -31,6 +32,7 @@ use crate::shared;
 use crate::timestamp;
 use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, SubsecRound, Utc};
+use std::sync::Arc;
 use tracing::info;
 
 mod refused;
@@ -128,7 +130,7 @@ impl<'a> Release<'a> {
 /// overtaking, told to the caller's token, went unread, and a release overtaken answered
 /// `NotFound`; found by review).
 pub(crate) async fn send_retrying(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     change: DataChange<'_>,
     underway: Option<&ReleaseUnderway>,
@@ -148,7 +150,7 @@ pub(crate) async fn send_retrying(
 /// for each lock it ends, which overtook the first, and a release by owner that found nothing
 /// answered `Unconfirmed` (found by the model-based test).
 pub(crate) async fn send_retrying_started(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     change: DataChange<'_>,
     mismatched: bool,
@@ -232,7 +234,7 @@ pub(crate) fn start(
 /// holder and makes `change` to the payload (only [`DataChange::Keep`] on a client that deletes:
 /// checked by the caller).
 pub(crate) async fn send(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     change: DataChange<'_>,
 ) -> Result<ReleaseOutcome, Error> {
@@ -281,7 +283,7 @@ pub(crate) async fn sent_for_ending(
 /// [`send`], started: `mismatched` if the handle is of another mode or owner than this client's
 /// hold, `underway` the token of the release (if any), which reads the answer.
 async fn send_underway(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     change: DataChange<'_>,
     mismatched: bool,
@@ -294,6 +296,14 @@ async fn send_underway(
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let keeps_data = matches!(change, DataChange::Keep);
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
+    if let (Mode::Exclusive, Some(lock_id), None, false) =
+        (release.mode, release.lock_id, release.version, mismatched)
+    {
+        if let Some(version) = table.holds.resent_write_released(lock_id) {
+            let handle = LockHandle::new(release.resource, release.owner, lock_id);
+            in_flight::look_again_after_release(table, handle, version);
+        }
+    }
     let Some(underway) = underway else {
         return outcome;
     };
