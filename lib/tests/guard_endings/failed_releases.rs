@@ -5,6 +5,7 @@
 //! lease.
 
 use super::*;
+use ddb_lock_test_kit::proxy::WithheldAnswer;
 use tokio::time::timeout;
 
 /// DynamoDB fails the next `tries` DeleteItems (a validation error, which the SDK does not retry).
@@ -102,22 +103,24 @@ async fn a_guard_found_expired_whose_release_failed_releases_when_dropped() {
     assert_eq!(raw_item(&resource).await, None, "released by the drop");
 }
 
+/// What an idempotent acquisition left running while its hand-back's answer is held.
+type Taking = tokio::task::JoinHandle<Result<Option<ddb_lock::Lock>, Error>>;
+
 /// Under the observed-lease rule an idempotent acquisition refused by its owner's own live lock
 /// extends that lock to be handed it back; the extension is applied, its answer held, while the
-/// lock's guard is dropped and its release fails every try. The extension's answer, read after,
-/// finds the lock's release started: the acquisition is not handed it back, and the lock,
-/// extended for a new lease, stayed held for nobody.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_back_applied_after_its_locks_release_failed_is_released() {
-    let _ = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
+/// lock's guard is dropped and its release fails every try: the client, the resource, the held
+/// answer and the acquisition still to answer.
+async fn hand_back_held_past_a_failed_release(
+    proxy: &Proxy,
+    name: &str,
+) -> (LockClient, String, WithheldAnswer, Taking) {
     let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::quickly_retrying_dynamodb(
         &proxy.endpoint(),
     ))
     .takeover(ddb_lock::TakeoverRule::ObservedLease)
     .build()
     .unwrap();
-    let resource = unique("hand-back-after-failed-release");
+    let resource = unique(name);
     let options = guard_options("alice", 60_000, 20_000);
     let guard = client.lock(&resource, &options).await.unwrap();
     let mut answer = proxy.withhold_next_answer("UpdateItem");
@@ -129,10 +132,22 @@ async fn a_hand_back_applied_after_its_locks_release_failed_is_released() {
     timeout(PATIENCE, answer.applied())
         .await
         .expect("the hand-back's extension is applied");
-    fail_deletes(&proxy, 4);
+    fail_deletes(proxy, 4);
     drop(guard);
     timeout(PATIENCE, client.flush()).await.expect("flushed");
     assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
+    (client, resource, answer, taking)
+}
+
+/// The hand-back's answer, read after the release failed, finds the lock's release started: the
+/// acquisition is not handed it back, and the lock, extended for a new lease, stayed held for
+/// nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_back_applied_after_its_locks_release_failed_is_released() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let (client, resource, answer, taking) =
+        hand_back_held_past_a_failed_release(&proxy, "hand-back-after-failed-release").await;
     answer.deliver();
     let taken = timeout(PATIENCE, taking)
         .await
@@ -146,4 +161,32 @@ async fn a_hand_back_applied_after_its_locks_release_failed_is_released() {
 
     timeout(PATIENCE, client.flush()).await.expect("flushed");
     assert_eq!(raw_item(&resource).await, None, "released");
+}
+
+/// The same, the lock handed back meanwhile to an idempotent acquisition of the same owner in
+/// another process (its own extension, a new version): the late answer's release must spare it
+/// (released by its lock id alone, it deleted the lock under that guard; found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_hand_back_spares_the_lock_handed_back_elsewhere_since() {
+    let elsewhere = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let (client, resource, answer, taking) =
+        hand_back_held_past_a_failed_release(&proxy, "hand-back-late-elsewhere").await;
+    let options = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let other = elsewhere.lock(&resource, &options).await.unwrap();
+    let held = other.lock().unwrap();
+    answer.deliver();
+    let taken = timeout(PATIENCE, taking).await.expect("answered").unwrap();
+    assert!(matches!(taken, Ok(None)), "{taken:?}");
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    let item = raw_item(&resource)
+        .await
+        .expect("the lock handed back elsewhere stands");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        held.lock_id().to_string()
+    );
+    assert!(other.is_held());
+    assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
 }

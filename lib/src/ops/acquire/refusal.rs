@@ -281,8 +281,10 @@ async fn reclaim(
     // compiler's query depth in callers that nest `acquire` further (a Lambda handler).
     let extension = Box::pin(extend::hand_back(table, lock.handle(), lease));
     let answered = extension.await?;
-    if answered.to_release && !table.holds.release_underway(lock.lock_id()) {
-        release_again(table, lock.handle());
+    if let (true, Some(version)) = (answered.to_release, &answered.applied_version) {
+        if !table.holds.release_underway(lock.lock_id()) {
+            release_again(table, lock.handle(), version);
+        }
     }
     match answered.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
@@ -297,15 +299,22 @@ async fn reclaim(
     }
 }
 
-/// Releases the lock of `handle` from a task of the client ([`LockClient::flush`](crate::LockClient::flush)
-/// waits for it), marked as being released at once, tried again when DynamoDB fails it.
-fn release_again(table: &Arc<LockTable>, handle: &LockHandle) {
-    let underway = table.holds.release_starts(handle);
-    let (releaser, handle) = (Arc::clone(table), handle.clone());
+/// Releases the lock of `handle`, only its version `version` (a hand-back of the same owner in
+/// another process, written over it since, is that one's: released by its lock id alone, it was
+/// deleted under that holder; found by review), from a task of the client
+/// ([`LockClient::flush`](crate::LockClient::flush) waits for it), marked as being released at
+/// once, after the releases of it on their way (a force release's: sent first, this one made it
+/// answer that it removed nothing), tried again when DynamoDB fails it.
+fn release_again(table: &Arc<LockTable>, handle: &LockHandle, version: &str) {
+    let mut underway = table.holds.release_starts(handle);
+    let (releaser, handle, version) = (Arc::clone(table), handle.clone(), version.to_owned());
     let spawned = table.release_in_background(async move {
+        let resent = underway.after_earlier().await;
+        let release = Release::of(&handle)
+            .only_of_version(Some(&version))
+            .resent_if(resent);
         let outcome =
-            release::send_retrying(&releaser, &Release::of(&handle), DataChange::Keep, Some(&underway))
-                .await;
+            release::send_retrying(&releaser, &release, DataChange::Keep, Some(&underway)).await;
         underway.answered(&outcome);
         match outcome {
             Ok(outcome) => debug!(resource = handle.resource(), ?outcome, "released a lock a hand-back extended after its release"),

@@ -25,8 +25,9 @@ use tracing::{info, warn};
 pub(crate) struct Answered {
     pub(crate) outcome: ExtendOutcome,
     /// The lock is to be released, unless a release of it is on its way
-    /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension,
-    /// whose `Expired` answers no caller, retries the acquisition and leaves it to its lease):
+    /// ([`LockClient::extend`](crate::LockClient::extend) releases it; a hand-back's extension
+    /// releases only the version it wrote, applied after the release started, and, whose
+    /// `Expired` answers no caller, retries the acquisition and leaves it to its lease):
     ///
     /// - The extension found the lease over while an earlier extension of the lock, sent
     ///   through this client, was not applied (or a rewrite of one was not answered): that one
@@ -42,6 +43,11 @@ pub(crate) struct Answered {
     ///   `NotFound`), and no release of it is on its way: that release failed (or landed after
     ///   it: a second finds nothing), and the lock stood extended for nobody (found by review).
     pub(crate) to_release: bool,
+    /// The version the extension wrote, where it was applied after this client started to
+    /// release the lock (the second case above): a release of only that version spares a
+    /// hand-back written over it since (an idempotent acquisition of the same owner in another
+    /// process).
+    pub(crate) applied_version: Option<String>,
 }
 
 /// The answer `written` of `extension` (whose leases were `leases`, sent at `sent`), read:
@@ -56,14 +62,21 @@ pub(super) fn settle(
     sent: Instant,
 ) -> Option<Answered> {
     let handle = extension.handle;
+    let mut applied_version = None;
     let (outcome, to_release) = match written {
-        Ok(record) => match extended(table, extension, record, sent) {
-            Some(outcome) => (outcome, false),
-            // This client started the lock's release before the answer came: applied ahead of
-            // the release's delete, the extension was answered `Extended`, a lease its caller
-            // counted on while the release took the lock away.
-            None => (ExtendOutcome::NotFound, true),
-        },
+        Ok(record) => {
+            let version = record.version.clone();
+            match extended(table, extension, record, sent) {
+                Some(outcome) => (outcome, false),
+                // This client started the lock's release before the answer came: applied ahead
+                // of the release's delete, the extension was answered `Extended`, a lease its
+                // caller counted on while the release took the lock away.
+                None => {
+                    applied_version = Some(version);
+                    (ExtendOutcome::NotFound, true)
+                }
+            }
+        }
         // A handle of another owner than the item's finds nothing of its own: whatever this
         // client knows of the lock stays, but for what this extension's send recorded under it.
         Err(NotExtended::AnotherHandle(outcome)) => {
@@ -113,6 +126,7 @@ pub(super) fn settle(
     Some(Answered {
         outcome,
         to_release,
+        applied_version,
     })
 }
 
