@@ -225,6 +225,41 @@ async fn a_force_releases_lock_is_waited_for_but_not_left_to_it() {
     assert_eq!((&mut waiting).now_or_never(), Some(true));
 }
 
+/// A release sent only if the releases before it failed (a dropped guard's) is left to one that
+/// DynamoDB answered, but not to a force release that found nothing of the lock (one that gave
+/// up, its item changing under it, answers so; found by review), nor to one that failed.
+#[tokio::test]
+async fn only_an_answered_release_that_may_have_released_the_lock_is_left_to() {
+    use crate::outcome::ReleaseOutcome;
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    for (i, (forced, answer, left_to_it)) in [
+        (true, Ok(ReleaseOutcome::NotFound), false),
+        (true, Ok(ReleaseOutcome::Released), true),
+        (false, Ok(ReleaseOutcome::NotFound), true),
+        (
+            false,
+            Err(crate::error::InvalidInput::DataNotKept.into()),
+            false,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let resource = format!("r{i}");
+        let lock = handle(&resource);
+        held_for_a_while(&holds, &lock);
+        let earlier = match forced {
+            true => holds.releases_start_on(&resource, None, None).remove(0),
+            false => holds.release_starts(&lock),
+        };
+        let after = holds.release_starts(&lock);
+        earlier.answered(&answer);
+        drop(earlier);
+        assert_eq!(after.earlier_answered().now_or_never(), Some(left_to_it));
+    }
+}
+
 /// A release after one that DynamoDB refused (the lock gone, another's) is no resend: that one
 /// changed nothing; after one that may have released the lock, it is.
 #[tokio::test]

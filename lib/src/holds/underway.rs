@@ -192,11 +192,14 @@ impl ReleaseUnderway {
             }
         })
         .await;
+        // A force release's answer counts only where it may have released the lock: one that
+        // gave up (the item kept changing) answers that it found nothing, and the lock, left to
+        // it, stayed held for nobody (found by review).
         ended.is_ok()
-            && self
-                .earlier
-                .iter()
-                .any(|earlier| earlier.answered.load(Ordering::SeqCst))
+            && self.earlier.iter().any(|earlier| {
+                earlier.answered.load(Ordering::SeqCst)
+                    && (!earlier.forced || *earlier.may_have_released.borrow())
+            })
     }
 
     /// Waits until every release of the same lock that was on its way when this one started has
