@@ -190,3 +190,36 @@ async fn a_payload_release_resent_after_a_force_release_rewrote_it_is_unconfirme
         "the payload was written"
     );
 }
+
+/// A force release through the holder's own client that fails before its delete (its read
+/// failed) removes nothing: the holder's next extension through that client is answered extended,
+/// and an idempotent acquisition of the holder is handed the lock back. (Marked as released at
+/// the force release's start for good, the extension was taken for one applied after the lock's
+/// release started, answered `NotFound`, and the live lock deleted; found by review.)
+#[tokio::test]
+async fn a_force_release_that_failed_leaves_the_lock_to_its_holder() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_without_retries(&proxy.endpoint());
+    let resource = unique("force-release-failed");
+    let alice = AcquireOptions::new().owner("alice").idempotent(true);
+    let lock = client.try_acquire(&resource, &alice).await.unwrap();
+    let lock = lock.expect("a free lock");
+    proxy.refuse_next("GetItem", "ValidationException");
+    let forced = client.force_release(&resource).await;
+    assert!(forced.is_err(), "{forced:?}");
+
+    let extended = client.extend(&lock, Duration::from_secs(30)).await.unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    let handed_back = client.try_acquire(&resource, &alice).await.unwrap();
+    assert_eq!(handed_back.map(|l| l.lock_id()), Some(lock.lock_id()));
+    client.flush().await;
+    let item = raw_item(&resource).await.expect("the lock stands");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        lock.lock_id().to_string()
+    );
+}

@@ -193,3 +193,30 @@ fn a_guard_counts_on_an_extension_after_another_handles_release_mark() {
     assert!(!holds.extended(&lock, applied(until + Duration::from_secs(1))));
     assert_eq!(told.lock().unwrap().len(), 1);
 }
+
+/// A force release that removed nothing of a lock (it failed, gave up, or found another's) leaves
+/// no mark on it: marked for good, the holder's next extension through this client was taken for
+/// one applied after its release started, answered `NotFound`, and deleted the live lock (found by
+/// review).
+#[test]
+fn a_force_release_that_removed_nothing_leaves_the_lock_to_its_holder() {
+    let holds = Holds::default();
+    let lock = handle("r");
+    held_for_a_while(&holds, &lock);
+    let (stop, stopped) = counting_stop();
+    assert!(holds.guarded(&lock, stop));
+    let forced = holds.releases_start_on("r", None, None);
+    assert_eq!(*stopped.lock().unwrap(), [LockLost::Released]);
+    assert!(
+        !holds.extended(&lock, applied(Instant::now())),
+        "on its way"
+    );
+    for release in &forced {
+        release.sending();
+        release.answered(&Ok(crate::outcome::ReleaseOutcome::NotFound));
+    }
+    drop(forced);
+    assert!(!holds.release_started(lock.lock_id()));
+    assert!(holds.extended(&lock, applied(Instant::now())));
+    assert!(holds.taken_back(&lock, acquired_at(), Instant::now()));
+}

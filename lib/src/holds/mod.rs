@@ -87,6 +87,15 @@ struct Inner {
 }
 
 impl Inner {
+    /// How the acquisition `lock_id` ended, as this client knows: marked, or ended for every
+    /// holder while a force release that may remove it is on its way.
+    fn ending(&self, lock_id: LockId) -> Option<Ending> {
+        if self.underway.forcing(lock_id) {
+            return Some(Ending::released_by_any());
+        }
+        self.ended.get(lock_id).cloned()
+    }
+
     /// Remembers the lock of `handle` as taken (see [`Holds::acquired`]), pruning the holds whose
     /// leases ran out without a guard once there are many.
     fn remember(
@@ -228,8 +237,7 @@ impl Holds {
     ) -> bool {
         let mut inner = self.inner();
         if inner
-            .ended
-            .get(handle.lock_id())
+            .ending(handle.lock_id())
             .is_some_and(|ending| ending.ends(handle))
         {
             return false;
@@ -312,8 +320,7 @@ impl Holds {
         let mut inner = self.inner();
         let lock_id = handle.lock_id();
         if inner
-            .ended
-            .get(lock_id)
+            .ending(lock_id)
             .is_some_and(|ending| ending.ends(handle))
         {
             return false;
@@ -349,7 +356,7 @@ impl Holds {
     /// Whether a release of the lock `lock_id` has started through this client (answered or
     /// not: of the last [`ENDED_KEPT`]), or the client found it lost.
     pub(crate) fn release_started(&self, lock_id: LockId) -> bool {
-        self.inner().ended.contains(lock_id)
+        self.inner().ending(lock_id).is_some()
     }
 
     /// Whether a release of the lock of `handle` that may take away its hold has started through
@@ -357,8 +364,7 @@ impl Holds {
     /// another handle (a wrong owner or resource), which DynamoDB refuses, does not count.
     pub(crate) fn ended_for(&self, handle: &LockHandle) -> bool {
         self.inner()
-            .ended
-            .get(handle.lock_id())
+            .ending(handle.lock_id())
             .is_some_and(|ending| ending.ends(handle))
     }
 
@@ -378,8 +384,11 @@ impl Holds {
         // Whatever the client makes of it: the item stood extended, and a refusal decided before
         // it, read after, is out of date.
         inner.applied.raise(lock_id, applied.stored_end);
-        let marked = inner.ended.get(lock_id);
-        if marked.is_some_and(|ending| ending.releases(handle)) {
+        let marked = inner.ending(lock_id);
+        if marked
+            .as_ref()
+            .is_some_and(|ending| ending.releases(handle))
+        {
             return false;
         }
         // Marked by another handle's release (a wrong owner's, refused) or found lost: a hold it
@@ -459,10 +468,17 @@ impl Holds {
     /// `acquired_by`), or taken by this client since.
     pub(crate) fn freed_ended_on(&self, resource: &str) {
         let mut inner = self.inner();
-        let Inner { held, ended, .. } = &mut *inner;
-        held.retain(|lock_id, hold| {
-            hold.handle.resource() != resource || !ended.contains(*lock_id)
-        });
+        let ended: Vec<LockId> = inner
+            .held
+            .iter()
+            .filter(|(lock_id, hold)| {
+                hold.handle.resource() == resource && inner.ending(**lock_id).is_some()
+            })
+            .map(|(lock_id, _)| *lock_id)
+            .collect();
+        for lock_id in ended {
+            inner.held.remove(&lock_id);
+        }
     }
 
     /// Every lock remembered, taken out at once and marked as ended: a guard starting on one of
@@ -529,3 +545,6 @@ mod tests;
 
 #[cfg(test)]
 mod extension_tests;
+
+#[cfg(test)]
+mod underway_tests;

@@ -55,8 +55,30 @@ impl Holds {
                 })
                 .collect()
         };
-        self.removing(lock_ids);
+        // Marked while the force release is on its way (its tokens), as ended by any holder.
+        self.stop_guards(lock_ids, &LockLost::Released);
         underway
+    }
+
+    /// Turns the guards of `lock_ids` lost for `lost` (outside the set's mutex: a guard's stop
+    /// takes its own state's lock).
+    fn stop_guards(&self, lock_ids: Vec<LockId>, lost: &LockLost) {
+        let stops: Vec<StopGuard> = {
+            let inner = self.inner();
+            lock_ids
+                .iter()
+                .flat_map(|lock_id| {
+                    inner
+                        .held
+                        .get(lock_id)
+                        .map(|hold| hold.stop_guards.clone())
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        for stop in stops {
+            stop(lost.clone());
+        }
     }
 
     /// Marks `lock_ids` as ended by `ending` and turns their guards lost for `lost` (outside the
@@ -132,12 +154,14 @@ impl Holds {
                 let forced = owner.is_none();
                 let started =
                     ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, forced);
-                underway.push(if forced {
-                    started
+                // A force release's marks the lock while it is on its way, and after only if it
+                // may have removed it (see `ReleaseUnderway`'s drop).
+                if forced {
+                    underway.push(started);
                 } else {
-                    started.overtaking()
-                });
-                inner.ended.insert(lock_id, by);
+                    underway.push(started.overtaking());
+                    inner.ended.insert(lock_id, by);
+                }
                 stops.extend(stops_of_lock);
             }
             (underway, stops)

@@ -100,7 +100,7 @@ fn a_release_by_owner_stops_the_guards_it_can_release_and_spares_the_rest() {
     );
     holds.releases_start_on("r", Some("me"), None);
     assert_eq!(stopped(), [2, 1, 0, 0, 0]);
-    holds.releases_start_on("r", None, None);
+    let forced = holds.releases_start_on("r", None, None);
     assert_eq!(
         stopped(),
         [3, 2, 1, 0, 1],
@@ -109,6 +109,24 @@ fn a_release_by_owner_stops_the_guards_it_can_release_and_spares_the_rest() {
     assert_eq!(*calls[0].lock().unwrap(), vec![LockLost::Released; 3]);
     assert!(holds.release_started(mine.lock_id()) && holds.release_started(theirs.lock_id()));
     assert!(!holds.release_started(elsewhere.lock_id()));
+    // Ended by the force release while it is on its way; after, only where it may have removed
+    // the lock (here: `theirs`, answered released, and `shared`, sent and unanswered).
+    for release in &forced {
+        release.sending();
+        if release.lock_id() == theirs.lock_id() {
+            release.answered(&Ok(crate::outcome::ReleaseOutcome::Released));
+        } else if release.lock_id() != shared.lock_id() {
+            release.answered(&Ok(crate::outcome::ReleaseOutcome::NotFound));
+        }
+    }
+    drop(forced);
+    assert!(holds.release_started(theirs.lock_id()) && holds.release_started(shared.lock_id()));
+    assert!(
+        holds.release_started(mine.lock_id()),
+        "its release by owner started"
+    );
+    let later_extended = holds.extended(&later, super::tests::applied(until));
+    assert!(!later_extended, "its release by owner started too");
 }
 
 #[test]
@@ -163,124 +181,6 @@ fn a_lock_whose_release_is_on_its_way_is_left_to_it_by_take_all() {
     assert_eq!(taken, [a]);
 }
 
-/// A release started while others of the lock are on their way waits for all of them, whatever
-/// order they end in, and only for them.
-#[tokio::test]
-async fn a_release_started_after_others_waits_for_them() {
-    use futures_util::FutureExt;
-    let holds = Holds::default();
-    let (a, b) = (handle("a"), handle("b"));
-    let mut alone = holds.release_starts(&b);
-    assert!(!alone.after_earlier().await, "nothing before it");
-    let (first, second) = (holds.release_starts(&a), holds.release_starts(&a));
-    let mut third = holds.release_starts(&a);
-    let mut waiting = Box::pin(third.after_earlier());
-    assert_eq!((&mut waiting).now_or_never(), None);
-    drop(second);
-    assert_eq!(
-        (&mut waiting).now_or_never(),
-        None,
-        "the first is on its way"
-    );
-    first.sending();
-    drop(first);
-    assert_eq!((&mut waiting).now_or_never(), Some(true));
-    drop(waiting);
-    drop(third);
-    assert!(!holds.release_underway(a.lock_id()));
-    assert!(holds.release_underway(b.lock_id()));
-}
-
-/// A release dropped before its request was sent released nothing: the release waiting for it is
-/// no resend.
-#[tokio::test]
-async fn a_release_after_one_dropped_unsent_is_no_resend() {
-    use futures_util::FutureExt;
-    let holds = Holds::default();
-    let a = handle("a");
-    let unsent = holds.release_starts(&a);
-    let mut after = holds.release_starts(&a);
-    drop(unsent);
-    assert_eq!(after.after_earlier().now_or_never(), Some(false));
-}
-
-/// A force release's release of a lock on its way is waited for, but the lock is not left to it:
-/// it may be cancelled before its delete.
-#[tokio::test]
-async fn a_force_releases_lock_is_waited_for_but_not_left_to_it() {
-    use futures_util::FutureExt;
-    let holds = Holds::default();
-    let lock = handle("r");
-    held_for_a_while(&holds, &lock);
-    let forced = holds.releases_start_on("r", None, None);
-    assert_eq!(forced.len(), 1);
-    assert!(!holds.release_underway(lock.lock_id()), "not left to it");
-    let mut after = holds.release_starts(&lock);
-    let mut waiting = Box::pin(after.after_earlier());
-    assert_eq!((&mut waiting).now_or_never(), None, "waited for");
-    for release in &forced {
-        release.sending();
-    }
-    drop(forced);
-    assert_eq!((&mut waiting).now_or_never(), Some(true));
-}
-
-/// A release sent only if the releases before it failed (a dropped guard's) is left to one that
-/// DynamoDB answered, but not to a force release that found nothing of the lock (one that gave
-/// up, its item changing under it, answers so; found by review), nor to one that failed.
-#[tokio::test]
-async fn only_an_answered_release_that_may_have_released_the_lock_is_left_to() {
-    use crate::outcome::ReleaseOutcome;
-    use futures_util::FutureExt;
-    let holds = Holds::default();
-    for (i, (forced, answer, left_to_it)) in [
-        (true, Ok(ReleaseOutcome::NotFound), false),
-        (true, Ok(ReleaseOutcome::Released), true),
-        (false, Ok(ReleaseOutcome::NotFound), true),
-        (
-            false,
-            Err(crate::error::InvalidInput::DataNotKept.into()),
-            false,
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let resource = format!("r{i}");
-        let lock = handle(&resource);
-        held_for_a_while(&holds, &lock);
-        let earlier = match forced {
-            true => holds.releases_start_on(&resource, None, None).remove(0),
-            false => holds.release_starts(&lock),
-        };
-        let after = holds.release_starts(&lock);
-        earlier.answered(&answer);
-        drop(earlier);
-        assert_eq!(after.earlier_answered().now_or_never(), Some(left_to_it));
-    }
-}
-
-/// A release after one that DynamoDB refused (the lock gone, another's) is no resend: that one
-/// changed nothing; after one that may have released the lock, it is.
-#[tokio::test]
-async fn a_release_after_a_refused_one_is_no_resend() {
-    use crate::outcome::ReleaseOutcome;
-    use futures_util::FutureExt;
-    let holds = Holds::default();
-    let a = handle("a");
-    let refused = holds.release_starts(&a);
-    let mut after_refused = holds.release_starts(&a);
-    refused.answered(&Ok(ReleaseOutcome::NotFound));
-    drop(refused);
-    assert_eq!(after_refused.after_earlier().now_or_never(), Some(false));
-    drop(after_refused);
-    let released = holds.release_starts(&a);
-    let mut after_released = holds.release_starts(&a);
-    released.answered(&Ok(ReleaseOutcome::Released));
-    drop(released);
-    assert_eq!(after_released.after_earlier().now_or_never(), Some(true));
-}
-
 #[test]
 fn the_latest_ended_acquisitions_are_kept() {
     let holds = Holds::default();
@@ -320,9 +220,13 @@ fn a_hold_is_remembered_until_freed() {
     assert!(holds.handles().is_empty());
     let c = handle("b");
     holds.acquired(&c, acquired_at(), until);
-    holds.releases_start_on("b", None, None);
+    let forced = holds.releases_start_on("b", None, None);
     holds.freed_ended_on("b");
-    assert!(holds.handles().is_empty());
+    assert!(
+        holds.handles().is_empty(),
+        "while the force release is on its way"
+    );
+    drop(forced);
 }
 
 #[test]
@@ -573,28 +477,5 @@ fn a_lock_kept_to_its_expiry_stays_out_of_release_all_unless_taken_first() {
     assert!(
         !holds.keep_until_expiry(taken_first.lock_id()),
         "a lock release_all took first is being released: not kept"
-    );
-}
-
-#[test]
-fn only_a_release_sent_and_not_refused_may_have_released_the_lock() {
-    let holds = Holds::default();
-    let lock = handle("r");
-    held_for_a_while(&holds, &lock);
-    drop(holds.release_starts(&lock));
-    assert!(
-        !holds.may_have_been_released(lock.lock_id()),
-        "dropped before it was sent"
-    );
-    let refused = holds.release_starts(&lock);
-    refused.answered(&Ok(crate::ReleaseOutcome::NotFound));
-    drop(refused);
-    assert!(!holds.may_have_been_released(lock.lock_id()), "refused");
-    let unanswered = holds.release_starts(&lock);
-    unanswered.sending();
-    drop(unanswered);
-    assert!(
-        holds.may_have_been_released(lock.lock_id()),
-        "sent, and dropped unanswered"
     );
 }

@@ -52,6 +52,15 @@ struct Earlier {
 }
 
 impl Underway {
+    /// Whether a force release that may remove `lock_id` is on its way: the lock counts as ended
+    /// for every holder while it is, and stays so only if it may have removed it (see
+    /// [`ReleaseUnderway`]'s drop).
+    pub(super) fn forcing(&self, lock_id: LockId) -> bool {
+        self.releases
+            .get(&lock_id)
+            .is_some_and(|releases| releases.iter().any(|(_, earlier)| earlier.forced))
+    }
+
     /// Whether a release of `lock_id` is on its way that the lock is left to: a force release's is
     /// not (it may be cancelled or fail before its delete, and a guard dropped meanwhile that
     /// left the lock to it released nothing; found by review).
@@ -81,6 +90,8 @@ pub(crate) struct ReleaseUnderway {
     sent: AtomicBool,
     /// The releases of the same lock on their way when this one started.
     earlier: Vec<Earlier>,
+    /// A force release's.
+    forced: bool,
 }
 
 impl ReleaseUnderway {
@@ -126,6 +137,7 @@ impl ReleaseUnderway {
             answered,
             earlier,
             sent: AtomicBool::new(false),
+            forced,
         }
     }
 
@@ -249,6 +261,16 @@ impl Drop for ReleaseUnderway {
         if self.sent.load(Ordering::SeqCst) {
             let may_have_released = *self.may_have_released.borrow();
             inner.underway.ended.raise(self.lock_id, may_have_released);
+            // A force release marks as ended, for every holder, only the locks it may have
+            // removed (answered so, or unanswered); the others were ended only while it was on
+            // its way (marked at its start for good, one that failed or removed nothing left the
+            // lock marked, and its holder's next extension through this client was answered
+            // `NotFound` and deleted the live lock; found by review).
+            if self.forced && may_have_released {
+                inner
+                    .ended
+                    .insert(self.lock_id, super::ended::Ending::released_by_any());
+            }
         } else {
             // Never sent, it released nothing: a release waiting for it is no resend.
             self.may_have_released.send_replace(false);
