@@ -172,7 +172,8 @@ impl LockClient {
     /// released it (answered released, or its answer unknown), among the latest few thousand
     /// releases: a release of it sent again through this client (a saga's retry after the answer
     /// was lost on its way to the caller) that finds the lock another's is then no mismatch, its
-    /// own earlier release having ended the acquisition. No request.
+    /// own earlier release having ended the acquisition. A force release through this client does
+    /// not count: the lock was lost, not released by its holder. No request.
     ///
     /// # Examples
     ///
@@ -190,7 +191,7 @@ impl LockClient {
         self.settings
             .table
             .holds
-            .may_have_been_released(lock.as_ref().lock_id())
+            .released_on_request(lock.as_ref().lock_id())
     }
 
     /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.

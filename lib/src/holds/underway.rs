@@ -37,7 +37,19 @@ const EARLIER_WAIT: Duration = Duration::from_secs(5);
 pub(super) struct Underway {
     releases: HashMap<LockId, Vec<(u64, Earlier)>>,
     started: u64,
-    pub(super) ended: Latest<bool>,
+    pub(super) ended: Latest<MayHaveReleased>,
+}
+
+/// Whether the releases of a lock that ended may have released it, and which: a force release's
+/// alone, or one asked for by the lock's own handle (or a release by owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum MayHaveReleased {
+    /// None did (each was refused, or never sent).
+    No,
+    /// A force release may have.
+    ByForce,
+    /// A release of the lock asked for, not a force release's, may have.
+    ByRequest,
 }
 
 /// A release on its way, as the releases that start after it see it.
@@ -260,7 +272,12 @@ impl Drop for ReleaseUnderway {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if self.sent.load(Ordering::SeqCst) {
             let may_have_released = *self.may_have_released.borrow();
-            inner.underway.ended.raise(self.lock_id, may_have_released);
+            let ended = match (may_have_released, self.forced) {
+                (false, _) => MayHaveReleased::No,
+                (true, true) => MayHaveReleased::ByForce,
+                (true, false) => MayHaveReleased::ByRequest,
+            };
+            inner.underway.ended.raise(self.lock_id, ended);
             // A force release marks as ended, for every holder, only the locks it may have
             // removed (answered so, or unanswered); the others were ended only while it was on
             // its way (marked at its start for good, one that failed or removed nothing left the
