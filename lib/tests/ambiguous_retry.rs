@@ -463,27 +463,7 @@ async fn a_resend_of_a_dropped_acquisitions_write_landing_after_its_clean_up_is_
 /// a resend cleans up after the write, as a dropped acquisition does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
-    let direct = lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
-    let resource = unique("refused-resend-late-first");
-    let bob = hold(&direct, &resource, "bob", Duration::from_secs(60)).await;
-    let first = proxy.delay_next_request_containing("PutItem", &resource);
-    let tried = client
-        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-        .await
-        .unwrap();
-    assert!(tried.is_none(), "{tried:?}");
-    assert_eq!(
-        direct.release(&bob).await.unwrap(),
-        ReleaseOutcome::Released
-    );
-    assert!(
-        first.deliver().await,
-        "the first attempt reached the endpoint"
-    );
-    client.flush().await;
-    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+    first_attempt_landing_once_the_lock_is_free("refused-resend-late-first", true).await;
 }
 
 /// The same try, its resend applied (the try holds the lock), then released: the first attempt,
@@ -491,18 +471,33 @@ async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
 /// release of a lock whose write was resent looks again for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_its_applied_resend_was_released_is_released() {
-    let _ = lock_client().await;
+    first_attempt_landing_once_the_lock_is_free("applied-resend-late-first", false).await;
+}
+
+/// Alice's try on a resource of its own (named after `name`), its PutItem's first attempt held in
+/// the network past the SDK's attempt timeout, bob holding the lock if `bob_holds`: the lock is
+/// released (bob's, or the one the try took), then the first attempt delivered; once the client's
+/// background work is done, nobody holds the lock.
+async fn first_attempt_landing_once_the_lock_is_free(name: &str, bob_holds: bool) {
+    let direct = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
-    let resource = unique("applied-resend-late-first");
+    let resource = unique(name);
+    let bob = match bob_holds {
+        true => Some(hold(&direct, &resource, "bob", Duration::from_secs(60)).await),
+        false => None,
+    };
     let first = proxy.delay_next_request_containing("PutItem", &resource);
-    let alice = AcquireOptions::new().owner("alice");
-    let lock = client.try_acquire(&resource, &alice).await.unwrap();
-    let lock = lock.expect("the resend took the free lock");
-    assert_eq!(
-        client.release(&lock).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    let tried = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap();
+    let released = match (bob, tried) {
+        (Some(bob), None) => direct.release(&bob).await.unwrap(),
+        (None, Some(taken)) => client.release(&taken).await.unwrap(),
+        (bob, tried) => panic!("bob's lock {bob:?}, the try's {tried:?}"),
+    };
+    assert_eq!(released, ReleaseOutcome::Released);
     assert!(
         first.deliver().await,
         "the first attempt reached the endpoint"

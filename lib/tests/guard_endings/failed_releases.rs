@@ -71,21 +71,10 @@ async fn a_guard_found_expired_whose_release_failed_releases_when_dropped() {
     let clock = AdjustableClock::new();
     let client = client_through(&proxy, Some(clock.clone()));
     let resource = unique("guard-expired-release-failed");
-    let mut late = proxy.delay_next_request_containing("UpdateItem", "SET #expires_at");
-    // The heartbeat extends a tenth of a second in.
-    let guard = client
-        .lock(&resource, &guard_options("alice", 6_000, 100))
-        .await
-        .unwrap();
-    let lock = guard.lock().unwrap();
-    timeout(PATIENCE, late.captured())
-        .await
-        .expect("the heartbeat extends");
     fail_deletes(&proxy, 4);
-    clock.advance(Duration::from_secs(10));
-    let found = client.extend(&lock, Duration::from_secs(6)).await.unwrap();
-    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
-    assert!(!guard.is_held());
+    let (guard, lock, late) =
+        super::given_up::found_expired_with_its_heartbeat_held(&proxy, &clock, &client, &resource)
+            .await;
     timeout(PATIENCE, client.flush()).await.expect("flushed");
     assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
     assert!(late.deliver().await, "the extension reached the endpoint");

@@ -5,6 +5,7 @@
 //! lands late is never answered `Extended`.
 
 use super::*;
+use ddb_lock_test_kit::proxy::HeldRequest;
 use std::future::Future;
 use std::pin::Pin;
 use tokio::time::timeout;
@@ -94,6 +95,32 @@ async fn a_data_replacement_found_expired_and_dropped_while_it_releases_still_re
     drop(guard);
 }
 
+/// A guard of alice's on `resource` through `proxy` (a lease of 6 s, its heartbeat a tenth of a
+/// second in) whose heartbeat's extension is held in the network; the wall clock then jumps past
+/// the lease, and an extension through `client` finds the lock expired, which stops the guard:
+/// the guard, its lock and the held extension.
+pub(super) async fn found_expired_with_its_heartbeat_held(
+    proxy: &Proxy,
+    clock: &AdjustableClock,
+    client: &LockClient,
+    resource: &str,
+) -> (ddb_lock::LockGuard, ddb_lock::Lock, HeldRequest) {
+    let mut late = proxy.delay_next_request_containing("UpdateItem", "SET #expires_at");
+    let guard = client
+        .lock(resource, &guard_options("alice", 6_000, 100))
+        .await
+        .unwrap();
+    let lock = guard.lock().unwrap();
+    timeout(PATIENCE, late.captured())
+        .await
+        .expect("the heartbeat extends");
+    clock.advance(Duration::from_secs(10));
+    let found = client.extend(&lock, Duration::from_secs(6)).await.unwrap();
+    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
+    assert!(!guard.is_held());
+    (guard, lock, late)
+}
+
 /// The heartbeat's extension is on its way when the wall clock jumps past the lease and the
 /// client's own `extend` finds the lock expired, which stops the guard; the heartbeat's extension
 /// then lands with its earlier `:now` and lengthens the lease. The guard, open, released nothing
@@ -106,20 +133,8 @@ async fn a_guard_found_expired_by_another_extension_releases_its_lock() {
     let clock = AdjustableClock::new();
     let client = client_through(&proxy, Some(clock.clone()));
     let resource = unique("guard-found-expired-elsewhere");
-    let mut late = proxy.delay_next_request_containing("UpdateItem", "SET #expires_at");
-    // The heartbeat extends a tenth of a second in.
-    let guard = client
-        .lock(&resource, &guard_options("alice", 6_000, 100))
-        .await
-        .unwrap();
-    let lock = guard.lock().unwrap();
-    timeout(PATIENCE, late.captured())
-        .await
-        .expect("the heartbeat extends");
-    clock.advance(Duration::from_secs(10));
-    let found = client.extend(&lock, Duration::from_secs(6)).await.unwrap();
-    assert!(matches!(found, ExtendOutcome::Expired { .. }), "{found:?}");
-    assert!(!guard.is_held());
+    let (guard, _, late) =
+        found_expired_with_its_heartbeat_held(&proxy, &clock, &client, &resource).await;
     late.deliver().await;
     clock.set_back(Duration::from_secs(10));
 
