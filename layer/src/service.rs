@@ -9,8 +9,10 @@
 //! invocation's future is dropped at any await (an outer timeout, a `select!`) the guard's drop
 //! releases the lock from a task the client tracks ([`LockClient::flush`](ddb_lock::LockClient::flush)
 //! waits for it). A handler's panic is caught, the lock released, and the panic resumed, for the
-//! runtime to report as it does any panic. Every invocation waits for the client's background
-//! releases before it answers (or its panic goes on), as a Lambda must before it may be frozen.
+//! runtime to report as it does any panic. A Lambda invocation waits for the client's background
+//! releases before it answers (or its panic goes on), as a Lambda must before it may be frozen; a
+//! request of another service does not (a Lambda function serving one calls
+//! [`LockClient::flush`](ddb_lock::LockClient::flush) before it returns).
 //! Without auto-release the lock is a plain acquisition,
 //! never extended, kept until released with its owner token or expired, whatever happens to the
 //! invocation.
@@ -106,10 +108,13 @@ where
     }
 }
 
-/// One invocation, and before its answer (or its handler's panic goes on) the releases it left to
-/// the client's background, done: once a Lambda answers, its sandbox may be frozen, and the lock
-/// such a release ends (an acquisition whose write landed unanswered leaves one, as does a guard
-/// whose release failed) stays held by nobody until a thaw or its lease end.
+/// One invocation, and, a Lambda invocation's (its deadline known), before its answer (or its
+/// handler's panic goes on) the releases it left to the client's background, done: once a Lambda
+/// answers, its sandbox may be frozen, and the lock such a release ends (an acquisition whose
+/// write landed unanswered leaves one, as does a guard whose release failed) stays held by nobody
+/// until a thaw or its lease end. A request of any other service does not wait: its process goes
+/// on, and the client's background work is that of every request in flight (waiting for all of
+/// it, an answer waited for another request's release, held in the network; found by review).
 async fn invoke<S, R>(
     inner: S,
     settings: Arc<Settings<R>>,
@@ -121,7 +126,9 @@ where
     let outcome = AssertUnwindSafe(locked_call(inner, &settings, request))
         .catch_unwind()
         .await;
-    settings.client.flush().await;
+    if settings.deadline_of.is_some() {
+        settings.client.flush().await;
+    }
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 

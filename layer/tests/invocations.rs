@@ -462,6 +462,43 @@ async fn any_service_runs_under_the_lock_keyed_by_a_closure_on_its_request() {
     }
 }
 
+/// Two requests of a service that is not a Lambda handler, through one client: the second's
+/// answer does not wait for the first's release, held in the network (every invocation waited
+/// for all of the client's background work, another request's release included; found by
+/// review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_answer_does_not_wait_for_another_requests_release() {
+    lock_client().await;
+    let proxy = ddb_lock_test_kit::proxy::Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let export =
+        tower::service_fn(
+            |export: Export| async move { Ok::<_, lambda_runtime::Error>(export.tenant) },
+        );
+    let layer = LockLayer::<Export>::for_requests(client.clone())
+        .key(|e| Some(e.tenant.clone()))
+        .function_name("exports")
+        .build()
+        .expect("layer");
+    let mut held = proxy.delay_next_request("DeleteItem");
+    let first = tokio::spawn(layer.layer(export).oneshot(Export {
+        tenant: unique("tenant-a"),
+    }));
+    held.captured().await;
+    let tenant = unique("tenant-b");
+    let second = tokio::time::timeout(
+        Duration::from_secs(20),
+        layer.layer(export).oneshot(Export {
+            tenant: tenant.clone(),
+        }),
+    )
+    .await
+    .expect("answered while the other request's release is held");
+    assert_eq!(second.expect("answer").result, tenant);
+    assert!(held.deliver().await, "the release reached the endpoint");
+    first.await.unwrap().expect("answer");
+}
+
 /// An acquisition whose write landed but whose every answer was lost leaves a release to the
 /// client's background; the invocation answered before it was sent, and a Lambda frozen after
 /// its answer sent it only on thaw, the lock held by nobody meanwhile.
