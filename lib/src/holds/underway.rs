@@ -216,14 +216,16 @@ impl ReleaseUnderway {
             }
         })
         .await;
-        // A force release's answer counts only where it may have released the lock: one that
-        // gave up (the item kept changing) answers that it found nothing, and the lock, left to
-        // it, stayed held for nobody (found by review).
+        // A force release's answer does not count: one that gave up (the item kept changing)
+        // answers that it found nothing, and the lock, left to it, stayed held for nobody; one
+        // that removed the lock may have removed an earlier copy of it, which the SDK's resend of
+        // its acquisition wrote again after (found by review). Sent after it, this one changes
+        // nothing else.
         ended.is_ok()
-            && self.earlier.iter().any(|earlier| {
-                earlier.answered.load(Ordering::SeqCst)
-                    && (!earlier.forced || *earlier.may_have_released.borrow())
-            })
+            && self
+                .earlier
+                .iter()
+                .any(|earlier| earlier.answered.load(Ordering::SeqCst) && !earlier.forced)
     }
 
     /// Waits until every release of the same lock that was on its way when this one started has
