@@ -413,6 +413,10 @@ impl Scheduler {
                 }
             }
         };
+        // The job may end in the poll in which the lease ran out, before the timer's branch is
+        // picked (a job that blocked its thread, a busy runtime): the lease is over all the same
+        // (it said the lock held throughout; found by review).
+        lock_lost |= Instant::now() >= held_until;
         Ok(match outcome {
             TickOutcome::Ran {
                 output,

@@ -249,6 +249,50 @@ async fn a_lock_lost_while_the_job_runs_is_reported() {
     );
 }
 
+/// A job that blocks its thread past its lease (no renewal can run meanwhile) ends in the very
+/// poll in which the lease ran out: its lock is reported lost (it was said held throughout;
+/// found by review).
+#[tokio::test]
+async fn a_job_that_blocks_its_thread_past_its_lease_reports_its_lock_lost() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb())
+        .owner("blocker")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let scheduler =
+        Scheduler::new(Some(Arc::new(DynamoDbBackend::new(client)))).with_clock(clock.clone());
+    let job = ScheduledJob::every(unique("blocking"), HOUR)
+        .expected_run(Duration::from_millis(150))
+        .margin(Duration::from_millis(150));
+    // Run at the tick's start: locked for a lease.
+    let tick = scheduler.current_tick(&job) + 1;
+    let ahead = (job.tick_start(tick) - ddb_lock::Clock::now(&*clock))
+        .to_std()
+        .unwrap();
+    clock.advance(ahead);
+    let blocked_for = job.lease() + Duration::from_millis(200);
+    let outcome = scheduler
+        .run_tick(
+            &job,
+            tick,
+            || async move { std::thread::sleep(blocked_for) },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                lock_lost: true,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_hints_without_a_backend_and_a_broken_backend() {
     let no_backend = Scheduler::new(None);
