@@ -91,10 +91,18 @@ impl LockClient {
         lease: Duration,
         change: DataChange<'_>,
     ) -> Result<ExtendOutcome, Error> {
-        let answered = extend::extend(&self.settings.table, handle, lease, change).await?;
+        let table = &self.settings.table;
+        let answered = extend::extend(table, handle, lease, change).await?;
         // (Unless a release of it is on its way already: sent again, it could land first.)
-        let underway = self.settings.table.holds.release_underway(handle.lock_id());
-        if answered.to_release && !underway {
+        let underway = table.holds.release_underway(handle.lock_id());
+        if let (true, false, Some(version)) =
+            (answered.to_release, underway, &answered.applied_version)
+        {
+            // Applied after its release started: only the version it wrote (by its lock id
+            // alone, the release deleted the lock a same-owner acquisition in another process
+            // had been handed back since; found by review).
+            extend::release_late_extension(table, handle, version);
+        } else if answered.to_release && !underway {
             if let Err(err) = self.release_detached(handle).await {
                 warn!(resource = handle.resource(), %err, "could not release a lock an earlier extension may still hold, or extended after its release; it expires with its lease");
             }

@@ -179,3 +179,46 @@ async fn a_late_hand_back_spares_the_lock_handed_back_elsewhere_since() {
     assert!(other.is_held());
     assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// A lock whose release through its client failed every try, then extended through that client
+/// (answered `NotFound`: applied after its release started), is released, but only as that
+/// extension wrote it: an idempotent acquisition of the same owner in another process, handed
+/// the lock back meanwhile (a new version), keeps it (released by its lock id alone, it was
+/// deleted under that guard; found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_after_a_failed_release_spares_the_lock_handed_back_elsewhere_since() {
+    let elsewhere = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("extension-after-failed-release");
+    let options = guard_options("alice", 60_000, 20_000).idempotent(true);
+    let lock = client.try_acquire(&resource, &options).await.unwrap();
+    let lock = lock.expect("a free lock");
+    fail_deletes(&proxy, 4);
+    let failed = client.release(&lock).await;
+    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+    let mut late = proxy.delay_next_request("DeleteItem");
+    let extended = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(extended, ExtendOutcome::NotFound);
+    timeout(PATIENCE, late.captured())
+        .await
+        .expect("the extended lock is released");
+    let other = elsewhere.lock(&resource, &options).await.unwrap();
+    assert_eq!(
+        other.lock().unwrap().lock_id(),
+        lock.lock_id(),
+        "handed back"
+    );
+    assert!(late.deliver().await, "the release reached the endpoint");
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    let item = raw_item(&resource)
+        .await
+        .expect("the lock handed back elsewhere stands");
+    assert_eq!(
+        ddb_lock_test_kit::string_attr(&item, "LockID"),
+        lock.lock_id().to_string()
+    );
+    assert!(other.is_held());
+    assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
+}

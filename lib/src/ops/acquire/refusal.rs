@@ -10,8 +10,7 @@ use crate::fair::line;
 use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
-use crate::ops::extend::{self, DataChange};
-use crate::ops::release::{self, Release};
+use crate::ops::extend;
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::shared::writer::{self, SharedRefusal};
@@ -21,7 +20,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// The first waiter of a line standing on an item without a holder (a kept item released when
 /// every waiter's deadline was gone), as the holder a fair acquirer is refused by: it joins the
@@ -283,7 +282,7 @@ async fn reclaim(
     let answered = extension.await?;
     if let (true, Some(version)) = (answered.to_release, &answered.applied_version) {
         if !table.holds.release_underway(lock.lock_id()) {
-            release_again(table, lock.handle(), version);
+            extend::release_late_extension(table, lock.handle(), version);
         }
     }
     match answered.outcome {
@@ -296,33 +295,6 @@ async fn reclaim(
             );
             Ok(None)
         }
-    }
-}
-
-/// Releases the lock of `handle`, only its version `version` (a hand-back of the same owner in
-/// another process, written over it since, is that one's: released by its lock id alone, it was
-/// deleted under that holder; found by review), from a task of the client
-/// ([`LockClient::flush`](crate::LockClient::flush) waits for it), marked as being released at
-/// once, after the releases of it on their way (a force release's: sent first, this one made it
-/// answer that it removed nothing), tried again when DynamoDB fails it.
-fn release_again(table: &Arc<LockTable>, handle: &LockHandle, version: &str) {
-    let mut underway = table.holds.release_starts(handle);
-    let (releaser, handle, version) = (Arc::clone(table), handle.clone(), version.to_owned());
-    let spawned = table.release_in_background(async move {
-        let resent = underway.after_earlier().await;
-        let release = Release::of(&handle)
-            .only_of_version(Some(&version))
-            .resent_if(resent);
-        let outcome =
-            release::send_retrying(&releaser, &release, DataChange::Keep, Some(&underway)).await;
-        underway.answered(&outcome);
-        match outcome {
-            Ok(outcome) => debug!(resource = handle.resource(), ?outcome, "released a lock a hand-back extended after its release"),
-            Err(err) => warn!(resource = handle.resource(), %err, "could not release a lock a hand-back extended after its release; it expires with its lease"),
-        }
-    });
-    if !spawned {
-        warn!("a lock a hand-back extended after its release could not be released outside a runtime; it expires with its lease");
     }
 }
 

@@ -12,13 +12,16 @@
 
 use super::{Extension, NotExtended};
 use crate::holds::{Applied, ExpiryFound, LeaseToSend};
-use crate::lock::Lock;
+use crate::lock::{Lock, LockHandle};
 use crate::lock_table::LockTable;
+use crate::ops::extend::DataChange;
+use crate::ops::release::{self, Release};
 use crate::outcome::ExtendOutcome;
 use crate::record::Record;
 use crate::time::{millis, span};
+use std::sync::Arc;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// An extension's outcome, and what it leaves behind.
 #[derive(Debug)]
@@ -170,4 +173,32 @@ fn extended(
         "lock extended"
     );
     Some(ExtendOutcome::Extended(lock))
+}
+
+/// Releases the lock of `handle` that an extension through this client, applied after the client
+/// started to release it ([`Answered::applied_version`]), wrote at `version`: only that version (a hand-back of the same owner in
+/// another process, written over it since, is that one's: released by its lock id alone, it was
+/// deleted under that holder; found by review), from a task of the client
+/// ([`LockClient::flush`](crate::LockClient::flush) waits for it), marked as being released at
+/// once, after the releases of it on their way (a force release's: sent first, this one made it
+/// answer that it removed nothing), tried again when DynamoDB fails it.
+pub(crate) fn release_late_extension(table: &Arc<LockTable>, handle: &LockHandle, version: &str) {
+    let mut underway = table.holds.release_starts(handle);
+    let (releaser, handle, version) = (Arc::clone(table), handle.clone(), version.to_owned());
+    let spawned = table.release_in_background(async move {
+        let resent = underway.after_earlier().await;
+        let release = Release::of(&handle)
+            .only_of_version(Some(&version))
+            .resent_if(resent);
+        let outcome =
+            release::send_retrying(&releaser, &release, DataChange::Keep, Some(&underway)).await;
+        underway.answered(&outcome);
+        match outcome {
+            Ok(outcome) => debug!(resource = handle.resource(), ?outcome, "released a lock extended after its release"),
+            Err(err) => warn!(resource = handle.resource(), %err, "could not release a lock extended after its release; it expires with its lease"),
+        }
+    });
+    if !spawned {
+        warn!("a lock extended after its release could not be released outside a runtime; it expires with its lease");
+    }
 }

@@ -13,7 +13,7 @@
 
 mod answered;
 
-pub(crate) use answered::Answered;
+pub(crate) use answered::{release_late_extension, Answered};
 
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
