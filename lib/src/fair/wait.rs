@@ -15,8 +15,9 @@ use super::line::{self, Joined, Left};
 use super::pace::{self, Pace, Turns};
 use super::timing::LineTiming;
 use super::QueuedWaiter;
-use crate::background::{looking_again, retrying};
+use crate::background::{looking_again, looking_later, retrying};
 use crate::error::Error;
+use crate::holds::ResentWrite;
 use crate::item::Item;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -149,6 +150,10 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
     let joined = line::join(table, resource, (lock_id, &waiter, request.fencing)).await?;
     // This waiter's last request's round trip, by which it times its reads.
     let mut round_trip = last_sent.elapsed();
+    // A join the SDK sent more than once: its earlier attempt may land once this waiter, granted,
+    // has released the lock, and put it back in line behind the next holder, whose release then
+    // grants the lock to nobody (found by review): the release of a lock so granted looks again.
+    let join_resent = matches!(joined, Joined::InLine { resent: true, .. });
     let mut seen = match joined {
         Joined::InLine { item, resent } => {
             // Answered after a resend, an earlier attempt may still land: the clean-up of a
@@ -196,6 +201,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
         };
         if line::held_by(&item, lock_id) {
             leaving.disarm();
+            granted_after_resend(table, lock_id, join_resent);
             return granted(table, &handle, &item, last_sent).map(Turn::Granted);
         }
         let waiters = line::decode(resource, &item)?;
@@ -255,6 +261,7 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
                 debug!(resource, to = %to.short(), "granted a lapsed lock to the first in line");
                 if to == lock_id {
                     leaving.disarm();
+                    granted_after_resend(table, lock_id, join_resent);
                     // From the look's send, not the grant's: the grant that stands may be another
                     // waiter's, made after that look (which showed the lock not yet granted) but
                     // before this grant was sent.
@@ -280,7 +287,10 @@ async fn in_line(wait: &Wait<'_>, marker: &mut WriterMarker) -> Result<Turn, Err
                 leaving.disarm();
             }
             return match left {
-                Left::Granted(item) => granted(table, &handle, &item, sent).map(Turn::Granted),
+                Left::Granted(item) => {
+                    granted_after_resend(table, lock_id, join_resent);
+                    granted(table, &handle, &item, sent).map(Turn::Granted)
+                }
                 Left::Gone | Left::NotInLine | Left::Stuck => {
                     Ok(Turn::TimedOut(holder.or(reader_seen)))
                 }
@@ -397,6 +407,34 @@ impl LeaveOnDrop {
 const LEAVE_ROUNDS: usize = 8;
 const LEAVE_PAUSE: Duration = Duration::from_millis(10);
 const LEAVE_PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// The waiter `lock_id` was granted the lock; its join was sent more than once if `join_resent`,
+/// and its release then looks again ([`look_again_after_release`]).
+fn granted_after_resend(table: &LockTable, lock_id: LockId, join_resent: bool) {
+    if join_resent {
+        table.holds.written_after_resend(lock_id, ResentWrite::Join);
+    }
+}
+
+/// After the first release of `handle`'s lock, granted to a waiter whose join the SDK sent more
+/// than once: takes the waiter out of the line (and releases a lock granted to it since) 50 and
+/// 200 ms later, should the join's earlier attempt have landed (one delayed longer is not
+/// caught: the lock granted to it expires with its lease).
+pub(crate) fn look_again_after_release(table: &Arc<LockTable>, handle: LockHandle) {
+    let looking = Arc::clone(table);
+    let spawned = table.release_in_background(async move {
+        looking_later(|| async {
+            match leave_gone_waiter(&looking, &handle).await {
+                Ok(found) => debug!(resource = handle.resource(), found, "looked for an earlier attempt of a resent join"),
+                Err(err) => warn!(resource = handle.resource(), %err, "could not look for an earlier attempt of a resent join; a grant to it expires with its lease"),
+            }
+        })
+        .await;
+    });
+    if !spawned {
+        warn!("a released lock whose join was resent could not be looked at outside a runtime");
+    }
+}
 
 /// Takes the waiter `handle` that has gone out of the line, releasing the lock if it was granted
 /// meanwhile: whether it found it (in line or holding).

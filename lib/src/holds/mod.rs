@@ -84,7 +84,18 @@ struct Inner {
     /// The locks whose write was applied after the SDK sent it more than once, each with the
     /// version it stored, until a release of it is sent (see
     /// [`written_after_resend`](Holds::written_after_resend)).
-    resent_writes: Latest<String>,
+    resent_writes: Latest<ResentWrite>,
+}
+
+/// A write of an acquisition that the SDK sent more than once, whose earlier attempt may land
+/// after the lock it made is released (see [`Holds::written_after_resend`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ResentWrite {
+    /// The acquisition's own write, storing this version: an earlier attempt takes the free lock.
+    Acquisition(String),
+    /// A fair waiter's join, granted since: an earlier attempt puts the waiter back in line behind
+    /// the next holder, whose release grants the lock to nobody.
+    Join,
 }
 
 impl Inner {
@@ -297,21 +308,20 @@ impl Holds {
         self.inner().underway.contains(lock_id)
     }
 
-    /// The acquisition that made the lock `lock_id`, storing `version`, was applied after the SDK
-    /// sent its write more than once (an attempt timed out, or lost its connection): the earlier
-    /// attempt may still be on its way, refused while the lock is held, and land once it is
-    /// released, taking it for nobody for a lease. The first release of it looks again for it
-    /// ([`resent_write_released`](Self::resent_write_released)).
-    pub(crate) fn written_after_resend(&self, lock_id: LockId, version: &str) {
-        self.inner()
-            .resent_writes
-            .insert_new(lock_id, version.to_owned());
+    /// A write of the acquisition that made the lock `lock_id` (`write`) was applied after the SDK
+    /// sent it more than once (an attempt timed out, or lost its connection): the earlier attempt
+    /// may still be on its way, refused while the lock is held (or, a join, while its waiter is
+    /// in line or holds), and land once it is released, taking the lock for nobody for a lease (or
+    /// putting the waiter back in line, for a grant to nobody). The first release of it looks
+    /// again for it ([`resent_write_released`](Self::resent_write_released)).
+    pub(crate) fn written_after_resend(&self, lock_id: LockId, write: ResentWrite) {
+        self.inner().resent_writes.insert_new(lock_id, write);
     }
 
-    /// A release of the lock `lock_id` was sent: the version its acquisition stored, if that
-    /// write was applied after a resend (see [`written_after_resend`](Self::written_after_resend)),
-    /// forgotten now (one release looks again).
-    pub(crate) fn resent_write_released(&self, lock_id: LockId) -> Option<String> {
+    /// A release of the lock `lock_id` was sent: its acquisition's write applied after a resend,
+    /// if any (see [`written_after_resend`](Self::written_after_resend)), forgotten now (one
+    /// release looks again).
+    pub(crate) fn resent_write_released(&self, lock_id: LockId) -> Option<ResentWrite> {
         self.inner().resent_writes.remove(lock_id)
     }
 

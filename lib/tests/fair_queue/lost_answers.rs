@@ -541,3 +541,51 @@ async fn a_first_join_attempt_landing_after_its_waiter_took_the_lock_is_taken_ou
         raw_item(&resource).await
     );
 }
+
+/// A join's first attempt held in the network past the SDK's attempt timeout, its resend applied:
+/// the waiter is granted the lock, holds it and releases it, and another holder takes it; the
+/// first attempt, landing then, put the waiter's old id back in line, and the next release
+/// granted the lock to nobody for a lease (found by review). The release of a lock granted after
+/// a resent join looks again for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_join_attempt_landing_after_its_waiter_held_and_released_is_taken_out() {
+    let holder = lock_client().await;
+    let resource = unique("fair");
+    let proxy = Proxy::start(&endpoint()).await;
+    // Attempts the SDK gives up on after a second, tried again at once.
+    let waiter = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let lock = hold(&holder, &resource, "holder", LEASE).await;
+    let mut first_join = proxy.delay_next_request_containing("UpdateItem", "list_append");
+    let acquiring = {
+        let (waiter, resource) = (waiter.clone(), resource.clone());
+        tokio::spawn(async move { waiter.acquire(&resource, &fair("waiter")).await })
+    };
+    first_join.captured().await;
+    line_becomes(&holder, &resource, &["waiter"]).await;
+    assert_eq!(
+        holder.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let granted = acquiring.await.unwrap().unwrap();
+    assert_eq!(
+        waiter.release(&granted).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let next = hold(&holder, &resource, "next", LEASE).await;
+    assert!(
+        first_join.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    waiter.flush().await;
+
+    assert_eq!(line(&holder, &resource).await.len(), 0);
+    assert_eq!(
+        holder.release(&next).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        raw_item(&resource).await,
+        None,
+        "granted to the gone waiter"
+    );
+}

@@ -19,6 +19,7 @@ use super::in_flight::InFlightAcquisition;
 use super::kept;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
+use crate::holds::ResentWrite;
 use crate::item::{s, Item};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
@@ -319,9 +320,10 @@ pub(crate) async fn put(
         Answer::Applied(_) => {
             in_flight.answered();
             if transmissions.resent() {
-                table
-                    .holds
-                    .written_after_resend(new.lock.lock_id(), new.version());
+                table.holds.written_after_resend(
+                    new.lock.lock_id(),
+                    ResentWrite::Acquisition(new.version().to_owned()),
+                );
             }
             let lock = new.lock.with_data(request.data.map(<[u8]>::to_vec));
             Ok(acquired(table, lock))
