@@ -43,6 +43,20 @@ fn assert_ran_holding_its_lock<T: std::fmt::Debug>(outcome: &TickOutcome<T>) {
     );
 }
 
+/// The tick ran, and its lock was lost while it ran.
+fn assert_ran_and_lost_its_lock<T: std::fmt::Debug>(outcome: &TickOutcome<T>) {
+    assert!(
+        matches!(
+            outcome,
+            TickOutcome::Ran {
+                lock_lost: true,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
 /// A job of a two-second lease (a renewal every 667 ms), for tests that watch its renewals.
 fn renewed_job(name: &str) -> ScheduledJob {
     ScheduledJob::every(unique(name), HOUR)
@@ -237,16 +251,7 @@ async fn a_lock_lost_while_the_job_runs_is_reported() {
         })
         .await
         .unwrap();
-    assert!(
-        matches!(
-            outcome,
-            TickOutcome::Ran {
-                lock_lost: true,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_ran_and_lost_its_lock(&outcome);
 }
 
 /// A job that blocks its thread past its lease (no renewal can run meanwhile) ends in the very
@@ -281,16 +286,7 @@ async fn a_job_that_blocks_its_thread_past_its_lease_reports_its_lock_lost() {
         )
         .await
         .unwrap();
-    assert!(
-        matches!(
-            outcome,
-            TickOutcome::Ran {
-                lock_lost: true,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_ran_and_lost_its_lock(&outcome);
 }
 
 #[tokio::test]

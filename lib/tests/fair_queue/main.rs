@@ -9,6 +9,7 @@ mod hand_over;
 mod leaving;
 mod lost_answers;
 mod options;
+mod resent_joins;
 
 use ddb_lock::{AcquireOptions, Error, Lock, LockClient, LockStatus, QueuedWaiter};
 use ddb_lock_test_kit::{dynamodb, lock_client, TABLE};

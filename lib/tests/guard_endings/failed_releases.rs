@@ -163,21 +163,11 @@ async fn a_late_hand_back_spares_the_lock_handed_back_elsewhere_since() {
         hand_back_held_past_a_failed_release(&proxy, "hand-back-late-elsewhere").await;
     let options = guard_options("alice", 60_000, 20_000).idempotent(true);
     let other = elsewhere.lock(&resource, &options).await.unwrap();
-    let held = other.lock().unwrap();
     answer.deliver();
     let taken = timeout(PATIENCE, taking).await.expect("answered").unwrap();
     assert!(matches!(taken, Ok(None)), "{taken:?}");
 
-    timeout(PATIENCE, client.flush()).await.expect("flushed");
-    let item = raw_item(&resource)
-        .await
-        .expect("the lock handed back elsewhere stands");
-    assert_eq!(
-        ddb_lock_test_kit::string_attr(&item, "LockID"),
-        held.lock_id().to_string()
-    );
-    assert!(other.is_held());
-    assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
+    still_held_by(&client, &resource, other).await;
 }
 
 /// A lock whose release through its client failed every try, then extended through that client
@@ -211,13 +201,19 @@ async fn an_extension_after_a_failed_release_spares_the_lock_handed_back_elsewhe
     );
     assert!(late.deliver().await, "the release reached the endpoint");
 
+    still_held_by(&client, &resource, other).await;
+}
+
+/// Once `client`'s background work is done, the lock on `resource` is still the one `other` (a
+/// guard in another process, handed it back) holds, and `other` says so; then it releases.
+async fn still_held_by(client: &LockClient, resource: &str, other: ddb_lock::LockGuard) {
     timeout(PATIENCE, client.flush()).await.expect("flushed");
-    let item = raw_item(&resource)
+    let item = raw_item(resource)
         .await
         .expect("the lock handed back elsewhere stands");
     assert_eq!(
         ddb_lock_test_kit::string_attr(&item, "LockID"),
-        lock.lock_id().to_string()
+        other.lock().unwrap().lock_id().to_string()
     );
     assert!(other.is_held());
     assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
