@@ -463,7 +463,7 @@ async fn a_resend_of_a_dropped_acquisitions_write_landing_after_its_clean_up_is_
 /// a resend cleans up after the write, as a dropped acquisition does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
-    first_attempt_landing_once_the_lock_is_free("refused-resend-late-first", true).await;
+    first_attempt_landing_once_the_lock_is_free("refused-resend-late-first", true, false).await;
 }
 
 /// The same try, its resend applied (the try holds the lock), then released: the first attempt,
@@ -471,14 +471,25 @@ async fn a_first_attempt_landing_after_its_refused_resend_is_released() {
 /// release of a lock whose write was resent looks again for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_its_applied_resend_was_released_is_released() {
-    first_attempt_landing_once_the_lock_is_free("applied-resend-late-first", false).await;
+    first_attempt_landing_once_the_lock_is_free("applied-resend-late-first", false, false).await;
+}
+
+/// The same, the resend applied with its answer lost and the third attempt refused by its write:
+/// held, it was not remembered as resent, and its release did not look again (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_a_resend_found_its_own_write_is_released() {
+    first_attempt_landing_once_the_lock_is_free("own-write-resend-late-first", false, true).await;
 }
 
 /// Alice's try on a resource of its own (named after `name`), its PutItem's first attempt held in
-/// the network past the SDK's attempt timeout, bob holding the lock if `bob_holds`: the lock is
-/// released (bob's, or the one the try took), then the first attempt delivered; once the client's
-/// background work is done, nobody holds the lock.
-async fn first_attempt_landing_once_the_lock_is_free(name: &str, bob_holds: bool) {
+/// the network past the SDK's attempt timeout (the second's answer lost if `second_answer_lost`),
+/// bob holding the lock if `bob_holds`: the lock is released (bob's, or the try's), the first
+/// attempt delivered; once the client's background work is done, nobody holds the lock.
+async fn first_attempt_landing_once_the_lock_is_free(
+    name: &str,
+    bob_holds: bool,
+    second_answer_lost: bool,
+) {
     let direct = lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
@@ -488,6 +499,9 @@ async fn first_attempt_landing_once_the_lock_is_free(name: &str, bob_holds: bool
         false => None,
     };
     let first = proxy.delay_next_request_containing("PutItem", &resource);
+    if second_answer_lost {
+        proxy.drop_next_answer("PutItem");
+    }
     let tried = client
         .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
         .await

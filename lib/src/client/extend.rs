@@ -95,12 +95,12 @@ impl LockClient {
         let answered = extend::extend(table, handle, lease, change).await?;
         // (Unless a release of it is on its way already: sent again, it could land first.)
         let underway = table.holds.release_underway(handle.lock_id());
-        if let (true, false, Some(version)) =
-            (answered.to_release, underway, &answered.applied_version)
-        {
+        if let (true, Some(version)) = (answered.to_release, &answered.applied_version) {
             // Applied after its release started: only the version it wrote (by its lock id
             // alone, the release deleted the lock a same-owner acquisition in another process
-            // had been handed back since; found by review).
+            // had been handed back since; found by review), after any release on its way (one
+            // of another late extension's version, refused by this one's, left it; found by
+            // review).
             extend::release_late_extension(table, handle, version);
         } else if answered.to_release && !underway {
             if let Err(err) = self.release_detached(handle).await {

@@ -218,3 +218,47 @@ async fn still_held_by(client: &LockClient, resource: &str, other: ddb_lock::Loc
     assert!(other.is_held());
     assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// Two extensions of a lock through its client, both applied (each a new version) with their
+/// answers held, then the lock's release fails every try: the first answer's release (of its own
+/// version) is refused by the second's version, and the second, read while that release was on
+/// its way, released nothing: the lock stood for nobody for a lease (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_extensions_applied_after_a_failed_release_leave_nothing_held() {
+    let _ = lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_through(&proxy, None);
+    let resource = unique("two-extensions-after-failed-release");
+    let lock = client
+        .try_acquire(&resource, &guard_options("alice", 60_000, 20_000))
+        .await
+        .unwrap()
+        .expect("a free lock");
+    let extend = |client: &LockClient| {
+        let (client, lock) = (client.clone(), lock.clone());
+        tokio::spawn(async move { client.extend(&lock, Duration::from_secs(60)).await })
+    };
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let first_extension = extend(&client);
+    timeout(PATIENCE, first.applied()).await.expect("applied");
+    let mut second = proxy.withhold_next_answer("UpdateItem");
+    let second_extension = extend(&client);
+    timeout(PATIENCE, second.applied()).await.expect("applied");
+    fail_deletes(&proxy, 4);
+    let failed = client.release(&lock).await;
+    assert!(matches!(failed, Err(Error::Backend { .. })), "{failed:?}");
+    let mut first_release = proxy.delay_next_request("DeleteItem");
+    first.deliver();
+    let answered = first_extension.await.unwrap().unwrap();
+    assert_eq!(answered, ExtendOutcome::NotFound);
+    timeout(PATIENCE, first_release.captured())
+        .await
+        .expect("the first extension's version is released");
+    second.deliver();
+    let answered = second_extension.await.unwrap().unwrap();
+    assert_eq!(answered, ExtendOutcome::NotFound);
+    assert!(first_release.deliver().await, "it reached the endpoint");
+
+    timeout(PATIENCE, client.flush()).await.expect("flushed");
+    assert_eq!(raw_item(&resource).await, None, "held for nobody");
+}

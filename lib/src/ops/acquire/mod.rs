@@ -329,7 +329,17 @@ pub(crate) async fn put(
             Ok(acquired(table, lock))
         }
         Answer::Refused(item) => {
+            let (own, version) = (new.lock.lock_id(), new.version().to_owned());
             let attempt = refused(table, request, new.lock, item.as_ref(), "PutItem").await;
+            // Its own write found, after the SDK sent it more than once: an earlier attempt may
+            // land after the release, as after a resend applied (found by review).
+            if transmissions.resent()
+                && matches!(&attempt, Ok(Attempt::Acquired(lock)) if lock.lock_id() == own)
+            {
+                table
+                    .holds
+                    .written_after_resend(own, ResentWrite::Acquisition(version));
+            }
             in_flight.refused(transmissions.retried(), &attempt);
             attempt
         }

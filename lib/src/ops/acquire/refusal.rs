@@ -281,9 +281,7 @@ async fn reclaim(
     let extension = Box::pin(extend::hand_back(table, lock.handle(), lease));
     let answered = extension.await?;
     if let (true, Some(version)) = (answered.to_release, &answered.applied_version) {
-        if !table.holds.release_underway(lock.lock_id()) {
-            extend::release_late_extension(table, lock.handle(), version);
-        }
+        extend::release_late_extension(table, lock.handle(), version);
     }
     match answered.outcome {
         ExtendOutcome::Extended(extended) => Ok(Some(extended)),
