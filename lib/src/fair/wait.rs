@@ -15,7 +15,7 @@ use super::line::{self, Joined, Left};
 use super::pace::{self, Pace, Turns};
 use super::timing::LineTiming;
 use super::QueuedWaiter;
-use crate::background::{looking_again, looking_later, retrying};
+use crate::background::{looking_again, retrying};
 use crate::error::Error;
 use crate::holds::ResentWrite;
 use crate::item::Item;
@@ -409,36 +409,20 @@ const LEAVE_PAUSE: Duration = Duration::from_millis(10);
 const LEAVE_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// The waiter `lock_id` was granted the lock; its join was sent more than once if `join_resent`,
-/// and its release then looks again ([`look_again_after_release`]).
+/// and its release then looks again
+/// ([`look_again_after_release`](crate::ops::in_flight::look_again_after_release)).
 fn granted_after_resend(table: &LockTable, lock_id: LockId, join_resent: bool) {
     if join_resent {
         table.holds.written_after_resend(lock_id, ResentWrite::Join);
     }
 }
 
-/// After the first release of `handle`'s lock, granted to a waiter whose join the SDK sent more
-/// than once: takes the waiter out of the line (and releases a lock granted to it since) 50 and
-/// 200 ms later, should the join's earlier attempt have landed (one delayed longer is not
-/// caught: the lock granted to it expires with its lease).
-pub(crate) fn look_again_after_release(table: &Arc<LockTable>, handle: LockHandle) {
-    let looking = Arc::clone(table);
-    let spawned = table.release_in_background(async move {
-        looking_later(|| async {
-            match leave_gone_waiter(&looking, &handle).await {
-                Ok(found) => debug!(resource = handle.resource(), found, "looked for an earlier attempt of a resent join"),
-                Err(err) => warn!(resource = handle.resource(), %err, "could not look for an earlier attempt of a resent join; a grant to it expires with its lease"),
-            }
-        })
-        .await;
-    });
-    if !spawned {
-        warn!("a released lock whose join was resent could not be looked at outside a runtime");
-    }
-}
-
 /// Takes the waiter `handle` that has gone out of the line, releasing the lock if it was granted
 /// meanwhile: whether it found it (in line or holding).
-async fn leave_gone_waiter(table: &Arc<LockTable>, handle: &LockHandle) -> Result<bool, Error> {
+pub(crate) async fn leave_gone_waiter(
+    table: &Arc<LockTable>,
+    handle: &LockHandle,
+) -> Result<bool, Error> {
     let resource = handle.resource();
     // A leave that kept finding the line changed under it (waiters ahead leaving at the same
     // time, all in step) tries again after a pause, a random one, so that those leaving together

@@ -17,11 +17,14 @@
 
 use crate::background::{looking_again, looking_later};
 use crate::error::Error;
+use crate::fair;
+use crate::holds::ResentWrite;
 use crate::lock::LockHandle;
 use crate::lock_table::LockTable;
 use crate::ops::acquire::Attempt;
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
+use crate::outcome::ReleaseOutcome;
 use std::sync::Arc;
 use tracing::{debug, warn};
 
@@ -119,31 +122,41 @@ impl Drop for AfterResend<'_> {
     }
 }
 
-/// After the first release of `handle`'s lock, whose write, storing `version`, was applied after
-/// the SDK sent it more than once ([`Holds::written_after_resend`](crate::holds::Holds::written_after_resend)):
+/// After the first release of `handle`'s lock, whose acquisition's `write` was applied after the
+/// SDK sent it more than once ([`Holds::written_after_resend`](crate::holds::Holds::written_after_resend)):
 /// looks for that write's earlier attempt 50 and 200 ms later, as a dropped acquisition's
-/// clean-up does, releasing only that version. (Landing once the lock was released, the attempt
-/// took it for nobody for a whole lease; found by review.) One delayed longer is not caught.
+/// clean-up does: an acquisition's write is released, only of the version it stored (landing
+/// once the lock was released, it took it for nobody for a whole lease); a fair waiter's join is
+/// taken out of the line, and a lock granted to it released (landing after the waiter held and
+/// released the lock, it put the waiter back in line behind the next holder, whose release
+/// granted the lock to nobody). Both found by review. One delayed longer is not caught.
 pub(crate) fn look_again_after_release(
     table: &Arc<LockTable>,
     handle: LockHandle,
-    version: String,
+    write: ResentWrite,
 ) {
     let looking = Arc::clone(table);
     let spawned = table.release_in_background(async move {
         looking_later(|| async {
-            let release = Release::of(&handle).only_of_version(Some(&version));
-            match release::send_retrying(&looking, &release, DataChange::Keep, None).await {
-                Ok(outcome) => debug!(resource = handle.resource(), ?outcome, "looked for an earlier attempt of a resent acquisition"),
-                Err(err) => warn!(resource = handle.resource(), %err, "could not look for an earlier attempt of a resent acquisition; one that landed expires with its lease"),
+            // Whether it found an earlier attempt that had landed (and undid it).
+            let found = match &write {
+                ResentWrite::Acquisition(version) => {
+                    let release = Release::of(&handle).only_of_version(Some(version));
+                    release::send_retrying(&looking, &release, DataChange::Keep, None)
+                        .await
+                        .map(|outcome| outcome == ReleaseOutcome::Released)
+                }
+                ResentWrite::Join => fair::wait::leave_gone_waiter(&looking, &handle).await,
+            };
+            match found {
+                Ok(found) => debug!(resource = handle.resource(), ?write, found, "looked for an earlier attempt of a resent write"),
+                Err(err) => warn!(resource = handle.resource(), ?write, %err, "could not look for an earlier attempt of a resent write; one that landed expires with its lease"),
             }
         })
         .await;
     });
     if !spawned {
-        warn!(
-            "a released lock whose acquisition was resent could not be looked at outside a runtime"
-        );
+        warn!("a released lock whose acquisition's write was resent could not be looked at outside a runtime");
     }
 }
 

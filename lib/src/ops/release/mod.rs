@@ -20,8 +20,8 @@ use crate::background::retrying_resent;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::fair::grant::{self, HandOver};
-use crate::fair::{self, line};
-use crate::holds::{ReleaseUnderway, ResentWrite};
+use crate::fair::line;
+use crate::holds::ReleaseUnderway;
 use crate::item::{s, Item, VERSION};
 use crate::lock::{LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -299,13 +299,9 @@ async fn send_underway(
     if let (Mode::Exclusive, Some(lock_id), None, false) =
         (release.mode, release.lock_id, release.version, mismatched)
     {
-        let handle = || LockHandle::new(release.resource, release.owner, lock_id);
-        match table.holds.resent_write_released(lock_id) {
-            Some(ResentWrite::Acquisition(version)) => {
-                in_flight::look_again_after_release(table, handle(), version);
-            }
-            Some(ResentWrite::Join) => fair::wait::look_again_after_release(table, handle()),
-            None => {}
+        if let Some(write) = table.holds.resent_write_released(lock_id) {
+            let handle = LockHandle::new(release.resource, release.owner, lock_id);
+            in_flight::look_again_after_release(table, handle, write);
         }
     }
     let Some(underway) = underway else {
