@@ -29,7 +29,7 @@ use crate::client::LockClient;
 use crate::conditional::{answer, update_refused, Answer};
 use crate::error::{Error, InvalidInput};
 use crate::holds::latest::Latest;
-use crate::item::{s, Item, LOCK_ID, WINDOW};
+use crate::item::{s, Item, WINDOW};
 use crate::limits;
 use crate::lock::{Holder, Lock, LockHandle, LockId};
 use crate::lock_table::LockTable;
@@ -304,10 +304,7 @@ impl LockClient {
             Answer::Refused(item) => {
                 let item = item.unwrap_or_default();
                 let record = table.record(&resource, Some(&item))?;
-                let claimed = item
-                    .get(WINDOW)
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse().ok());
+                let claimed = window_of(&item);
                 match record {
                     // Our own claim, written by an attempt whose answer was lost.
                     Some(record) if record.lock_id == lock.lock_id() => Ok(WindowClaim::Claimed {
@@ -457,15 +454,16 @@ async fn give_back(table: &LockTable, resource: &str, lock_id: LockId, window: u
 /// Whether `item`, which refused a give-back, shows it written: the claim `lock_id`'s item, back
 /// at window `previous`.
 fn given_back(item: Option<&Item>, lock_id: LockId, previous: u64) -> bool {
-    let Some(item) = item else {
-        return false;
-    };
-    let ours = item.get(LOCK_ID).and_then(|v| v.as_s().ok()) == Some(&lock_id.to_string());
-    let window = item
-        .get(WINDOW)
+    item.is_some_and(|item| {
+        record::lock_id(item) == Some(lock_id) && window_of(item) == Some(previous)
+    })
+}
+
+/// The window a window item records, if it records one.
+fn window_of(item: &Item) -> Option<u64> {
+    item.get(WINDOW)
         .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse::<u64>().ok());
-    ours && window == Some(previous)
+        .and_then(|n| n.parse().ok())
 }
 
 /// The window claims of a client given back (their callers gone or told of an error), the latest
