@@ -250,3 +250,39 @@ async fn release_all_leaves_a_lock_to_its_release_on_the_way() {
     assert_eq!(job.await.unwrap().unwrap(), 7);
     assert!(is_free(&client, &resource).await);
 }
+
+/// A lock whose release by `release_all` DynamoDB failed every try is remembered again, and a
+/// release of its resource by another owner, refused, leaves it so: the next `release_all`
+/// releases it. (The refused release freed every hold on the resource that had been marked
+/// released, the one remembered again included: the next `release_all` missed it, and the lock
+/// stayed held for nobody for its lease.)
+#[tokio::test]
+async fn a_lock_remembered_again_after_its_release_failed_is_released_by_the_next_call() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = builder(dynamodb_at(&proxy.endpoint())).build().unwrap();
+    let resource = unique("all/remembered-again");
+    let opts = AcquireOptions::new().lease(Duration::from_secs(60));
+    client.acquire(&resource, &opts).await.unwrap();
+    for _ in 0..4 {
+        proxy.refuse_next("DeleteItem", "ValidationException");
+    }
+    let outcomes = client.release_all().await;
+    assert!(matches!(outcomes[..], [(_, Err(_))]), "{outcomes:?}");
+    assert_eq!(proxy.counts("DeleteItem").throttled, 4, "every try failed");
+
+    let other = client
+        .release_owned(&resource, "someone else")
+        .await
+        .unwrap();
+    assert!(
+        matches!(other, ReleaseOutcome::NotOwner { .. }),
+        "{other:?}"
+    );
+    let outcomes = client.release_all().await;
+    assert!(
+        matches!(outcomes[..], [(_, Ok(ReleaseOutcome::Released))]),
+        "{outcomes:?}"
+    );
+    assert!(is_free(&client, &resource).await);
+}

@@ -486,21 +486,6 @@ impl Holds {
         self.inner().held.remove(&lock_id);
     }
 
-    /// The client no longer holds the locks on `resource` whose release started through it
-    /// ([`releases_start_on`](Self::releases_start_on)): a release by owner or a force release
-    /// is answered. The others stay: a lock its condition spared (acquired later than
-    /// `acquired_by`), or taken by this client since.
-    pub(crate) fn freed_ended_on(&self, resource: &str) {
-        let mut inner = self.inner();
-        // Only the lasting marks: a force release of another task still on its way may fail, and
-        // the holds it would remove stay (forgotten, a live lock was left out of `release_all`;
-        // found by review).
-        let Inner { held, ended, .. } = &mut *inner;
-        held.retain(|lock_id, hold| {
-            hold.handle.resource() != resource || !ended.contains(*lock_id)
-        });
-    }
-
     /// Every lock remembered, taken out at once and marked as ended: a guard starting on one of
     /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
     /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))

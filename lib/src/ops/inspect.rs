@@ -215,9 +215,12 @@ pub(crate) async fn force_release(
         Some(record) => table.queues.freed(resource, record.lock_id),
         None => table.queues.wake(resource),
     }
-    // Only the holds it stopped: one this client took after the delete was sent is spared by
-    // its condition, and stays.
-    table.holds.freed_ended_on(resource);
+    // Only the holds of the locks it removed: one this client took after the delete was sent
+    // is spared by its condition, and stays, and so does one it stopped but did not remove
+    // (another task's force release, still on its way, may fail).
+    for &lock_id in &removed {
+        table.holds.freed(lock_id);
+    }
     let now = table.now();
     let removed = match table.record(resource, deleted.as_ref()) {
         Ok(record) => removed_holder(record, now),

@@ -256,15 +256,20 @@ pub(crate) async fn send(
         None => start(table, release, &change)?,
     };
     let send = send_underway(table, release, change, mismatched, underway.as_ref());
-    sent_for_ending(&ending, send).await
+    sent_for_ending(table, &ending, send).await
 }
 
 /// A release by owner's request, `send`, on its way for this client's locks it may end
 /// (`ending`), each told the answer: a refusal that finds the lock gone, released or another's is
 /// a resend's if a release of one of them, started after it, was sent before it was answered
 /// (overtaken: that release may have done it), as [`send_underway`] reads a release of one
-/// acquisition.
+/// acquisition. Answered, the client no longer holds them: released, or not the owner's (any
+/// more). Only those: a newer lock of the owner, spared by `acquired_by`, stays, and so does one
+/// that `release_all` remembered again after its release failed (freed with every hold of the
+/// resource that had been marked released, it was left out of the next `release_all`, held for
+/// nobody for its lease; found by review).
 pub(crate) async fn sent_for_ending(
+    table: &LockTable,
     ending: &[ReleaseUnderway],
     send: impl std::future::Future<Output = Result<ReleaseOutcome, Error>>,
 ) -> Result<ReleaseOutcome, Error> {
@@ -275,6 +280,9 @@ pub(crate) async fn sent_for_ending(
     let overtaken = ending.iter().any(ReleaseUnderway::overtaken);
     let outcome = read_overtaken(send.await, overtaken, true);
     for ended in ending {
+        if outcome.is_ok() {
+            table.holds.freed(ended.lock_id());
+        }
         ended.answered(&outcome);
     }
     outcome
@@ -413,14 +421,13 @@ async fn send_started(
             table.queues.freed(resource, lock_id);
             table.holds.freed(lock_id);
         }
-        // Only the holds it stopped: a newer lock of the owner, spared by `acquired_by`, stays.
-        // (The lock it removed, which `ALL_OLD` names, is freed in the line as it is read, which
-        // wakes the first in line.)
+        // (The holds it stopped are freed once it is answered: [`sent_for_ending`]. The lock it
+        // removed, which `ALL_OLD` names, is freed in the line as it is read, which wakes the
+        // first in line.)
         None => {
             if !matches!(answer, Answer::Applied(_)) {
                 table.queues.wake(resource);
             }
-            table.holds.freed_ended_on(resource);
         }
     }
     match answer {
