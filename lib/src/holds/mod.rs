@@ -91,8 +91,10 @@ struct Inner {
 /// after the lock it made is released (see [`Holds::written_after_resend`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ResentWrite {
-    /// The acquisition's own write, storing this version: an earlier attempt takes the free lock.
-    Acquisition(String),
+    /// The acquisition's own write, storing this version (if its lock is one an idempotent
+    /// acquisition can be handed back: an exclusive lock's), or an entry of its shared hold: an
+    /// earlier attempt takes the free lock.
+    Acquisition(Option<String>),
     /// A fair waiter's join, granted since: an earlier attempt puts the waiter back in line behind
     /// the next holder, whose release grants the lock to nobody.
     Join,

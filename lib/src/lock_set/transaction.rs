@@ -225,7 +225,10 @@ pub(crate) async fn attempt(
         let reasons = match answer {
             Answer::Applied(_) => {
                 settled();
-                after_resend.acquired();
+                // (A late attempt of this very transaction is ignored: its client request
+                // token, which the SDK sets, was applied. One of an earlier, cancelled
+                // transaction is not.)
+                after_resend.acquired(false);
                 return Ok(acquired(table, &members));
             }
             Answer::Refused(reasons) => {
@@ -254,7 +257,9 @@ pub(crate) async fn attempt(
         }
         if refusals.contains(&MemberRefusal::OwnWrite) {
             settled();
-            return Ok(acquired(table, &members));
+            let acquired = acquired(table, &members);
+            after_resend.acquired(false);
+            return Ok(acquired);
         }
         if let Some((member, holder)) =
             members

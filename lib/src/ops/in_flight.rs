@@ -79,8 +79,10 @@ impl<'a> InFlightAcquisition<'a> {
 /// SDK sent it again (an attempt of it ended unanswered): that attempt may still be on its way,
 /// and land once the locks are free, for nobody (found by review). Dropped armed (the attempt
 /// ended held or in conflicts, failed, or was dropped, at a later write or the clearing of lapsed
-/// holders), it cleans up after each lock as a write dropped in flight is; disarmed once the
-/// attempt acquired.
+/// holders), it cleans up after each lock as a write dropped in flight is; once the attempt
+/// acquired, the locks' first release looks for that attempt (a later write took the locks,
+/// and the earlier one's attempt, refused only while they are held, took them for nobody once
+/// released; found by review).
 pub(crate) struct AfterResend<'a> {
     table: &'a Arc<LockTable>,
     locks: Vec<(LockHandle, Option<String>)>,
@@ -102,8 +104,19 @@ impl<'a> AfterResend<'a> {
         self.armed |= unsure;
     }
 
-    /// The attempt acquired its locks: a late attempt of one of its writes finds them held.
-    pub(crate) fn acquired(mut self) {
+    /// The attempt acquired its locks, by a write the SDK sent more than once if `resent`: a late
+    /// attempt of one of its writes finds them held, and may land once they are released; if
+    /// one may be on its way, their first release looks for it
+    /// ([`look_again_after_release`]).
+    pub(crate) fn acquired(mut self, resent: bool) {
+        if self.armed || resent {
+            for (handle, version) in &self.locks {
+                self.table.holds.written_after_resend(
+                    handle.lock_id(),
+                    ResentWrite::Acquisition(version.clone()),
+                );
+            }
+        }
         self.armed = false;
     }
 }
@@ -141,7 +154,7 @@ pub(crate) fn look_again_after_release(
             // Whether it found an earlier attempt that had landed (and undid it).
             let found = match &write {
                 ResentWrite::Acquisition(version) => {
-                    let release = Release::of(&handle).only_of_version(Some(version));
+                    let release = Release::of(&handle).only_of_version(version.as_deref());
                     release::send_retrying(&looking, &release, DataChange::Keep, None)
                         .await
                         .map(|outcome| outcome == ReleaseOutcome::Released)

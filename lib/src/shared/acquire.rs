@@ -81,7 +81,7 @@ pub(crate) async fn attempt(
         in_flight.answered();
         let item = match answer {
             Answer::Applied(_) => {
-                after_resend.acquired();
+                after_resend.acquired(transmissions.resent());
                 return Ok(acquired(table, lock));
             }
             Answer::Refused(Some(item)) => {
@@ -107,7 +107,7 @@ pub(crate) async fn attempt(
         let received = Instant::now();
         match read_refused(request, lock.lock_id(), &item, now)? {
             Refusal::OwnWrite => {
-                after_resend.acquired();
+                after_resend.acquired(transmissions.resent());
                 return Ok(acquired(table, lock));
             }
             Refusal::Blocked(holder) => {

@@ -322,7 +322,7 @@ pub(crate) async fn put(
             if transmissions.resent() {
                 table.holds.written_after_resend(
                     new.lock.lock_id(),
-                    ResentWrite::Acquisition(new.version().to_owned()),
+                    ResentWrite::Acquisition(Some(new.version().to_owned())),
                 );
             }
             let lock = new.lock.with_data(request.data.map(<[u8]>::to_vec));
@@ -338,7 +338,7 @@ pub(crate) async fn put(
             {
                 table
                     .holds
-                    .written_after_resend(own, ResentWrite::Acquisition(version));
+                    .written_after_resend(own, ResentWrite::Acquisition(Some(version)));
             }
             in_flight.refused(transmissions.retried(), &attempt);
             attempt

@@ -304,11 +304,10 @@ async fn send_underway(
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let keeps_data = matches!(change, DataChange::Keep);
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
-    if let (Mode::Exclusive, Some(lock_id), None, false) =
-        (release.mode, release.lock_id, release.version, mismatched)
-    {
+    if let (Some(lock_id), None, false) = (release.lock_id, release.version, mismatched) {
         if let Some(write) = table.holds.resent_write_released(lock_id) {
-            let handle = LockHandle::new(release.resource, release.owner, lock_id);
+            let handle =
+                LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
             in_flight::look_again_after_release(table, handle, write);
         }
     }
