@@ -263,6 +263,12 @@ impl Sut {
     pub(crate) fn run(&mut self, model: &Model, op: &Op) {
         let step = self.step;
         let resource = self.resource.clone();
+        // The clients' background work first (a clean-up's looks after a refusal that followed a
+        // resend, say): the operations are the model's sequence, and a look of the last step's,
+        // sent during this one, took the answer this step's lost answer was to drop.
+        for client in [&self.client_a, &self.client_b, &self.lossy] {
+            self.runtime.block_on(client.flush());
+        }
         match op {
             Op::TryAcquire(a) | Op::AcquireNoWait(a) => {
                 let operation = match (a.fencing, self.layout.keeps_items()) {
