@@ -286,3 +286,65 @@ async fn a_lock_remembered_again_after_its_release_failed_is_released_by_the_nex
     );
     assert!(is_free(&client, &resource).await);
 }
+
+/// Two extensions of a lock applied, the client's release of it failed every try, and then the
+/// first extension answered (`NotFound`: its lock was being released), the second's answer never
+/// read: the first's release, only of the version it wrote, is on its way when `release_all`
+/// runs, and is refused by the second's newer version. `release_all` releases the lock all the
+/// same. (It left the lock to that release, which ended nothing: held for nobody for the second
+/// extension's lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_all_releases_a_lock_a_late_extensions_refused_release_was_on_its_way_for() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("all/late-extension");
+    let lock = client
+        .acquire(
+            &resource,
+            &AcquireOptions::new().lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let extending = |lease: u64| {
+        let (client, handle) = (client.clone(), lock.handle().clone());
+        tokio::spawn(async move { client.extend(&handle, Duration::from_secs(lease)).await })
+    };
+    let mut first = proxy.withhold_next_answer("UpdateItem");
+    let first_extension = extending(120);
+    first.applied().await;
+    let mut second = proxy.withhold_next_answer("UpdateItem");
+    let second_extension = extending(180);
+    second.applied().await;
+    second_extension.abort(); // its answer is never read
+    for _ in 0..4 {
+        proxy.refuse_next("DeleteItem", "ValidationException");
+    }
+    assert!(client.release(&lock).await.is_err(), "every try failed");
+
+    let mut late_release = proxy.delay_next_request_containing("DeleteItem", ":version");
+    first.deliver();
+    assert_eq!(
+        first_extension.await.unwrap().unwrap(),
+        ddb_lock::ExtendOutcome::NotFound
+    );
+    late_release.captured().await;
+    let mut all = Box::pin(client.release_all());
+    // Polled once: it takes the client's locks at its first poll.
+    tokio::select! {
+        biased;
+        ended = &mut all => panic!("answered with a release held back: {ended:?}"),
+        () = std::future::ready(()) => {}
+    }
+    assert!(
+        late_release.deliver().await,
+        "the release reached the endpoint"
+    );
+    let outcomes = all.await;
+    assert!(
+        matches!(outcomes[..], [(_, Ok(ReleaseOutcome::Released))]),
+        "{outcomes:?}"
+    );
+    client.flush().await;
+    assert!(is_free(&client, &resource).await);
+}

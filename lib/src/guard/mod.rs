@@ -406,7 +406,7 @@ pub(crate) fn release_unattended(
     data: Option<Option<Vec<u8>>>,
     whose: &'static str,
 ) -> bool {
-    let underway = client.table().holds.release_starts(lock.handle());
+    let mut underway = client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
         if underway.earlier_answered().await {

@@ -3,6 +3,7 @@
 //! [`underway`](super::underway)) while its token is kept.
 
 use super::ended::Ending;
+use super::underway::Reach;
 use super::{Holds, ReleaseUnderway, StopGuard};
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
@@ -14,9 +15,19 @@ impl Holds {
     /// client took it), and its guards turn lost, as released, before the request is sent. It is
     /// on its way while the answer is kept (see [`underway`]).
     pub(crate) fn release_starts(&self, handle: &LockHandle) -> ReleaseUnderway {
+        self.release_reaching(handle, Reach::Acquisition)
+    }
+
+    /// [`release_starts`](Self::release_starts), for a release only of a version of the lock
+    /// (see [`Reach::Version`]).
+    pub(crate) fn release_of_version_starts(&self, handle: &LockHandle) -> ReleaseUnderway {
+        self.release_reaching(handle, Reach::Version)
+    }
+
+    fn release_reaching(&self, handle: &LockHandle, reach: Reach) -> ReleaseUnderway {
         // On its way before the guards are stopped: one dropped once stopped leaves the lock to
         // this release.
-        let underway = ReleaseUnderway::start(&self.inner, handle.lock_id());
+        let underway = ReleaseUnderway::start(&self.inner, handle.lock_id(), reach);
         self.end(
             [handle.lock_id()],
             &Ending::released_by(handle),
@@ -51,7 +62,12 @@ impl Holds {
                 .iter()
                 .filter(|lock_id| !on_its_way.contains(lock_id))
                 .map(|lock_id| {
-                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, *lock_id, true)
+                    ReleaseUnderway::start_in(
+                        &self.inner,
+                        &mut inner.underway,
+                        *lock_id,
+                        Reach::AnyHolder,
+                    )
                 })
                 .collect()
         };
@@ -152,8 +168,12 @@ impl Holds {
                 // refused after it, said `NotFound` for a lock its own client released; found by
                 // review). A force release reads the item first, and overtakes as it deletes.
                 let forced = owner.is_none();
+                let reach = match forced {
+                    true => Reach::AnyHolder,
+                    false => Reach::Acquisition,
+                };
                 let started =
-                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, forced);
+                    ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, reach);
                 // A force release's marks the lock while it is on its way, and after only if it
                 // may have removed it (see `ReleaseUnderway`'s drop).
                 if forced {

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 /// is taken for stuck (on a connection that never answers: the SDK sets no timeout of its own),
 /// and the release is sent all the same, as a resend (waiting on, it never answered, and the
 /// lock stayed held until its lease ended; found by review).
-const EARLIER_WAIT: Duration = Duration::from_secs(5);
+pub(super) const EARLIER_WAIT: Duration = Duration::from_secs(5);
 
 /// The releases of each lock on their way, in the order they started: each one's number, what
 /// tells whether it may have released the lock (its sender, dropped with it, says so until its
@@ -52,6 +52,23 @@ pub(super) enum MayHaveReleased {
     ByRequest,
 }
 
+/// What a release takes away, as the releases of the same lock that start after it see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// The acquisition (its release by lock id, or by owner): the lock is left to it.
+    Acquisition,
+    /// Only the lock as one write of it stored it (the release of an extension applied after
+    /// the acquisition's release started: [`release_late_extension`](crate::ops::extend::release_late_extension)):
+    /// refused by a newer version of the same acquisition, it ended nothing, and the lock is
+    /// left to it only once it may have released it (left to it as to any release, a guard
+    /// dropped after its failed release sent nothing, and `release_all` skipped the lock: held
+    /// for nobody for a lease; found by review).
+    Version,
+    /// Whoever holds the lock (a force release's): waited for as any, but the lock is never left
+    /// to it.
+    AnyHolder,
+}
+
 /// A release on its way, as the releases that start after it see it.
 #[derive(Clone)]
 struct Earlier {
@@ -59,8 +76,8 @@ struct Earlier {
     overtaken: Arc<AtomicBool>,
     /// Whether it was answered (see [`ReleaseUnderway::earlier_answered`]).
     answered: Arc<AtomicBool>,
-    /// A force release's: waited for as any, but no one leaves the lock to it.
-    forced: bool,
+    /// What it takes away.
+    reach: Reach,
 }
 
 impl Underway {
@@ -68,18 +85,23 @@ impl Underway {
     /// for every holder while it is, and stays so only if it may have removed it (see
     /// [`ReleaseUnderway`]'s drop).
     pub(super) fn forcing(&self, lock_id: LockId) -> bool {
-        self.releases
-            .get(&lock_id)
-            .is_some_and(|releases| releases.iter().any(|(_, earlier)| earlier.forced))
+        self.releases.get(&lock_id).is_some_and(|releases| {
+            releases
+                .iter()
+                .any(|(_, earlier)| earlier.reach == Reach::AnyHolder)
+        })
     }
 
     /// Whether a release of `lock_id` is on its way that the lock is left to: a force release's is
     /// not (it may be cancelled or fail before its delete, and a guard dropped meanwhile that
-    /// left the lock to it released nothing; found by review).
+    /// left the lock to it released nothing; found by review), nor one only of a version (see
+    /// [`Reach::Version`]).
     pub(super) fn contains(&self, lock_id: LockId) -> bool {
-        self.releases
-            .get(&lock_id)
-            .is_some_and(|releases| releases.iter().any(|(_, earlier)| !earlier.forced))
+        self.releases.get(&lock_id).is_some_and(|releases| {
+            releases
+                .iter()
+                .any(|(_, earlier)| earlier.reach == Reach::Acquisition)
+        })
     }
 }
 
@@ -102,24 +124,27 @@ pub(crate) struct ReleaseUnderway {
     sent: AtomicBool,
     /// The releases of the same lock on their way when this one started.
     earlier: Vec<Earlier>,
-    /// A force release's.
-    forced: bool,
+    /// What it takes away.
+    reach: Reach,
+    /// Whether it waited [`EARLIER_WAIT`] for the releases before it already
+    /// ([`earlier_answered`](Self::earlier_answered)): it does not wait again.
+    waited_out: bool,
 }
 
 impl ReleaseUnderway {
-    /// A release of `lock_id` is on its way, in the holds `inner`.
-    pub(super) fn start(inner: &Arc<Mutex<Inner>>, lock_id: LockId) -> Self {
+    /// A release of `lock_id` that takes away `reach` is on its way, in the holds `inner`.
+    pub(super) fn start(inner: &Arc<Mutex<Inner>>, lock_id: LockId, reach: Reach) -> Self {
         let mut locked = inner.lock().unwrap_or_else(PoisonError::into_inner);
-        Self::start_in(inner, &mut locked.underway, lock_id, false)
+        Self::start_in(inner, &mut locked.underway, lock_id, reach)
     }
 
     /// [`start`](Self::start), with the holds `inner` locked, their releases on their way
-    /// `underway`; `forced` for a force release's (see [`Underway::contains`]).
+    /// `underway`.
     pub(super) fn start_in(
         inner: &Arc<Mutex<Inner>>,
         underway: &mut Underway,
         lock_id: LockId,
-        forced: bool,
+        reach: Reach,
     ) -> Self {
         underway.started += 1;
         let number = underway.started;
@@ -137,7 +162,7 @@ impl ReleaseUnderway {
                 may_have_released: ended,
                 overtaken: Arc::clone(&overtaken),
                 answered: Arc::clone(&answered),
-                forced,
+                reach,
             },
         ));
         ReleaseUnderway {
@@ -149,7 +174,8 @@ impl ReleaseUnderway {
             answered,
             earlier,
             sent: AtomicBool::new(false),
-            forced,
+            reach,
+            waited_out: false,
         }
     }
 
@@ -207,8 +233,10 @@ impl ReleaseUnderway {
     /// if DynamoDB answered one of them, whatever it found: the hold has ended, and a release sent
     /// only in case they failed is not sent (a guard dropped while a release of its lock was on
     /// its way left the lock to it, which then failed, and the lock stayed held for nobody for
-    /// its lease; found by review).
-    pub(crate) async fn earlier_answered(&self) -> bool {
+    /// its lease; found by review). Past the wait, `after_earlier` waits no more (it waited as
+    /// long again, and a dropped guard's release behind a stuck one went out after twice the
+    /// wait; found by review).
+    pub(crate) async fn earlier_answered(&mut self) -> bool {
         let ended = tokio::time::timeout(EARLIER_WAIT, async {
             for ended in &self.earlier {
                 let mut ended = ended.may_have_released.clone();
@@ -216,16 +244,22 @@ impl ReleaseUnderway {
             }
         })
         .await;
+        self.waited_out = ended.is_err();
         // A force release's answer does not count: one that gave up (the item kept changing)
         // answers that it found nothing, and the lock, left to it, stayed held for nobody; one
         // that removed the lock may have removed an earlier copy of it, which the SDK's resend of
-        // its acquisition wrote again after (found by review). Sent after it, this one changes
-        // nothing else.
+        // its acquisition wrote again after (found by review). Nor does a refusal of a release
+        // only of a version (see [`Reach::Version`]). Sent after it, this one changes nothing
+        // else.
         ended.is_ok()
-            && self
-                .earlier
-                .iter()
-                .any(|earlier| earlier.answered.load(Ordering::SeqCst) && !earlier.forced)
+            && self.earlier.iter().any(|earlier| {
+                earlier.answered.load(Ordering::SeqCst)
+                    && match earlier.reach {
+                        Reach::Acquisition => true,
+                        Reach::Version => *earlier.may_have_released.borrow(),
+                        Reach::AnyHolder => false,
+                    }
+            })
     }
 
     /// Waits until every release of the same lock that was on its way when this one started has
@@ -238,7 +272,11 @@ impl ReleaseUnderway {
     /// same lock started after it.
     pub(crate) async fn after_earlier(&mut self) -> bool {
         let earlier = std::mem::take(&mut self.earlier);
-        let waited = tokio::time::timeout(EARLIER_WAIT, async {
+        let wait = match self.waited_out {
+            true => Duration::ZERO,
+            false => EARLIER_WAIT,
+        };
+        let waited = tokio::time::timeout(wait, async {
             for ended in &earlier {
                 let mut ended = ended.may_have_released.clone();
                 // `changed` fails once the sender is dropped.
@@ -274,7 +312,8 @@ impl Drop for ReleaseUnderway {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if self.sent.load(Ordering::SeqCst) {
             let may_have_released = *self.may_have_released.borrow();
-            let ended = match (may_have_released, self.forced) {
+            let forced = self.reach == Reach::AnyHolder;
+            let ended = match (may_have_released, forced) {
                 (false, _) => MayHaveReleased::No,
                 (true, true) => MayHaveReleased::ByForce,
                 (true, false) => MayHaveReleased::ByRequest,
@@ -285,7 +324,7 @@ impl Drop for ReleaseUnderway {
             // its way (marked at its start for good, one that failed or removed nothing left the
             // lock marked, and its holder's next extension through this client was answered
             // `NotFound` and deleted the live lock; found by review).
-            if self.forced && may_have_released {
+            if forced && may_have_released {
                 inner
                     .ended
                     .insert(self.lock_id, super::ended::Ending::released_by_any());

@@ -32,6 +32,28 @@ async fn a_release_started_after_others_waits_for_them() {
     assert!(holds.release_underway(b.lock_id()));
 }
 
+/// A release behind a stuck one (never answered) waits [`EARLIER_WAIT`] for it once: a dropped
+/// guard's, which first asks whether that one was answered, then sends its own as a resend
+/// without waiting again (it waited twice as long; found by review). On a paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_release_behind_a_stuck_one_waits_for_it_once() {
+    use super::underway::EARLIER_WAIT;
+    let holds = Holds::default();
+    let lock = handle("a");
+    let stuck = holds.release_starts(&lock);
+    stuck.sending();
+    let mut dropped_guards = holds.release_starts(&lock);
+    let start = tokio::time::Instant::now();
+    assert!(!dropped_guards.earlier_answered().await, "never answered");
+    assert_eq!(start.elapsed(), EARLIER_WAIT);
+    assert!(
+        dropped_guards.after_earlier().await,
+        "the stuck one may have released the lock"
+    );
+    assert_eq!(start.elapsed(), EARLIER_WAIT, "waited once");
+    assert!(stuck.overtaken());
+}
+
 /// A release dropped before its request was sent released nothing: the release waiting for it is
 /// no resend.
 #[tokio::test]
@@ -71,19 +93,23 @@ async fn a_force_releases_lock_is_waited_for_but_not_left_to_it() {
 /// answers that it found nothing; one that removed the lock may have removed an earlier copy of
 /// it; found by review), nor to one that failed.
 #[tokio::test]
-async fn only_an_answered_release_other_than_a_force_release_is_left_to() {
+async fn only_an_answered_release_of_the_acquisition_is_left_to() {
+    use super::underway::Reach;
     use crate::outcome::ReleaseOutcome;
     use futures_util::FutureExt;
     let holds = Holds::default();
-    for (i, (forced, answer, left_to_it)) in [
-        (true, Ok(ReleaseOutcome::NotFound), false),
-        (true, Ok(ReleaseOutcome::Released), false),
-        (false, Ok(ReleaseOutcome::NotFound), true),
+    for (i, (reach, answer, left_to_it)) in [
+        (Reach::AnyHolder, Ok(ReleaseOutcome::NotFound), false),
+        (Reach::AnyHolder, Ok(ReleaseOutcome::Released), false),
+        (Reach::Acquisition, Ok(ReleaseOutcome::NotFound), true),
         (
-            false,
+            Reach::Acquisition,
             Err(crate::error::InvalidInput::DataNotKept.into()),
             false,
         ),
+        // Refused (a newer version of the same acquisition), it ended nothing.
+        (Reach::Version, Ok(ReleaseOutcome::NotFound), false),
+        (Reach::Version, Ok(ReleaseOutcome::Released), true),
     ]
     .into_iter()
     .enumerate()
@@ -91,14 +117,24 @@ async fn only_an_answered_release_other_than_a_force_release_is_left_to() {
         let resource = format!("r{i}");
         let lock = handle(&resource);
         held_for_a_while(&holds, &lock);
-        let earlier = match forced {
-            true => holds.releases_start_on(&resource, None, None).remove(0),
-            false => holds.release_starts(&lock),
+        let earlier = match reach {
+            Reach::AnyHolder => holds.releases_start_on(&resource, None, None).remove(0),
+            Reach::Acquisition => holds.release_starts(&lock),
+            Reach::Version => holds.release_of_version_starts(&lock),
         };
-        let after = holds.release_starts(&lock);
+        assert_eq!(
+            holds.release_underway(lock.lock_id()),
+            reach == Reach::Acquisition,
+            "{reach:?}: only a release of the acquisition is one the lock is left to"
+        );
+        let mut after = holds.release_starts(&lock);
         earlier.answered(&answer);
         drop(earlier);
-        assert_eq!(after.earlier_answered().now_or_never(), Some(left_to_it));
+        assert_eq!(
+            after.earlier_answered().now_or_never(),
+            Some(left_to_it),
+            "{reach:?}, {answer:?}"
+        );
     }
 }
 

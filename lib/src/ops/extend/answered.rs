@@ -183,7 +183,7 @@ fn extended(
 /// once, after the releases of it on their way (a force release's: sent first, this one made it
 /// answer that it removed nothing), tried again when DynamoDB fails it.
 pub(crate) fn release_late_extension(table: &Arc<LockTable>, handle: &LockHandle, version: &str) {
-    let mut underway = table.holds.release_starts(handle);
+    let mut underway = table.holds.release_of_version_starts(handle);
     let (releaser, handle, version) = (Arc::clone(table), handle.clone(), version.to_owned());
     let spawned = table.release_in_background(async move {
         let resent = underway.after_earlier().await;
