@@ -348,3 +348,37 @@ async fn release_all_releases_a_lock_a_late_extensions_refused_release_was_on_it
     client.flush().await;
     assert!(is_free(&client, &resource).await);
 }
+
+/// A lock whose acquisition was answered only after a release by its owner started (and removed
+/// it): the release's answer, naming the lock it removed, frees it in the client, and
+/// `release_all` finds nothing to release. (It released it again, and reported it `NotFound`: a
+/// loss of a lock its own client had released.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_a_release_by_owner_removed_before_its_acquisition_answered_is_not_held() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::client_through(&proxy, None);
+    let resource = unique("all/removed-before-answered");
+    let mut acquisition = proxy.withhold_next_answer("PutItem");
+    let acquiring = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    acquisition.applied().await;
+    let mut release = proxy.delay_next_request("DeleteItem");
+    let releasing = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.release_owned(&resource, "alice").await })
+    };
+    release.captured().await;
+    acquisition.deliver();
+    assert!(acquiring.await.unwrap().unwrap().is_some(), "acquired");
+    assert!(release.deliver().await, "the release reached the endpoint");
+    assert_eq!(releasing.await.unwrap().unwrap(), ReleaseOutcome::Released);
+    let outcomes = client.release_all().await;
+    assert!(outcomes.is_empty(), "{outcomes:?}");
+}

@@ -342,7 +342,7 @@ impl LockClient {
                 mismatched,
                 underway.as_ref(),
             );
-            let outcome = release::sent_for_ending(table, &ending, send).await;
+            let outcome = release::sent_for_ending(table, &release, &ending, send).await;
             answered(underway.as_ref(), &outcome);
             drop(underway);
             outcome

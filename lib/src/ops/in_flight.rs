@@ -110,7 +110,15 @@ impl<'a> AfterResend<'a> {
     /// ([`look_again_after_release`]).
     pub(crate) fn acquired(mut self, resent: bool) {
         if self.armed || resent {
-            for (handle, version) in &self.locks {
+            // (An exclusive write on a client that keeps items refuses its own late attempt: it
+            // is conditioned on not being this attempt's.)
+            let exclusive_kept =
+                |version: &Option<String>| version.is_some() && !self.table.delete_on_release;
+            for (handle, version) in self
+                .locks
+                .iter()
+                .filter(|(_, version)| !exclusive_kept(version))
+            {
                 self.table.holds.written_after_resend(
                     handle.lock_id(),
                     ResentWrite::Acquisition(version.clone()),
@@ -170,6 +178,15 @@ pub(crate) fn look_again_after_release(
     });
     if !spawned {
         warn!("a released lock whose acquisition's write was resent could not be looked at outside a runtime");
+    }
+}
+
+/// [`look_again_after_release`], if `handle`'s lock, just released (by a release by owner, or a
+/// force release, through this client), was written after a resend; the first release of it
+/// only (see [`Holds::resent_write_released`](crate::holds::Holds::resent_write_released)).
+pub(crate) fn look_again_if_resent(table: &Arc<LockTable>, handle: LockHandle) {
+    if let Some(write) = table.holds.resent_write_released(handle.lock_id()) {
+        look_again_after_release(table, handle, write);
     }
 }
 

@@ -19,12 +19,13 @@
 //! sharing the table (no `LockID`) is reported, never deleted.
 
 use super::extend::DataChange;
+use super::in_flight;
 use super::kept;
 use crate::conditional::{answer, delete_refused, update_refused, Answer, Transmissions};
 use crate::error::Error;
 use crate::fair::line;
 use crate::item::{Item, INTENT_EXCLUSIVE, INTENT_SHARED, LOCK_ID, OWNER, SHARED, VERSION};
-use crate::lock::{Holder, LockId};
+use crate::lock::{Holder, LockHandle, LockId};
 use crate::lock_table::LockTable;
 use crate::mode::Mode;
 use crate::outcome::{LockStatus, ReleaseOutcome};
@@ -33,6 +34,7 @@ use crate::shared::holders;
 use crate::time::span;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 use tracing::warn;
 
 /// Force release removes the lock item as it was read: the same acquisition…
@@ -120,7 +122,7 @@ pub(crate) fn item_status(
 
 /// Deletes the lock on `resource` whoever holds it; the holder whose live lock it removed.
 pub(crate) async fn force_release(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     resource: &str,
 ) -> Result<Option<Holder>, Error> {
     table.check_resource(resource)?;
@@ -217,9 +219,15 @@ pub(crate) async fn force_release(
     }
     // Only the holds of the locks it removed: one this client took after the delete was sent
     // is spared by its condition, and stays, and so does one it stopped but did not remove
-    // (another task's force release, still on its way, may fail).
-    for &lock_id in &removed {
-        table.holds.freed(lock_id);
+    // (another task's force release, still on its way, may fail). One whose write the SDK sent
+    // more than once is looked for, as after its holder's release.
+    for handle in deleted
+        .as_ref()
+        .map(|item| handles_in(table, resource, item))
+        .unwrap_or_default()
+    {
+        table.holds.freed(handle.lock_id());
+        in_flight::look_again_if_resent(table, handle);
     }
     let now = table.now();
     let removed = match table.record(resource, deleted.as_ref()) {
@@ -240,15 +248,25 @@ pub(crate) async fn force_release(
 /// The acquisitions `item` holds the lock for: its exclusive holder's and its shared holders'
 /// (unreadable ones are left out: the item is reported malformed elsewhere).
 fn lock_ids_in(table: &LockTable, resource: &str, item: &Item) -> Vec<LockId> {
+    handles_in(table, resource, item)
+        .iter()
+        .map(LockHandle::lock_id)
+        .collect()
+}
+
+/// [`lock_ids_in`], as handles: each holder's lock with its owner and mode.
+fn handles_in(table: &LockTable, resource: &str, item: &Item) -> Vec<LockHandle> {
     let exclusive = table
         .record(resource, Some(item))
         .ok()
         .flatten()
-        .map(|record| record.lock_id);
+        .map(|record| LockHandle::new(resource, &record.holder.owner, record.lock_id));
     let shared = holders::decode_all(resource, item)
         .unwrap_or_default()
         .into_iter()
-        .map(|(_, record)| record.lock_id);
+        .map(|(mode, record)| {
+            LockHandle::new(resource, &record.holder.owner, record.lock_id).with_mode(mode)
+        });
     exclusive.into_iter().chain(shared).collect()
 }
 

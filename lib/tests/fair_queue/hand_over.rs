@@ -365,3 +365,47 @@ async fn a_lapsed_holders_release_in_the_millisecond_of_the_takeover_is_not_owne
     }
     last.release(&took_over).await.unwrap();
 }
+
+/// A holder granted the lock from a line whose extension was applied after its client's release
+/// by owner failed every try: the extension, answered `NotFound`, releases only the version it
+/// wrote, and that release hands the lock over to the waiter in line. (It decided from the item
+/// the grant showed, whose version the extension had replaced, and sent nothing: the lock stayed
+/// held for nobody for the extension's lease, the waiter waiting.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_extensions_release_of_a_lock_granted_from_a_line_hands_it_over() {
+    let first = lock_client().await;
+    let resource = unique("fair");
+    let lock = hold(&first, &resource, "first", LEASE).await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let middle = quickly_retrying_client(&proxy.endpoint());
+    let granted_middle = join_as_middle(&first, &middle, &resource).await;
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let last = spawn_waiter(&resource, "last", fair("last"), granted_tx);
+    line_becomes(&first, &resource, &["middle", "last"]).await;
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+
+    let mut extension = proxy.withhold_next_answer("UpdateItem");
+    let extending = {
+        let (middle, handle) = (middle.clone(), held.handle().clone());
+        tokio::spawn(async move { middle.extend(&handle, LEASE * 2).await })
+    };
+    extension.applied().await;
+    for _ in 0..4 {
+        proxy.refuse_next("DeleteItem", "ValidationException");
+    }
+    let released = middle.release_owned(&resource, "middle").await;
+    assert!(released.is_err(), "every try failed: {released:?}");
+    extension.deliver();
+    assert_eq!(
+        extending.await.unwrap().unwrap(),
+        ddb_lock::ExtendOutcome::NotFound
+    );
+    middle.flush().await;
+    let item = raw_item(&resource).await.expect("held");
+    assert_eq!(string_attr(&item, "Owner"), "last", "{item:?}");
+    let (owner, next, client) = granted.recv().await.unwrap();
+    assert_eq!(owner, "last");
+    client.release(&next).await.unwrap();
+    last.await.unwrap().unwrap();
+}

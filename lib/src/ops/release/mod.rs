@@ -256,7 +256,7 @@ pub(crate) async fn send(
         None => start(table, release, &change)?,
     };
     let send = send_underway(table, release, change, mismatched, underway.as_ref());
-    sent_for_ending(table, &ending, send).await
+    sent_for_ending(table, release, &ending, send).await
 }
 
 /// A release by owner's request, `send`, on its way for this client's locks it may end
@@ -267,9 +267,11 @@ pub(crate) async fn send(
 /// more). Only those: a newer lock of the owner, spared by `acquired_by`, stays, and so does one
 /// that `release_all` remembered again after its release failed (freed with every hold of the
 /// resource that had been marked released, it was left out of the next `release_all`, held for
-/// nobody for its lease; found by review).
+/// nobody for its lease; found by review). One whose write the SDK sent more than once is looked
+/// for, as after a release of it by its lock id.
 pub(crate) async fn sent_for_ending(
-    table: &LockTable,
+    table: &Arc<LockTable>,
+    release: &Release<'_>,
     ending: &[ReleaseUnderway],
     send: impl std::future::Future<Output = Result<ReleaseOutcome, Error>>,
 ) -> Result<ReleaseOutcome, Error> {
@@ -282,6 +284,8 @@ pub(crate) async fn sent_for_ending(
     for ended in ending {
         if outcome.is_ok() {
             table.holds.freed(ended.lock_id());
+            let handle = LockHandle::new(release.resource, release.owner, ended.lock_id());
+            in_flight::look_again_if_resent(table, handle);
         }
         ended.answered(&outcome);
     }
@@ -304,12 +308,15 @@ async fn send_underway(
     // future that awaited one, `release_all`'s, overflowed the compiler's query depth limit.
     let keeps_data = matches!(change, DataChange::Keep);
     let outcome = Box::pin(send_started(table, release, change, mismatched)).await;
-    if let (Some(lock_id), None, false) = (release.lock_id, release.version, mismatched) {
-        if let Some(write) = table.holds.resent_write_released(lock_id) {
-            let handle =
-                LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
-            in_flight::look_again_after_release(table, handle, write);
-        }
+    // Once answered: a try that failed (the release sends it again) left it to the next
+    // (spawned at a failed try, the look beat the release's own retry, which read the lock gone
+    // as `Unconfirmed`, the payload it was to write lost; found by review).
+    if let (Some(lock_id), None, false, Ok(_)) =
+        (release.lock_id, release.version, mismatched, &outcome)
+    {
+        let handle =
+            LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
+        in_flight::look_again_if_resent(table, handle);
     }
     let Some(underway) = underway else {
         return outcome;
@@ -358,8 +365,11 @@ async fn send_started(
     // A hold granted from a line with waiters behind it hands the lock over at once, from the
     // item it was granted with ([`LinesSeen`](crate::lines_seen::LinesSeen)), rather than first
     // try a delete that the line refuses.
+    // Not for a release only of a version: the item seen shows the version of the grant, and an
+    // extension since wrote another (the hand-over refused it with no request, and the lock a
+    // late extension held stayed held for nobody, the line waiting; found by review).
     let (held_for, seen_line) = match (lock_id, change) {
-        (Some(lock_id), DataChange::Keep) => table
+        (Some(lock_id), DataChange::Keep) if version.is_none() => table
             .lines_seen
             .take_hold(resource, lock_id)
             .map_or((None, None), |(held_for, line)| (Some(held_for), line)),
@@ -486,9 +496,12 @@ async fn send_request(
     // made, answered only after the removal, must start no guard as held.
     let by_owner = release.lock_id.is_none();
     // (By the item's `LockID`: a kept item, cleared of its holder, still names the lock.)
+    // (Freed as held too: its acquisition's answer, read after the release by owner started, was
+    // not among the holds it ends, and stayed held, for `release_all` to release again.)
     let removed = |old: Option<&Item>| {
         if let Some(lock_id) = old.and_then(record::lock_id) {
             table.holds.removing([lock_id]);
+            table.holds.freed(lock_id);
             table.queues.freed(release.resource, lock_id);
         }
     };
