@@ -217,17 +217,19 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn claim_window(&self, key: &str, window: &Window) -> Result<WindowClaim, Error> {
-        self.claim_window_once(key, window, false).await
+        self.claim_window_by(key, window, None).await
     }
 
-    /// [`claim_window`](Self::claim_window), `again` after waiting for a claim of this client's
-    /// that refused the first (then never again: a claim refused by it once more answers
-    /// `Taken`).
-    async fn claim_window_once(
+    /// [`claim_window`](Self::claim_window), waiting until `deadline` at most (from the first
+    /// wait on, [`GIVE_BACK_WAIT`]) for the claims of this client's that refuse it to be settled:
+    /// claimed again after each one given back (waiting once only, a claim refused by a second
+    /// such claim, its retry's, answered `Taken`, and that one's give-back then left the window
+    /// to nobody; found by review).
+    async fn claim_window_by(
         &self,
         key: &str,
         window: &Window,
-        again: bool,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<WindowClaim, Error> {
         let table = &self.settings.table;
         let (period_ms, skew_ms) = window.millis()?;
@@ -318,16 +320,27 @@ impl LockClient {
                     // it to nobody (found by review). So too for one given back already (the
                     // refusal's answer read after the give-back landed; found by review).
                     Some(record)
-                        if !again
-                            && (tokio::time::timeout(
-                                GIVE_BACK_WAIT,
-                                table.window_claims.wait(&record.lock_id.to_string()),
-                            )
-                            .await
-                                == Ok(true)
-                                || table.claims_given_back.contains(record.lock_id)) =>
+                        if deadline
+                            .is_none_or(|deadline| tokio::time::Instant::now() < deadline) =>
                     {
-                        Box::pin(self.claim_window_once(key, window, true)).await
+                        let deadline = deadline
+                            .unwrap_or_else(|| tokio::time::Instant::now() + GIVE_BACK_WAIT);
+                        let given_back = tokio::time::timeout_at(
+                            deadline,
+                            table.window_claims.wait(&record.lock_id.to_string()),
+                        )
+                        .await
+                            == Ok(true)
+                            || table.claims_given_back.contains(record.lock_id);
+                        match given_back {
+                            true => {
+                                Box::pin(self.claim_window_by(key, window, Some(deadline))).await
+                            }
+                            false => Ok(WindowClaim::Taken {
+                                window: claimed,
+                                holder: record.holder,
+                            }),
+                        }
                     }
                     Some(record) => Ok(WindowClaim::Taken {
                         window: claimed,

@@ -378,6 +378,50 @@ async fn a_claim_refused_by_an_unanswered_claim_of_its_client_claims_the_window_
     assert!(matches!(second, WindowClaim::Claimed { .. }), "{second:?}");
 }
 
+/// A claim refused by an unanswered claim of its client whose answer is then lost and whose resend
+/// fails (its caller, told of the error, claims again at once): the waiting claim's retry is
+/// refused by that second claim, unanswered too, which fails the same way. The waiting claim
+/// waits for that one too, and claims the window. (It waited once only, and answered `Taken` at
+/// the second refusal: both claims given back, the window was claimed by nobody; found by
+/// review.)
+#[tokio::test]
+async fn a_claim_refused_again_by_a_retry_of_its_clients_claim_waits_for_that_one_too() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::quickly_retrying_client(&proxy.endpoint());
+    let key = unique("window/refused-twice");
+    let hourly = Window::every(HOUR);
+    let claim = |client: &LockClient| {
+        let (client, key, hourly) = (client.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { client.claim_window(&key, &hourly).await })
+    };
+    // Each claim of the caller's lands, its answer lost, and its resend fails.
+    let fails = |mut answer: ddb_lock_test_kit::proxy::WithheldAnswer| {
+        proxy.refuse_next("PutItem", "ValidationException");
+        answer.drop_it();
+    };
+    let mut first_answer = proxy.withhold_next_answer("PutItem");
+    let first = claim(&client);
+    first_answer.applied().await;
+    let waiting = claim(&client);
+    proxy
+        .wait_for("PutItem", |counts| counts.answered >= 1)
+        .await;
+    let mut retry = proxy.delay_next_request("PutItem");
+    fails(first_answer);
+    assert!(first.await.unwrap().is_err(), "its resend failed");
+    retry.captured().await;
+
+    let mut again_answer = proxy.withhold_next_answer("PutItem");
+    let again = claim(&client);
+    again_answer.applied().await;
+    assert!(retry.deliver().await, "the retry reached the endpoint");
+    fails(again_answer);
+    assert!(again.await.unwrap().is_err(), "its resend failed");
+    let waited = waiting.await.unwrap().unwrap();
+    assert!(matches!(waited, WindowClaim::Claimed { .. }), "{waited:?}");
+}
+
 /// A claim refused by a claim of the same client whose caller gave up, the refusal's answer read
 /// only once that claim was given back: it said the window was taken by this very caller, though
 /// the window was free again (found by review). It claims the window.
