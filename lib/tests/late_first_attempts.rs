@@ -376,3 +376,56 @@ async fn a_release_retried_after_failed_tries_is_answered_released_after_a_resen
     client.flush().await;
     assert_eq!(raw_item(&resource).await, None);
 }
+
+/// A try whose write's first attempt is held in the network past the SDK's attempt timeout, its
+/// resend applied with its answer held back, while its client releases the lock by owner (or, if
+/// `by_force`, force releases it), which removes it: the try is then answered, and its first
+/// attempt lands on the free lock. Its client looks for that attempt at the answer, the release
+/// being over; once its background work is done, nobody holds the lock. (Only a release started
+/// after the answer looked: the first attempt held the lock for nobody for a whole lease; found
+/// by review.)
+async fn first_attempt_landing_after_a_removal_before_the_answer(name: &str, by_force: bool) {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique(name);
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let mut resend = proxy.withhold_next_answer("PutItem");
+    let trying = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    resend.applied().await;
+    match by_force {
+        true => {
+            let removed = client.force_release(&resource).await.unwrap();
+            assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
+        }
+        false => {
+            let released = client.release_owned(&resource, "alice").await.unwrap();
+            assert_eq!(released, ReleaseOutcome::Released);
+        }
+    }
+    resend.deliver();
+    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_a_release_by_owner_before_the_answer_is_released() {
+    first_attempt_landing_after_a_removal_before_the_answer("by-owner-before-answer", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_a_force_release_before_the_answer_is_released() {
+    first_attempt_landing_after_a_removal_before_the_answer("by-force-before-answer", true).await;
+}

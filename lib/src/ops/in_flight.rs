@@ -119,8 +119,9 @@ impl<'a> AfterResend<'a> {
                 .iter()
                 .filter(|(_, version)| !exclusive_kept(version))
             {
-                self.table.holds.written_after_resend(
-                    handle.lock_id(),
+                written_after_resend(
+                    self.table,
+                    handle,
                     ResentWrite::Acquisition(version.clone()),
                 );
             }
@@ -178,6 +179,22 @@ pub(crate) fn look_again_after_release(
     });
     if !spawned {
         warn!("a released lock whose acquisition's write was resent could not be looked at outside a runtime");
+    }
+}
+
+/// `handle`'s lock was written by a `write` applied after the SDK sent it more than once
+/// ([`Holds::written_after_resend`](crate::holds::Holds::written_after_resend)): its first
+/// release looks for the write's earlier attempt; or, its release started through this client
+/// already (a release by owner or a force release that removed it before the acquisition's
+/// answer came), it is looked for at once: no release of it is to come (found by review).
+pub(crate) fn written_after_resend(
+    table: &Arc<LockTable>,
+    handle: &LockHandle,
+    write: ResentWrite,
+) {
+    table.holds.written_after_resend(handle.lock_id(), write);
+    if table.holds.release_started(handle.lock_id()) {
+        look_again_if_resent(table, handle.clone());
     }
 }
 

@@ -15,7 +15,7 @@ mod refusal;
 
 pub(crate) use refusal::{refused, shared_in_the_way};
 
-use super::in_flight::InFlightAcquisition;
+use super::in_flight::{self, InFlightAcquisition};
 use super::kept;
 use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
@@ -320,8 +320,9 @@ pub(crate) async fn put(
         Answer::Applied(_) => {
             in_flight.answered();
             if transmissions.resent() {
-                table.holds.written_after_resend(
-                    new.lock.lock_id(),
+                in_flight::written_after_resend(
+                    table,
+                    new.lock.handle(),
                     ResentWrite::Acquisition(Some(new.version().to_owned())),
                 );
             }
@@ -329,16 +330,18 @@ pub(crate) async fn put(
             Ok(acquired(table, lock))
         }
         Answer::Refused(item) => {
-            let (own, version) = (new.lock.lock_id(), new.version().to_owned());
+            let (own, version) = (new.lock.handle().clone(), new.version().to_owned());
             let attempt = refused(table, request, new.lock, item.as_ref(), "PutItem").await;
             // Its own write found, after the SDK sent it more than once: an earlier attempt may
             // land after the release, as after a resend applied (found by review).
             if transmissions.resent()
-                && matches!(&attempt, Ok(Attempt::Acquired(lock)) if lock.lock_id() == own)
+                && matches!(&attempt, Ok(Attempt::Acquired(lock)) if lock.lock_id() == own.lock_id())
             {
-                table
-                    .holds
-                    .written_after_resend(own, ResentWrite::Acquisition(Some(version)));
+                in_flight::written_after_resend(
+                    table,
+                    &own,
+                    ResentWrite::Acquisition(Some(version)),
+                );
             }
             in_flight.refused(transmissions.retried(), &attempt);
             attempt

@@ -138,11 +138,12 @@ pub(crate) async fn send_retrying(
     if underway.is_some() {
         return send_retrying_started(table, release, change, false, underway).await;
     }
-    retrying_resent(|resent| {
+    let outcome = retrying_resent(|resent| {
         let release = release.resent_if(release.resent || resent);
         async move { send(table, &release, change).await }
     })
-    .await
+    .await;
+    looking_after_failure(table, release, false, outcome)
 }
 
 /// [`send_retrying`] of a release its caller started ([`start`]): `mismatched` and `underway` as
@@ -156,11 +157,32 @@ pub(crate) async fn send_retrying_started(
     mismatched: bool,
     underway: Option<&ReleaseUnderway>,
 ) -> Result<ReleaseOutcome, Error> {
-    retrying_resent(|resent| {
+    let outcome = retrying_resent(|resent| {
         let release = release.resent_if(release.resent || resent);
         async move { send_underway(table, &release, change, mismatched, underway).await }
     })
-    .await
+    .await;
+    looking_after_failure(table, release, mismatched, outcome)
+}
+
+/// `outcome`, the last of a release's tries; a failure leaves no try to come, and the lock's
+/// acquisition's write, if the SDK sent it more than once, is looked for now (an earlier try may
+/// have released the lock; the look starts once a release is answered, and a failed release
+/// nobody sends again looked for nothing; found by review).
+fn looking_after_failure(
+    table: &Arc<LockTable>,
+    release: &Release<'_>,
+    mismatched: bool,
+    outcome: Result<ReleaseOutcome, Error>,
+) -> Result<ReleaseOutcome, Error> {
+    if let (Some(lock_id), None, false, Err(_)) =
+        (release.lock_id, release.version, mismatched, &outcome)
+    {
+        let handle =
+            LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
+        in_flight::look_again_if_resent(table, handle);
+    }
+    outcome
 }
 
 /// A release started ([`start`]).
