@@ -3,8 +3,8 @@
 //! and the first release of a lock whose write was resent (or whose attempt made a later write
 //! after an earlier one was resent) each look for it, and nothing is left held for nobody.
 
-use ddb_lock::{AcquireOptions, Mode, ReleaseOutcome, SetAttempt};
-use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock::{AcquireOptions, LockClient, Mode, ReleaseOutcome, SetAttempt};
+use ddb_lock_test_kit::proxy::{HeldRequest, Proxy};
 use ddb_lock_test_kit::{
     client_with_attempt_timeout, endpoint, hold, lock_client, quickly_retrying_client, raw_item,
     unique,
@@ -149,21 +149,12 @@ async fn first_attempt_landing_once_the_lock_is_free(
             );
         }
         (None, Some(_), Ending::ReleaseByOwner) => {
-            let released = client.release_owned(&resource, "alice").await.unwrap();
-            assert_eq!(released, ReleaseOutcome::Released);
+            remove_alices_lock(&client, &resource, false).await
         }
-        (None, Some(_), Ending::ForceRelease) => {
-            let removed = client.force_release(&resource).await.unwrap();
-            assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
-        }
+        (None, Some(_), Ending::ForceRelease) => remove_alices_lock(&client, &resource, true).await,
         (bob, tried, _) => panic!("bob's lock {bob:?}, the try's {tried:?}"),
     }
-    assert!(
-        first.deliver().await,
-        "the first attempt reached the endpoint"
-    );
-    client.flush().await;
-    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+    lands_for_nobody(first, &client, &resource).await;
 }
 
 /// The same try, its resend applied, then its lock released by owner through its client (a
@@ -229,12 +220,7 @@ async fn a_readers_first_attempt_landing_after_its_refused_resend_is_released() 
         direct.release(&writer).await.unwrap(),
         ReleaseOutcome::Released
     );
-    assert!(
-        first.deliver().await,
-        "the first attempt reached the endpoint"
-    );
-    client.flush().await;
-    assert_eq!(raw_item(&resource).await, None, "held for nobody");
+    lands_for_nobody(first, &client, &resource).await;
 }
 
 /// A reader whose write was resent by the SDK and refused by a lapsed intention holder: its
@@ -271,12 +257,7 @@ async fn first_attempt_of_a_reader_refused_by_a_lapsed_holder(name: &str, cleari
         }
         (false, tried) => panic!("the lapsed holder cleared: {tried:?}"),
     }
-    assert!(
-        first.deliver().await,
-        "the first attempt reached the endpoint"
-    );
-    client.flush().await;
-    assert_eq!(raw_item(&resource).await, None, "held for nobody");
+    lands_for_nobody(first, &client, &resource).await;
 }
 
 /// A hold of `resource` in `mode` whose lease ended an hour ago (taken by a client whose clock is
@@ -400,24 +381,10 @@ async fn first_attempt_landing_after_a_removal_before_the_answer(name: &str, by_
         })
     };
     resend.applied().await;
-    match by_force {
-        true => {
-            let removed = client.force_release(&resource).await.unwrap();
-            assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
-        }
-        false => {
-            let released = client.release_owned(&resource, "alice").await.unwrap();
-            assert_eq!(released, ReleaseOutcome::Released);
-        }
-    }
+    remove_alices_lock(&client, &resource, by_force).await;
     resend.deliver();
     assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
-    assert!(
-        first.deliver().await,
-        "the first attempt reached the endpoint"
-    );
-    client.flush().await;
-    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
+    lands_for_nobody(first, &client, &resource).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,4 +395,30 @@ async fn a_first_attempt_landing_after_a_release_by_owner_before_the_answer_is_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_a_force_release_before_the_answer_is_released() {
     first_attempt_landing_after_a_removal_before_the_answer("by-force-before-answer", true).await;
+}
+
+/// Alice's lock on `resource` removed through `client`: released by owner, or force released if
+/// `by_force`.
+async fn remove_alices_lock(client: &LockClient, resource: &str, by_force: bool) {
+    match by_force {
+        true => {
+            let removed = client.force_release(resource).await.unwrap();
+            assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
+        }
+        false => {
+            let released = client.release_owned(resource, "alice").await.unwrap();
+            assert_eq!(released, ReleaseOutcome::Released);
+        }
+    }
+}
+
+/// The write's `first` attempt, held in the network, is delivered; once `client`'s background
+/// work is done, nobody holds `resource`.
+async fn lands_for_nobody(first: HeldRequest, client: &LockClient, resource: &str) {
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(resource).await, None, "taken for nobody");
 }

@@ -4,7 +4,7 @@
 //! carries no record of the previous holder's release.
 
 use super::{client_keeping, fair, join_as_middle, line, line_becomes, spawn_waiter, LEASE};
-use ddb_lock::{Error, LockStatus, ReleaseOutcome};
+use ddb_lock::{Error, Lock, LockClient, LockStatus, ReleaseOutcome};
 use ddb_lock_test_kit::proxy::Proxy;
 use ddb_lock_test_kit::{
     endpoint, hold, lock_client, quickly_retrying_client, raw_item, string_attr, unique,
@@ -93,22 +93,51 @@ async fn a_release_with_a_line_hands_over_in_one_more_request() {
     task.await.unwrap().unwrap();
 }
 
+/// [`granted_from_a_line`]: the middle waiter, behind a proxy, holds the lock granted from the
+/// line, the last waiter behind it.
+struct GrantedFromALine {
+    proxy: Proxy,
+    middle: LockClient,
+    held: Lock,
+    granted: mpsc::UnboundedReceiver<(String, Lock, LockClient)>,
+    last: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+/// First holds `resource`; middle (its client behind a proxy) and last (a client of its own, in
+/// a task that sends on `granted` once it holds) join the line; first releases, and the lock is
+/// granted to middle, with last behind it.
+async fn granted_from_a_line(resource: &str) -> GrantedFromALine {
+    let first = lock_client().await;
+    let lock = hold(&first, resource, "first", LEASE).await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let middle = quickly_retrying_client(&proxy.endpoint());
+    let granted_middle = join_as_middle(&first, &middle, resource).await;
+    let (granted_tx, granted) = mpsc::unbounded_channel();
+    let last = spawn_waiter(resource, "last", fair("last"), granted_tx);
+    line_becomes(&first, resource, &["middle", "last"]).await;
+    first.release(&lock).await.unwrap();
+    let held = granted_middle.await.unwrap().unwrap();
+    GrantedFromALine {
+        proxy,
+        middle,
+        held,
+        granted,
+        last,
+    }
+}
+
 /// A holder granted the lock from a line, with a waiter behind it, hands over with one request:
 /// the grant it read showed the line, so its release skips the delete the line would refuse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_granted_from_a_line_hands_over_in_one_request() {
-    let first = lock_client().await;
     let resource = unique("fair");
-    let lock = hold(&first, &resource, "first", LEASE).await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let middle = quickly_retrying_client(&proxy.endpoint());
-    let granted_middle = join_as_middle(&first, &middle, &resource).await;
-    let (granted_tx, mut granted) = mpsc::unbounded_channel();
-    let last = spawn_waiter(&resource, "last", fair("last"), granted_tx);
-    line_becomes(&first, &resource, &["middle", "last"]).await;
-
-    first.release(&lock).await.unwrap();
-    let held = granted_middle.await.unwrap().unwrap();
+    let GrantedFromALine {
+        proxy,
+        middle,
+        held,
+        mut granted,
+        last,
+    } = granted_from_a_line(&resource).await;
     let (deletes, updates) = (proxy.counts("DeleteItem"), proxy.counts("UpdateItem"));
     assert_eq!(
         middle.release(&held).await.unwrap(),
@@ -373,17 +402,14 @@ async fn a_lapsed_holders_release_in_the_millisecond_of_the_takeover_is_not_owne
 /// held for nobody for the extension's lease, the waiter waiting.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_extensions_release_of_a_lock_granted_from_a_line_hands_it_over() {
-    let first = lock_client().await;
     let resource = unique("fair");
-    let lock = hold(&first, &resource, "first", LEASE).await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let middle = quickly_retrying_client(&proxy.endpoint());
-    let granted_middle = join_as_middle(&first, &middle, &resource).await;
-    let (granted_tx, mut granted) = mpsc::unbounded_channel();
-    let last = spawn_waiter(&resource, "last", fair("last"), granted_tx);
-    line_becomes(&first, &resource, &["middle", "last"]).await;
-    first.release(&lock).await.unwrap();
-    let held = granted_middle.await.unwrap().unwrap();
+    let GrantedFromALine {
+        proxy,
+        middle,
+        held,
+        mut granted,
+        last,
+    } = granted_from_a_line(&resource).await;
 
     let mut extension = proxy.withhold_next_answer("UpdateItem");
     let extending = {
