@@ -360,12 +360,17 @@ async fn a_release_retried_after_failed_tries_is_answered_released_after_a_resen
 
 /// A try whose write's first attempt is held in the network past the SDK's attempt timeout, its
 /// resend applied with its answer held back, while its client releases the lock by owner (or, if
-/// `by_force`, force releases it), which removes it: the try is then answered, and its first
-/// attempt lands on the free lock. Its client looks for that attempt at the answer, the release
-/// being over; once its background work is done, nobody holds the lock. (Only a release started
+/// `by_force`, force releases it), which removes it (the release by owner's answer held back too,
+/// and passed on after the try's, if `removal_answered_after`): the try is then answered, and its
+/// first attempt lands on the free lock. Its client looks for that attempt once both are
+/// answered; once its background work is done, nobody holds the lock. (Only a release started
 /// after the answer looked: the first attempt held the lock for nobody for a whole lease; found
 /// by review.)
-async fn first_attempt_landing_after_a_removal_before_the_answer(name: &str, by_force: bool) {
+async fn first_attempt_landing_after_a_removal_before_the_answer(
+    name: &str,
+    by_force: bool,
+    removal_answered_after: bool,
+) {
     lock_client().await;
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
@@ -381,20 +386,91 @@ async fn first_attempt_landing_after_a_removal_before_the_answer(name: &str, by_
         })
     };
     resend.applied().await;
-    remove_alices_lock(&client, &resource, by_force).await;
-    resend.deliver();
-    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    if removal_answered_after {
+        let mut removal = proxy.withhold_next_answer("DeleteItem");
+        let removing = {
+            let (client, resource) = (client.clone(), resource.clone());
+            tokio::spawn(async move { remove_alices_lock(&client, &resource, by_force).await })
+        };
+        removal.applied().await;
+        resend.deliver();
+        assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+        removal.deliver();
+        removing.await.unwrap();
+    } else {
+        remove_alices_lock(&client, &resource, by_force).await;
+        resend.deliver();
+        assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    }
     lands_for_nobody(first, &client, &resource).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_a_release_by_owner_before_the_answer_is_released() {
-    first_attempt_landing_after_a_removal_before_the_answer("by-owner-before-answer", false).await;
+    first_attempt_landing_after_a_removal_before_the_answer("by-owner-before-answer", false, false)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_attempt_landing_after_a_force_release_before_the_answer_is_released() {
-    first_attempt_landing_after_a_removal_before_the_answer("by-force-before-answer", true).await;
+    first_attempt_landing_after_a_removal_before_the_answer("by-force-before-answer", true, false)
+        .await;
+}
+
+/// The same, the release by owner answered after the try (found by review of the above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_a_release_by_owner_answered_after_the_try_is_released() {
+    first_attempt_landing_after_a_removal_before_the_answer("by-owner-answered-after", false, true)
+        .await;
+}
+
+/// A lock whose write the SDK sent twice, extended (a new version), then released by
+/// `release_all`, which DynamoDB fails every try: its look for the write's first attempt finds
+/// nothing (the version changed), and the next `release_all` releases the lock and looks again.
+/// (The failed release took the mark: the later release looked for nothing, and the first
+/// attempt, landing after it, held the lock for nobody for a lease; found by review.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_landing_after_a_release_that_followed_a_failed_one_is_released() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("after-a-failed-release");
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let lock = client
+        .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+        .await
+        .unwrap()
+        .expect("free");
+    let extended = client.extend(&lock, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(extended, ddb_lock::ExtendOutcome::Extended(_)),
+        "{extended:?}"
+    );
+    for _ in 0..4 {
+        proxy.refuse_next("DeleteItem", "ValidationException");
+    }
+    let outcomes = client.release_all().await;
+    assert!(matches!(outcomes[..], [(_, Err(_))]), "{outcomes:?}");
+    client.flush().await;
+    // The next release's DeleteItem answered, the first attempt lands (before `release_all`'s own
+    // wait for its client's background work, which the looks are).
+    let answered = proxy.counts("DeleteItem").answered;
+    let mut all = Box::pin(client.release_all());
+    tokio::select! {
+        outcomes = &mut all => panic!("answered before its release was: {outcomes:?}"),
+        () = proxy.wait_for("DeleteItem", |counts| counts.answered > answered) => {}
+    }
+    assert!(
+        first.deliver().await,
+        "the first attempt reached the endpoint"
+    );
+    let outcomes = all.await;
+    assert!(
+        matches!(outcomes[..], [(_, Ok(ReleaseOutcome::Released))]),
+        "{outcomes:?}"
+    );
+    client.flush().await;
+    assert_eq!(raw_item(&resource).await, None, "taken for nobody");
 }
 
 /// Alice's lock on `resource` removed through `client`: released by owner, or force released if
@@ -421,4 +497,40 @@ async fn lands_for_nobody(first: HeldRequest, client: &LockClient, resource: &st
     );
     client.flush().await;
     assert_eq!(raw_item(resource).await, None, "taken for nobody");
+}
+
+/// A force release through the client that read alice's lock, its delete held in the network,
+/// while alice's try (its write resent) is answered: the look for the write's first attempt is
+/// left to the force release, which reports the holder it removed. (Looked for at the answer, the
+/// look deleted the lock first, and the force release said it removed nobody; found by review.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_on_its_way_at_a_resent_tries_answer_reports_the_holder_it_removed() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("forced-at-the-answer");
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let mut resend = proxy.withhold_next_answer("PutItem");
+    let trying = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    resend.applied().await;
+    let mut delete = proxy.delay_next_request("DeleteItem");
+    let forcing = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.force_release(&resource).await })
+    };
+    delete.captured().await;
+    resend.deliver();
+    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    client.flush().await;
+    assert!(delete.deliver().await, "the delete reached the endpoint");
+    let removed = forcing.await.unwrap().unwrap();
+    assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
+    lands_for_nobody(first, &client, &resource).await;
 }

@@ -327,6 +327,18 @@ impl Holds {
         self.inner().resent_writes.remove(lock_id)
     }
 
+    /// The write of the lock `lock_id` applied after a resend, if any, still remembered (a
+    /// release of it that failed looks, and so will the next).
+    pub(crate) fn resent_write_of(&self, lock_id: LockId) -> Option<ResentWrite> {
+        self.inner().resent_writes.get(lock_id).cloned()
+    }
+
+    /// Whether a force release through this client that may remove the lock `lock_id` is on its
+    /// way.
+    pub(crate) fn being_forced(&self, lock_id: LockId) -> bool {
+        self.inner().underway.forcing(lock_id)
+    }
+
     /// Whether this client holds the lock `lock_id` as taken here (acquired, or handed back to
     /// an idempotent acquisition), not only extended through it.
     pub(crate) fn handed_back(&self, lock_id: LockId) -> bool {

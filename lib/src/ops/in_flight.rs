@@ -193,7 +193,10 @@ pub(crate) fn written_after_resend(
     write: ResentWrite,
 ) {
     table.holds.written_after_resend(handle.lock_id(), write);
-    if table.holds.release_started(handle.lock_id()) {
+    // (Not while a force release that read it is on its way: its delete, beaten by the look,
+    // said it removed nobody; it looks over what it deleted; found by review.)
+    let lock_id = handle.lock_id();
+    if table.holds.release_started(lock_id) && !table.holds.being_forced(lock_id) {
         look_again_if_resent(table, handle.clone());
     }
 }

@@ -165,10 +165,8 @@ pub(crate) async fn send_retrying_started(
     looking_after_failure(table, release, mismatched, outcome)
 }
 
-/// `outcome`, the last of a release's tries; a failure leaves no try to come, and the lock's
-/// acquisition's write, if the SDK sent it more than once, is looked for now (an earlier try may
-/// have released the lock; the look starts once a release is answered, and a failed release
-/// nobody sends again looked for nothing; found by review).
+/// `outcome`, the last of a release's tries; after a failure the lock's acquisition's write, if
+/// the SDK sent it more than once, is looked for now (an earlier try may have released the lock).
 fn looking_after_failure(
     table: &Arc<LockTable>,
     release: &Release<'_>,
@@ -178,9 +176,13 @@ fn looking_after_failure(
     if let (Some(lock_id), None, false, Err(_)) =
         (release.lock_id, release.version, mismatched, &outcome)
     {
-        let handle =
-            LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
-        in_flight::look_again_if_resent(table, handle);
+        // Still remembered: the lock may stand, and its next release (`release_all`'s, a retry)
+        // looks again (taken now, that one looked for nothing; found by review).
+        if let Some(write) = table.holds.resent_write_of(lock_id) {
+            let handle =
+                LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
+            in_flight::look_again_after_release(table, handle, write);
+        }
     }
     outcome
 }
@@ -353,7 +355,7 @@ async fn send_underway(
 /// [`send_underway`]'s request and its reading: `mismatched` if the handle is of another mode or
 /// owner than this client's hold.
 async fn send_started(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     change: DataChange<'_>,
     mismatched: bool,
@@ -507,7 +509,7 @@ async fn send_started(
 /// Sends the release's DeleteItem (or, keeping items, UpdateItem) under `condition`; its answer
 /// and whether the SDK sent it more than once.
 async fn send_request(
-    table: &LockTable,
+    table: &Arc<LockTable>,
     release: &Release<'_>,
     condition: &str,
     values: &Item,
@@ -519,12 +521,16 @@ async fn send_request(
     let by_owner = release.lock_id.is_none();
     // (By the item's `LockID`: a kept item, cleared of its holder, still names the lock.)
     // (Freed as held too: its acquisition's answer, read after the release by owner started, was
-    // not among the holds it ends, and stayed held, for `release_all` to release again.)
+    // not among the holds it ends, and stayed held, for `release_all` to release again. And its
+    // write, if the SDK sent it more than once and it was answered before this, looked for: no
+    // release of it is to come; found by review.)
     let removed = |old: Option<&Item>| {
         if let Some(lock_id) = old.and_then(record::lock_id) {
             table.holds.removing([lock_id]);
             table.holds.freed(lock_id);
             table.queues.freed(release.resource, lock_id);
+            let handle = LockHandle::new(release.resource, release.owner, lock_id);
+            in_flight::look_again_if_resent(table, handle);
         }
     };
     let answer = if table.delete_on_release {
