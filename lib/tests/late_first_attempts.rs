@@ -534,3 +534,37 @@ async fn a_force_release_on_its_way_at_a_resent_tries_answer_reports_the_holder_
     assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
     lands_for_nobody(first, &client, &resource).await;
 }
+
+/// The same force release dropped by its caller once its delete landed, its answer held back: it
+/// looks for the write's first attempt as it ends. (Left to it, nothing looked, and the first
+/// attempt held the lock for nobody for a lease; found by review.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_dropped_after_its_delete_landed_still_looks_for_a_resent_write() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique("forced-then-dropped");
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let mut resend = proxy.withhold_next_answer("PutItem");
+    let trying = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move {
+            client
+                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+                .await
+        })
+    };
+    resend.applied().await;
+    let mut delete = proxy.withhold_next_answer("DeleteItem");
+    let forcing = {
+        let (client, resource) = (client.clone(), resource.clone());
+        tokio::spawn(async move { client.force_release(&resource).await })
+    };
+    delete.applied().await;
+    resend.deliver();
+    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    forcing.abort();
+    assert!(forcing.await.unwrap_err().is_cancelled());
+    delete.drop_it();
+    lands_for_nobody(first, &client, &resource).await;
+}

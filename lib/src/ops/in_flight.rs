@@ -194,7 +194,7 @@ pub(crate) fn written_after_resend(
 ) {
     table.holds.written_after_resend(handle.lock_id(), write);
     // (Not while a force release that read it is on its way: its delete, beaten by the look,
-    // said it removed nobody; it looks over what it deleted; found by review.)
+    // said it removed nobody; found by review. It looks as it ends, however it ends.)
     let lock_id = handle.lock_id();
     if table.holds.release_started(lock_id) && !table.holds.being_forced(lock_id) {
         look_again_if_resent(table, handle.clone());

@@ -134,6 +134,10 @@ pub(crate) async fn force_release(
     // once it removed the lock (sent at once, it found nothing, and said `NotFound` for a lock its
     // own client removed; found by review).
     let mut stopped = table.holds.releases_start_on(resource, None, None);
+    let mut looked_for = LookedForAfter {
+        table: Arc::clone(table),
+        handles: Vec::new(),
+    };
     let mut tries = 0;
     let mut found = read(table, resource).await?;
     let deleted = loop {
@@ -155,6 +159,7 @@ pub(crate) async fn force_release(
             release.sending();
             release.overtake_earlier();
         }
+        looked_for.add(handles_in(table, resource, &item));
         let (answer, retried) = remove_as_read(table, resource, &item).await?;
         match answer {
             Answer::Applied(()) => break Some(item),
@@ -219,15 +224,9 @@ pub(crate) async fn force_release(
     }
     // Only the holds of the locks it removed: one this client took after the delete was sent
     // is spared by its condition, and stays, and so does one it stopped but did not remove
-    // (another task's force release, still on its way, may fail). One whose write the SDK sent
-    // more than once is looked for, as after its holder's release.
-    for handle in deleted
-        .as_ref()
-        .map(|item| handles_in(table, resource, item))
-        .unwrap_or_default()
-    {
-        table.holds.freed(handle.lock_id());
-        in_flight::look_again_if_resent(table, handle);
+    // (another task's force release, still on its way, may fail).
+    for lock_id in &removed {
+        table.holds.freed(*lock_id);
     }
     let now = table.now();
     let removed = match table.record(resource, deleted.as_ref()) {
@@ -243,6 +242,36 @@ pub(crate) async fn force_release(
         "lock force-released"
     );
     Ok(removed)
+}
+
+/// The locks a force release read in the items it sent deletes for: each one whose write the SDK
+/// sent more than once is looked for once the force release ends, however it ends (answered,
+/// failed, or dropped at its await), as after its holder's release. An acquisition answered while
+/// the force release was on its way left the look to it (looked for at the answer, the look beat
+/// the force release's delete, which said it removed nobody; left to it, one cancelled after its
+/// delete landed looked for nothing; both found by review).
+struct LookedForAfter {
+    table: Arc<LockTable>,
+    handles: Vec<LockHandle>,
+}
+
+impl LookedForAfter {
+    /// `handles`, read in the item a delete is about to be sent for.
+    fn add(&mut self, handles: Vec<LockHandle>) {
+        for handle in handles {
+            if !self.handles.contains(&handle) {
+                self.handles.push(handle);
+            }
+        }
+    }
+}
+
+impl Drop for LookedForAfter {
+    fn drop(&mut self) {
+        for handle in self.handles.drain(..) {
+            in_flight::look_again_if_resent(&self.table, handle);
+        }
+    }
 }
 
 /// The acquisitions `item` holds the lock for: its exclusive holder's and its shared holders'
