@@ -133,11 +133,13 @@ pub(crate) async fn force_release(
     // found by review). A guard's release started meanwhile waits for it, and is a resend of it
     // once it removed the lock (sent at once, it found nothing, and said `NotFound` for a lock its
     // own client removed; found by review).
-    let mut stopped = table.holds.releases_start_on(resource, None, None);
+    // (Declared first, dropped last: after the tokens, so that an acquisition answered in
+    // between, which sees no force release on its way, looks itself.)
     let mut looked_for = LookedForAfter {
         table: Arc::clone(table),
         handles: Vec::new(),
     };
+    let mut stopped = table.holds.releases_start_on(resource, None, None);
     let mut tries = 0;
     let mut found = read(table, resource).await?;
     let deleted = loop {
@@ -185,7 +187,10 @@ pub(crate) async fn force_release(
             // the refusal found it (`ALL_OLD`).
             Answer::Refused(changed) if tries < MAX_FORCE_RELEASE_TRIES => found = changed,
             Answer::Refused(_) => {
-                // Every delete refused: it removed nothing.
+                // Every delete refused: it removed nothing, and looks for nothing (a shared
+                // hold's look, pinned to no version, removed the live entry its holder keeps;
+                // found by review).
+                looked_for.handles.clear();
                 for release in &stopped {
                     release.answered(&Ok(ReleaseOutcome::NotFound));
                 }
