@@ -4,7 +4,7 @@
 //! after an earlier one was resent) each look for it, and nothing is left held for nobody.
 
 use ddb_lock::{AcquireOptions, LockClient, Mode, ReleaseOutcome, SetAttempt};
-use ddb_lock_test_kit::proxy::{HeldRequest, Proxy};
+use ddb_lock_test_kit::proxy::{HeldRequest, Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{
     client_with_attempt_timeout, endpoint, hold, lock_client, quickly_retrying_client, raw_item,
     unique,
@@ -22,14 +22,7 @@ async fn a_resend_of_a_dropped_acquisitions_write_landing_after_its_clean_up_is_
     let client = quickly_retrying_client(&proxy.endpoint());
     let resource = unique("dropped-acquire-resend");
     let mut first = proxy.withhold_next_answer("PutItem");
-    let acquiring = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move {
-            client
-                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-                .await
-        })
-    };
+    let acquiring = alices_try(&client, &resource);
     first.applied().await;
     let mut resend = proxy.delay_next_request_containing("PutItem", &resource);
     first.drop_it();
@@ -371,21 +364,14 @@ async fn first_attempt_landing_after_a_removal_before_the_answer(
     by_force: bool,
     removal_answered_after: bool,
 ) {
-    lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
-    let resource = unique(name);
-    let first = proxy.delay_next_request_containing("PutItem", &resource);
-    let mut resend = proxy.withhold_next_answer("PutItem");
-    let trying = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move {
-            client
-                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-                .await
-        })
-    };
-    resend.applied().await;
+    let ResentTry {
+        proxy,
+        client,
+        resource,
+        first,
+        resend,
+        trying,
+    } = resent_try(name).await;
     if removal_answered_after {
         let mut removal = proxy.withhold_next_answer("DeleteItem");
         let removing = {
@@ -505,34 +491,16 @@ async fn lands_for_nobody(first: HeldRequest, client: &LockClient, resource: &st
 /// look deleted the lock first, and the force release said it removed nobody; found by review.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_release_on_its_way_at_a_resent_tries_answer_reports_the_holder_it_removed() {
-    lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
-    let resource = unique("forced-at-the-answer");
-    let first = proxy.delay_next_request_containing("PutItem", &resource);
-    let mut resend = proxy.withhold_next_answer("PutItem");
-    let trying = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move {
-            client
-                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-                .await
-        })
-    };
-    resend.applied().await;
-    let mut delete = proxy.delay_next_request("DeleteItem");
-    let forcing = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.force_release(&resource).await })
-    };
+    let tried = resent_try("forced-at-the-answer").await;
+    let mut delete = tried.proxy.delay_next_request("DeleteItem");
+    let forcing = tried.force_releasing();
     delete.captured().await;
-    resend.deliver();
-    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
-    client.flush().await;
+    let tried = tried.answered().await;
+    tried.client.flush().await;
     assert!(delete.deliver().await, "the delete reached the endpoint");
     let removed = forcing.await.unwrap().unwrap();
     assert_eq!(removed.map(|holder| holder.owner), Some("alice".to_owned()));
-    lands_for_nobody(first, &client, &resource).await;
+    lands_for_nobody(tried.first, &tried.client, &tried.resource).await;
 }
 
 /// The same force release dropped by its caller once its delete landed, its answer held back: it
@@ -540,31 +508,88 @@ async fn a_force_release_on_its_way_at_a_resent_tries_answer_reports_the_holder_
 /// attempt held the lock for nobody for a lease; found by review.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_release_dropped_after_its_delete_landed_still_looks_for_a_resent_write() {
-    lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
-    let resource = unique("forced-then-dropped");
-    let first = proxy.delay_next_request_containing("PutItem", &resource);
-    let mut resend = proxy.withhold_next_answer("PutItem");
-    let trying = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move {
-            client
-                .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
-                .await
-        })
-    };
-    resend.applied().await;
-    let mut delete = proxy.withhold_next_answer("DeleteItem");
-    let forcing = {
-        let (client, resource) = (client.clone(), resource.clone());
-        tokio::spawn(async move { client.force_release(&resource).await })
-    };
+    let tried = resent_try("forced-then-dropped").await;
+    let mut delete = tried.proxy.withhold_next_answer("DeleteItem");
+    let forcing = tried.force_releasing();
     delete.applied().await;
-    resend.deliver();
-    assert!(trying.await.unwrap().unwrap().is_some(), "acquired");
+    let tried = tried.answered().await;
     forcing.abort();
     assert!(forcing.await.unwrap_err().is_cancelled());
     delete.drop_it();
-    lands_for_nobody(first, &client, &resource).await;
+    lands_for_nobody(tried.first, &tried.client, &tried.resource).await;
+}
+
+/// [`resent_try`]: alice's try through `client` (behind `proxy`) on `resource`, in a task
+/// (`trying`), its write's `first` attempt held in the network, its `resend` applied with its
+/// answer held back.
+struct ResentTry {
+    proxy: Proxy,
+    client: LockClient,
+    resource: String,
+    first: HeldRequest,
+    resend: WithheldAnswer,
+    trying: Trying,
+}
+
+/// Alice's try, in a task.
+type Trying = tokio::task::JoinHandle<Result<Option<ddb_lock::Lock>, ddb_lock::Error>>;
+
+/// Alice's try on `resource` through `client`, in a task.
+fn alices_try(client: &LockClient, resource: &str) -> Trying {
+    let (client, resource) = (client.clone(), resource.to_owned());
+    tokio::spawn(async move {
+        client
+            .try_acquire(&resource, &AcquireOptions::new().owner("alice"))
+            .await
+    })
+}
+
+/// Alice's try on a resource of its own (named after `name`), through a client whose attempts
+/// time out after a second: its write's first attempt is held in the network, and the SDK's
+/// resend is applied, its answer held back.
+async fn resent_try(name: &str) -> ResentTry {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_with_attempt_timeout(&proxy.endpoint(), Duration::from_secs(1));
+    let resource = unique(name);
+    let first = proxy.delay_next_request_containing("PutItem", &resource);
+    let mut resend = proxy.withhold_next_answer("PutItem");
+    let trying = alices_try(&client, &resource);
+    resend.applied().await;
+    ResentTry {
+        proxy,
+        client,
+        resource,
+        first,
+        resend,
+        trying,
+    }
+}
+
+/// What is left of a [`ResentTry`] once answered.
+struct Answered {
+    client: LockClient,
+    resource: String,
+    first: HeldRequest,
+}
+
+impl ResentTry {
+    /// A force release of the resource through the try's client, in a task.
+    fn force_releasing(
+        &self,
+    ) -> tokio::task::JoinHandle<Result<Option<ddb_lock::Holder>, ddb_lock::Error>> {
+        let (client, resource) = (self.client.clone(), self.resource.clone());
+        tokio::spawn(async move { client.force_release(&resource).await })
+    }
+
+    /// The resend's answer passed on: the try acquires.
+    async fn answered(self) -> Answered {
+        self.resend.deliver();
+        assert!(self.trying.await.unwrap().unwrap().is_some(), "acquired");
+        Answered {
+            client: self.client,
+            resource: self.resource,
+            first: self.first,
+        }
+    }
 }
