@@ -307,6 +307,9 @@ impl LockClient {
                 let item = item.unwrap_or_default();
                 let record = table.record(&resource, Some(&item))?;
                 let claimed = window_of(&item);
+                // From the first wait on, at most `GIVE_BACK_WAIT` in all.
+                let wait_until =
+                    deadline.unwrap_or_else(|| tokio::time::Instant::now() + GIVE_BACK_WAIT);
                 match record {
                     // Our own claim, written by an attempt whose answer was lost.
                     Some(record) if record.lock_id == lock.lock_id() => Ok(WindowClaim::Claimed {
@@ -320,27 +323,16 @@ impl LockClient {
                     // it to nobody (found by review). So too for one given back already (the
                     // refusal's answer read after the give-back landed; found by review).
                     Some(record)
-                        if deadline
-                            .is_none_or(|deadline| tokio::time::Instant::now() < deadline) =>
+                        if tokio::time::Instant::now() < wait_until
+                            && (tokio::time::timeout_at(
+                                wait_until,
+                                table.window_claims.wait(&record.lock_id.to_string()),
+                            )
+                            .await
+                                == Ok(true)
+                                || table.claims_given_back.contains(record.lock_id)) =>
                     {
-                        let deadline = deadline
-                            .unwrap_or_else(|| tokio::time::Instant::now() + GIVE_BACK_WAIT);
-                        let given_back = tokio::time::timeout_at(
-                            deadline,
-                            table.window_claims.wait(&record.lock_id.to_string()),
-                        )
-                        .await
-                            == Ok(true)
-                            || table.claims_given_back.contains(record.lock_id);
-                        match given_back {
-                            true => {
-                                Box::pin(self.claim_window_by(key, window, Some(deadline))).await
-                            }
-                            false => Ok(WindowClaim::Taken {
-                                window: claimed,
-                                holder: record.holder,
-                            }),
-                        }
+                        Box::pin(self.claim_window_by(key, window, Some(wait_until))).await
                     }
                     Some(record) => Ok(WindowClaim::Taken {
                         window: claimed,
