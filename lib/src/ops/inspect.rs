@@ -155,13 +155,14 @@ pub(crate) async fn force_release(
         // must not start a guard held). Only those: a lock taken after the read is spared by the
         // delete's condition, and its guard stays held.
         let on_its_way: Vec<LockId> = stopped.iter().map(|release| release.lock_id()).collect();
-        let removing = lock_ids_in(table, resource, &item);
+        let holders = handles_in(table, resource, &item);
+        let removing = holders.iter().map(LockHandle::lock_id).collect();
         stopped.extend(table.holds.removing_by_force(removing, &on_its_way));
         for release in &mut stopped {
             release.sending();
             release.overtake_earlier();
         }
-        looked_for.add(handles_in(table, resource, &item));
+        looked_for.add(holders);
         let (answer, retried) = remove_as_read(table, resource, &item).await?;
         match answer {
             Answer::Applied(()) => break Some(item),

@@ -92,6 +92,12 @@ impl<'a> Release<'a> {
         }
     }
 
+    /// The handle of the acquisition `lock_id` this release ends (of its resource, owner and
+    /// mode).
+    pub(crate) fn handle(&self, lock_id: LockId) -> LockHandle {
+        LockHandle::new(self.resource, self.owner, lock_id).with_mode(self.mode)
+    }
+
     /// The same release, only of the item as `version` left it.
     pub(crate) fn only_of_version(self, version: Option<&'a str>) -> Self {
         Release { version, ..self }
@@ -179,8 +185,7 @@ fn looking_after_failure(
         // Still remembered: the lock may stand, and its next release (`release_all`'s, a retry)
         // looks again (taken now, that one looked for nothing; found by review).
         if let Some(write) = table.holds.resent_write_of(lock_id) {
-            let handle =
-                LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
+            let handle = release.handle(lock_id);
             in_flight::look_again_after_release(table, handle, write);
         }
     }
@@ -225,19 +230,13 @@ pub(crate) fn start(
     // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`), nor of another owner
     // (`NotOwner`): marked first, the real hold's guards turned lost and its heartbeat stopped,
     // for a release that changed nothing.
-    let mismatched = release.lock_id.is_some_and(|lock_id| {
-        table
-            .holds
-            .held_by_another_handle(&LockHandle::new(resource, owner, lock_id).with_mode(mode))
-    });
+    let mismatched = release
+        .lock_id
+        .is_some_and(|lock_id| table.holds.held_by_another_handle(&release.handle(lock_id)));
     let (underway, ending) = match release.lock_id {
         _ if mismatched => (None, Vec::new()),
         Some(lock_id) => (
-            Some(
-                table
-                    .holds
-                    .release_starts(&LockHandle::new(resource, owner, lock_id).with_mode(mode)),
-            ),
+            Some(table.holds.release_starts(&release.handle(lock_id))),
             Vec::new(),
         ),
         None => (
@@ -308,7 +307,7 @@ pub(crate) async fn sent_for_ending(
     for ended in ending {
         if outcome.is_ok() {
             table.holds.freed(ended.lock_id());
-            let handle = LockHandle::new(release.resource, release.owner, ended.lock_id());
+            let handle = release.handle(ended.lock_id());
             in_flight::look_again_if_resent(table, handle);
         }
         ended.answered(&outcome);
@@ -338,8 +337,7 @@ async fn send_underway(
     if let (Some(lock_id), None, false, Ok(_)) =
         (release.lock_id, release.version, mismatched, &outcome)
     {
-        let handle =
-            LockHandle::new(release.resource, release.owner, lock_id).with_mode(release.mode);
+        let handle = release.handle(lock_id);
         in_flight::look_again_if_resent(table, handle);
     }
     let Some(underway) = underway else {
@@ -370,7 +368,7 @@ async fn send_started(
         version,
     } = *release;
     if let (true, Some(lock_id)) = (mode != Mode::Exclusive, lock_id) {
-        let handle = LockHandle::new(resource, owner, lock_id).with_mode(mode);
+        let handle = release.handle(lock_id);
         return shared::hold::release(table, &handle, mismatched, resent).await;
     }
     let of_version = |condition: &str| match version {
@@ -529,7 +527,7 @@ async fn send_request(
             table.holds.removing([lock_id]);
             table.holds.freed(lock_id);
             table.queues.freed(release.resource, lock_id);
-            let handle = LockHandle::new(release.resource, release.owner, lock_id);
+            let handle = release.handle(lock_id);
             in_flight::look_again_if_resent(table, handle);
         }
     };
