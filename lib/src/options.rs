@@ -58,11 +58,11 @@ impl AcquireOptions {
 
     /// When `true`, a live lock already held by the *same owner* is returned (with its `LockID`)
     /// instead of being refused: a retried acquire, such as a Step Functions `Retry` of an Acquire
-    /// state whose answer was lost, gets the lock it already has. Handed back by the client that
-    /// took it, it costs no extra request (the refused write returns the item) and keeps its
-    /// lease; handed back by another client (another Lambda instance), it is first extended with
-    /// a new version (one UpdateItem, the lease counted from it), which a first attempt still
-    /// running elsewhere spares when it cleans up after its own unanswered write. Only use it
+    /// state whose answer was lost, gets the lock it already has. It is first extended with a
+    /// new version and acquisition time (one UpdateItem, the lease counted from it): a first
+    /// attempt still running elsewhere spares the new version when it cleans up after its own
+    /// unanswered write, and a late release by owner of the locks acquired by a moment (a stopped
+    /// Step Functions run's, redriven since) spares a lock handed back after it. Only use it
     /// where owner names are unique per logical holder, since anyone naming the same owner gets
     /// the lock too. Default `false`.
     pub fn idempotent(mut self, idempotent: bool) -> Self {

@@ -141,9 +141,6 @@ pub(crate) struct Model {
     /// The locks each client ended (released, removed, or found lost): it remembers them no
     /// more, even when a late answer extends them.
     pub(crate) ended: HashSet<(Via, usize)>,
-    /// The locks each client took (acquired, or was handed back), not only extended: handed
-    /// back to that client again, they are handed back as they are.
-    pub(crate) taken: HashSet<(Via, usize)>,
     pub(crate) expect: Expect,
 }
 
@@ -277,7 +274,6 @@ impl Model {
     /// `via` ends its hold of `lock`, or learns it ended.
     pub(crate) fn ends(&mut self, via: Via, lock: usize) {
         self.holds.remove(&(via, lock));
-        self.taken.remove(&(via, lock));
         self.ended.insert((via, lock));
     }
 
@@ -285,14 +281,6 @@ impl Model {
     pub(crate) fn holds_now(&mut self, via: Via, lock: usize) {
         if !self.ended.contains(&(via, lock)) {
             self.holds.entry((via, lock)).or_insert(None);
-        }
-    }
-
-    /// `via` took `lock` (acquired it, or was handed it back), unless it ended it.
-    fn takes(&mut self, via: Via, lock: usize) {
-        if !self.ended.contains(&(via, lock)) {
-            self.holds_now(via, lock);
-            self.taken.insert((via, lock));
         }
     }
 
@@ -319,7 +307,7 @@ impl Model {
                     };
                     self.acquisitions += 1;
                     self.owners.push(a.owner);
-                    self.takes(a.via, lock.lock);
+                    self.holds_now(a.via, lock.lock);
                     self.kept = None;
                     self.item = Some(lock.clone());
                     Expect::Acquired { lock, new: true }
@@ -327,18 +315,16 @@ impl Model {
                     let holder = live.expect("an item that refuses an acquire is live");
                     // A fenced request is not handed back an unfenced lock: no token to give.
                     if a.idempotent && holder.owner == a.owner && (holder.fenced || !a.fencing) {
-                        // Handed back as it is to the client that took it; to another, extended
-                        // first (a new version, which a dropped acquisition's clean-up spares),
-                        // as an extension through that client asks.
-                        let lock = if self.taken.contains(&(a.via, holder.lock)) {
-                            holder
-                        } else {
-                            let asked = self.asked_end(a.via, holder.lock, now, a.lease_ms);
-                            let stored = self.item.as_mut().expect("live");
-                            stored.expires_at = stored.expires_at.max(asked);
-                            stored.clone()
-                        };
-                        self.takes(a.via, lock.lock);
+                        // Extended first, in whichever client (a new version, which a dropped
+                        // acquisition's clean-up spares), as an extension through that client
+                        // asks, and taken at the hand-back (a late release by owner of the
+                        // locks acquired by an earlier moment spares it).
+                        let asked = self.asked_end(a.via, holder.lock, now, a.lease_ms);
+                        let stored = self.item.as_mut().expect("live");
+                        stored.expires_at = stored.expires_at.max(asked);
+                        stored.acquired_at = now;
+                        let lock = stored.clone();
+                        self.holds_now(a.via, lock.lock);
                         Expect::Acquired { lock, new: false }
                     } else {
                         Expect::Refused { holder }

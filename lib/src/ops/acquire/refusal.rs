@@ -136,18 +136,14 @@ pub(crate) async fn refused(
                 owner = request.owner,
                 "returning the live lock this owner already holds"
             );
-            // A lock this client took and holds (its own answered write, or a hand-back that
-            // wrote a version) is the target of no clean-up: under the wall-clock rule it is
-            // handed back as it is, with no request.
-            let held = if table.takeover == TakeoverRule::WallClock
-                && table.holds.handed_back(held.lock_id())
-            {
-                held
-            } else {
-                match reclaim(table, held, request.lease).await? {
-                    Some(extended) => extended,
-                    None => return Ok(Attempt::Conflict),
-                }
+            // Always written, even for a lock this client took and holds: the hand-back's time
+            // is its acquisition time, which a late release by owner of the locks acquired by a
+            // moment (a stopped saga run's, its run redriven since) must find later than that
+            // moment. Handed back as it was, with no request, it was released under the
+            // redriven run (found by review).
+            let held = match reclaim(table, held, request.lease).await? {
+                Some(extended) => extended,
+                None => return Ok(Attempt::Conflict),
             };
             let holder = holder_of(&held);
             Ok(match took_back(table, held) {
@@ -256,8 +252,8 @@ fn wall_clock_retry_at(
     received + span(now, expires_at) + Duration::from_millis(1)
 }
 
-/// Hands back this owner's live lock, extended first (one UpdateItem, a new version), its lease
-/// counting from that write. The new version is what tells a dropped acquisition's clean-up
+/// Hands back this owner's live lock, extended first (one UpdateItem, a new version, the
+/// acquisition time of the hand-back), its lease counting from that write. The new version is what tells a dropped acquisition's clean-up
 /// (which deletes only the version its write stored) that the lock it may have made was handed
 /// back, in whichever process: handed back as it was, it was deleted under the acquisition that
 /// took it back (found by review). Under the observed-lease rule a waiter also times a version

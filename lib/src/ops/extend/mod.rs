@@ -41,6 +41,9 @@ pub(crate) const EXTEND_SET_LEASE: &str = "SET #expires_at = :expires_at";
 pub(crate) const EXTEND_SET_TTL: &str = ", #ttl = :ttl";
 /// …and rotates the version…
 pub(crate) const EXTEND_SET_VERSION: &str = ", #version = :version, #lease_ms = :lease_ms";
+/// …and, for a hand-back, the acquisition time (a late release by owner of the locks acquired by
+/// a moment, a stopped saga run's, spares the lock handed back to its redriven run since)…
+pub(crate) const EXTEND_SET_TAKEN_BACK: &str = ", #acquired_at = :now";
 /// …and may replace the payload…
 pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
 /// …or remove it…
@@ -100,7 +103,8 @@ struct Extension<'a> {
     lease_ms: Duration,
     change: DataChange<'a>,
     now: DateTime<Utc>,
-    /// A new version is written even where a later lease end is stored (a hand-back's).
+    /// A hand-back's: a new version is written even where a later lease end is stored, and the
+    /// acquisition time is the extension's.
     new_version: bool,
 }
 
@@ -286,6 +290,7 @@ async fn update_item(
     let update = update_expression(
         extension.change,
         table.schema.ttl_attribute_name().is_some(),
+        extension.new_version,
     );
     let condition = match rewrite {
         Some(_) => REWRITE_CONDITION,
@@ -309,15 +314,21 @@ async fn update_item(
     }
 }
 
-/// The update expression for a data change, with or without a TTL attribute to move.
-fn update_expression(change: DataChange<'_>, ttl: bool) -> String {
+/// The update expression for a data change, with or without a TTL attribute to move, of a
+/// hand-back (`taken_back`) or not.
+fn update_expression(change: DataChange<'_>, ttl: bool, taken_back: bool) -> String {
     let ttl = if ttl { EXTEND_SET_TTL } else { "" };
+    let taken_back = if taken_back {
+        EXTEND_SET_TAKEN_BACK
+    } else {
+        ""
+    };
     let data = match change {
         DataChange::Keep => "",
         DataChange::Replace(_) => EXTEND_REPLACE_DATA,
         DataChange::Remove => EXTEND_REMOVE_DATA,
     };
-    format!("{EXTEND_SET_LEASE}{ttl}{EXTEND_SET_VERSION}{data}")
+    format!("{EXTEND_SET_LEASE}{ttl}{EXTEND_SET_VERSION}{taken_back}{data}")
 }
 
 /// The values of the update and the condition.
@@ -509,12 +520,16 @@ mod tests {
     #[test]
     fn the_default_schemas_update_is_unchanged() {
         assert_eq!(
-            update_expression(DataChange::Keep, true),
+            update_expression(DataChange::Keep, true, false),
             "SET #expires_at = :expires_at, #ttl = :ttl, #version = :version, #lease_ms = :lease_ms"
         );
         assert_eq!(
-            update_expression(DataChange::Remove, false),
+            update_expression(DataChange::Remove, false, false),
             "SET #expires_at = :expires_at, #version = :version, #lease_ms = :lease_ms REMOVE #data"
+        );
+        assert_eq!(
+            update_expression(DataChange::Keep, false, true),
+            "SET #expires_at = :expires_at, #version = :version, #lease_ms = :lease_ms, #acquired_at = :now"
         );
     }
 
@@ -524,6 +539,7 @@ mod tests {
             EXTEND_SET_LEASE,
             EXTEND_SET_TTL,
             EXTEND_SET_VERSION,
+            EXTEND_SET_TAKEN_BACK,
             EXTEND_REPLACE_DATA,
             EXTEND_REMOVE_DATA,
             EXTEND_CONDITION,
