@@ -59,7 +59,8 @@ impl AcquireOptions {
     /// When `true`, a live lock already held by the *same owner* is returned (with its `LockID`)
     /// instead of being refused: a retried acquire, such as a Step Functions `Retry` of an Acquire
     /// state whose answer was lost, gets the lock it already has. It is first extended with a
-    /// new version and acquisition time (one UpdateItem, the lease counted from it): a first
+    /// new version and acquisition time (one UpdateItem, the lease counted from it; a second
+    /// where a later lease end or acquisition time is stored, which it keeps): a first
     /// attempt still running elsewhere spares the new version when it cleans up after its own
     /// unanswered write, and a late release by owner of the locks acquired by a moment (a stopped
     /// Step Functions run's, redriven since) spares a lock handed back after it. Only use it

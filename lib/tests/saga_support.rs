@@ -4,7 +4,6 @@
 use chrono::TimeDelta;
 use ddb_lock::limits::MAX_DATA_BYTES;
 use ddb_lock::{AcquireOptions, Error, InvalidInput, LockClient, LockStatus, TakeoverRule};
-use ddb_lock_test_kit::clocks::AdjustableClock;
 use ddb_lock_test_kit::proxy::{Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{
     builder, dynamodb, hold, lock_client, raw_item, stored, string_attr, unique, OffsetClock,
@@ -340,57 +339,6 @@ async fn a_release_by_owner_that_spares_a_lock_extended_here_leaves_it_extended(
         "{extended:?}"
     );
     saga.release(&lock).await.unwrap();
-}
-
-/// A saga run that stopped holding its lock is redriven (the same execution ARN, so the same
-/// owner) and handed the lock back by an idempotent acquire, through the client that took it or
-/// another; the stopped run's status-change event, late, releases the locks the owner acquired by
-/// the stop. It released this one, now the redriven run's: the hand-back kept `AcquiredAt` (and
-/// in the client that took the lock wrote nothing), so two runs could hold the resource.
-#[tokio::test]
-async fn a_late_stop_event_spares_the_lock_handed_back_to_the_redriven_run() {
-    for same_client in [true, false] {
-        let clock = AdjustableClock::new();
-        let stopped_run = builder(dynamodb()).clock(clock.clone()).build().unwrap();
-        let resource = unique("handed-back-after-the-stop");
-        let first = stopped_run
-            .try_acquire(&resource, &saga_step())
-            .await
-            .unwrap()
-            .expect("free");
-        let stopped_at = first.acquired_at() + TimeDelta::seconds(1);
-        clock.advance(Duration::from_secs(5));
-        let redriven_run = match same_client {
-            true => stopped_run.clone(),
-            false => builder(dynamodb()).clock(clock.clone()).build().unwrap(),
-        };
-        let redriven = redriven_run
-            .try_acquire(&resource, &saga_step())
-            .await
-            .unwrap()
-            .expect("handed back");
-        assert_eq!(
-            redriven.lock_id(),
-            first.lock_id(),
-            "same_client {same_client}"
-        );
-
-        let late = stopped_run
-            .release_owned_acquired_by(&resource, "saga-1", stopped_at)
-            .await
-            .unwrap();
-        assert!(
-            matches!(late, ddb_lock::ReleaseOutcome::NotOwner { .. }),
-            "same_client {same_client}: {late:?}"
-        );
-        let item = raw_item(&resource).await.expect("the redriven run's lock");
-        assert_eq!(string_attr(&item, "LockID"), first.lock_id().to_string());
-        assert_eq!(
-            redriven_run.release(&redriven).await.unwrap(),
-            ddb_lock::ReleaseOutcome::Released,
-            "same_client {same_client}"
-        );
-    }
 }
 
 /// An acquisition dropped with its write applied but unanswered, while an idempotent acquisition

@@ -409,7 +409,7 @@ pub(crate) fn release_unattended(
     let mut underway = client.table().holds.release_starts(lock.handle());
     let releaser = client.clone();
     client.release_in_background(async move {
-        if underway.earlier_answered().await {
+        if underway.earlier_answered(Some(lock.acquired_at())).await {
             debug!(resource = lock.resource(), whose, "left to a release of the lock answered before");
             return;
         }

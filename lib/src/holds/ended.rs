@@ -17,6 +17,7 @@
 use super::latest::Latest;
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
+use chrono::{DateTime, Utc};
 
 /// Acquisitions whose release started through this client, or that it found lost, the latest
 /// [`ENDED_KEPT`](super::ENDED_KEPT), each with how it ended.
@@ -33,21 +34,37 @@ pub(super) enum Ending {
     Lost,
 }
 
-/// What names the hold a release takes away, besides the lock's id: its resource, owner and mode.
+/// What names the hold a release takes away, besides the lock's id: its resource, owner and mode,
+/// and for a release by owner of the locks acquired by a moment, that moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Releaser {
     resource: String,
     owner: String,
     mode: Mode,
+    acquired_by: Option<DateTime<Utc>>,
 }
 
 impl Releaser {
-    fn of(handle: &LockHandle) -> Self {
+    fn of(handle: &LockHandle, acquired_by: Option<DateTime<Utc>>) -> Self {
         Releaser {
             resource: handle.resource().to_owned(),
             owner: handle.owner().to_owned(),
             mode: handle.mode(),
+            acquired_by,
         }
+    }
+
+    /// Whether this release may take away the hold of `handle`, its acquisition time
+    /// `acquired_at` if known: made with its resource, owner and mode, and, bounded by a moment,
+    /// not known to spare it. An acquisition time never goes back (a hand-back writes its own,
+    /// never an earlier one), so a lock seen acquired after the moment is one such a release
+    /// leaves, whenever it is read: a stopped saga run's late stop event, refused by the lock
+    /// handed back to the redriven run, left it marked in the warm instance that sent it, and the
+    /// redriven run's next extension there, applied, was answered `NotFound` and the lock deleted
+    /// (found by review).
+    fn takes_away(&self, handle: &LockHandle, acquired_at: Option<DateTime<Utc>>) -> bool {
+        let spared = matches!((self.acquired_by, acquired_at), (Some(by), Some(at)) if at > by);
+        *self == Releaser::of(handle, self.acquired_by) && !spared
     }
 }
 
@@ -55,7 +72,17 @@ impl Ending {
     /// Released by `handle` (its resource, owner and mode).
     pub(super) fn released_by(handle: &LockHandle) -> Self {
         Ending::Released {
-            by: Some(vec![Releaser::of(handle)]),
+            by: Some(vec![Releaser::of(handle, None)]),
+        }
+    }
+
+    /// Released by `handle`'s owner, the locks acquired by `acquired_by` (`None`: any time).
+    pub(super) fn released_by_owner(
+        handle: &LockHandle,
+        acquired_by: Option<DateTime<Utc>>,
+    ) -> Self {
+        Ending::Released {
+            by: Some(vec![Releaser::of(handle, acquired_by)]),
         }
     }
 
@@ -64,20 +91,36 @@ impl Ending {
         Ending::Released { by: None }
     }
 
-    /// Whether this ends the hold of `handle`: a loss (found through any handle), or a release
-    /// that may take it away.
-    pub(super) fn ends(&self, handle: &LockHandle) -> bool {
-        matches!(self, Ending::Lost) || self.releases(handle)
-    }
-
-    /// Whether this is a release that may take away the hold of `handle`: one made with its
-    /// resource, owner and mode, or by any holder. (A release of another resource is sent to
-    /// another item, and one by another owner or mode names another holder in its condition:
-    /// either changes nothing of this one's hold.)
-    pub(super) fn releases(&self, handle: &LockHandle) -> bool {
+    /// Whether this is a release that takes away the hold of `handle` whenever it was acquired:
+    /// [`releases`](Self::releases), less those bounded by a moment (the hold's time unknown, a
+    /// lock handed back after it would count as released).
+    pub(super) fn releases_whenever_acquired(&self, handle: &LockHandle) -> bool {
         match self {
             Ending::Released { by: None } => true,
-            Ending::Released { by: Some(by) } => by.contains(&Releaser::of(handle)),
+            Ending::Released { by: Some(by) } => by.iter().any(|releaser| {
+                releaser.acquired_by.is_none() && releaser.takes_away(handle, None)
+            }),
+            Ending::Lost => false,
+        }
+    }
+
+    /// Whether this ends the hold of `handle` (acquired at `acquired_at`, if known): a loss
+    /// (found through any handle), or a release that may take it away.
+    pub(super) fn ends(&self, handle: &LockHandle, acquired_at: Option<DateTime<Utc>>) -> bool {
+        matches!(self, Ending::Lost) || self.releases(handle, acquired_at)
+    }
+
+    /// Whether this is a release that may take away the hold of `handle` (acquired at
+    /// `acquired_at`, if known): one made with its resource, owner and mode, not bounded by a
+    /// moment before `acquired_at`, or by any holder. (A release of another resource is sent to
+    /// another item, and one by another owner or mode names another holder in its condition:
+    /// either changes nothing of this one's hold.)
+    pub(super) fn releases(&self, handle: &LockHandle, acquired_at: Option<DateTime<Utc>>) -> bool {
+        match self {
+            Ending::Released { by: None } => true,
+            Ending::Released { by: Some(by) } => by
+                .iter()
+                .any(|releaser| releaser.takes_away(handle, acquired_at)),
             Ending::Lost => false,
         }
     }

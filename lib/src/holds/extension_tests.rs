@@ -220,3 +220,53 @@ fn a_force_release_that_removed_nothing_leaves_the_lock_to_its_holder() {
     assert!(holds.extended(&lock, applied(Instant::now())));
     assert!(holds.taken_back(&lock, acquired_at(), Instant::now()));
 }
+
+/// A hand-back at T3 writes its time; the answer of an extension applied before it (at the
+/// acquisition time T0), read after, does not set the hold's back: a release by owner of the
+/// locks acquired by a moment between the two leaves the hold, as DynamoDB leaves the lock.
+#[test]
+fn an_extension_answered_after_a_hand_back_keeps_the_hand_backs_time() {
+    let holds = Holds::default();
+    let lock = handle("taken-back");
+    held_for_a_while(&holds, &lock);
+    let (t0, stop, t3) = (
+        acquired_at(),
+        acquired_at() + chrono::TimeDelta::seconds(1),
+        acquired_at() + chrono::TimeDelta::seconds(5),
+    );
+    assert!(holds.taken_back(&lock, t3, Instant::now() + Duration::from_secs(30)));
+    let before_it = Applied {
+        acquired_at: t0,
+        ..applied(Instant::now() + Duration::from_secs(30))
+    };
+    assert!(holds.extended(&lock, before_it));
+    assert!(holds
+        .releases_start_on(lock.resource(), Some(lock.owner()), Some(stop))
+        .is_empty());
+}
+
+/// A release by owner of the locks acquired by a moment marks the lock this client remembers
+/// acquired before it; an extension's answer showing the lock acquired after that moment (handed
+/// back elsewhere since) is not one it took away, while one showing the old time still is.
+#[test]
+fn a_release_by_owner_bounded_by_a_moment_spares_a_lock_seen_acquired_after_it() {
+    let holds = Holds::default();
+    let lock = handle("redriven");
+    held_for_a_while(&holds, &lock);
+    let stopped_at = acquired_at() + chrono::TimeDelta::seconds(1);
+    let started = holds.releases_start_on(lock.resource(), Some(lock.owner()), Some(stopped_at));
+    assert_eq!(
+        started.len(),
+        1,
+        "the lock remembered, acquired before the moment"
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    let before = applied(until);
+    assert!(!holds.extended(&lock, before), "acquired before: released");
+    let handed_back = Applied {
+        acquired_at: acquired_at() + chrono::TimeDelta::seconds(5),
+        ..applied(until)
+    };
+    assert!(holds.extended(&lock, handed_back), "acquired after: spared");
+    drop(started);
+}

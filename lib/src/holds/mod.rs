@@ -137,7 +137,7 @@ impl Inner {
         // A lock taken again keeps the longest lease counted on (a hand-back whose lease is
         // shorter than the first guard's does not make later extensions write less than that
         // guard counts on), and what its extensions sent.
-        let (stop_guards, extend_guards, until, sent, until_expiry) =
+        let (stop_guards, extend_guards, until, sent, until_expiry, acquired_at) =
             match self.held.remove(&handle.lock_id()) {
                 Some(hold) => (
                     hold.stop_guards,
@@ -145,8 +145,17 @@ impl Inner {
                     hold.until.max(until),
                     hold.sent,
                     hold.until_expiry,
+                    // The latest, as an extension's answer keeps it.
+                    hold.acquired_at.max(acquired_at),
                 ),
-                None => (Vec::new(), Vec::new(), until, Sent::default(), false),
+                None => (
+                    Vec::new(),
+                    Vec::new(),
+                    until,
+                    Sent::default(),
+                    false,
+                    acquired_at,
+                ),
             };
         self.held.insert(
             handle.lock_id(),
@@ -252,7 +261,7 @@ impl Holds {
         let mut inner = self.inner();
         if inner
             .ending(handle.lock_id())
-            .is_some_and(|ending| ending.ends(handle))
+            .is_some_and(|ending| ending.ends(handle, Some(acquired_at)))
         {
             return false;
         }
@@ -307,7 +316,9 @@ impl Holds {
 
     /// Whether a release of the lock `lock_id` is on its way (see [`underway`]).
     pub(crate) fn release_underway(&self, lock_id: LockId) -> bool {
-        self.inner().underway.contains(lock_id)
+        let inner = self.inner();
+        let acquired_at = inner.held.get(&lock_id).and_then(|hold| hold.acquired_at);
+        inner.underway.contains(lock_id, acquired_at)
     }
 
     /// A write of the acquisition that made the lock `lock_id` (`write`) was applied after the SDK
@@ -357,9 +368,10 @@ impl Holds {
     pub(crate) fn guarded(&self, handle: &LockHandle, stop: StopGuard) -> bool {
         let mut inner = self.inner();
         let lock_id = handle.lock_id();
+        let acquired_at = inner.held.get(&lock_id).and_then(|hold| hold.acquired_at);
         if inner
             .ending(lock_id)
-            .is_some_and(|ending| ending.ends(handle))
+            .is_some_and(|ending| ending.ends(handle, acquired_at))
         {
             return false;
         }
@@ -399,11 +411,12 @@ impl Holds {
 
     /// Whether a release of the lock of `handle` that may take away its hold has started through
     /// this client (of the last [`ENDED_KEPT`]), or the client found the lock lost: one made with
-    /// another handle (a wrong owner or resource), which DynamoDB refuses, does not count.
-    pub(crate) fn ended_for(&self, handle: &LockHandle) -> bool {
+    /// another handle (a wrong owner or resource), which DynamoDB refuses, does not count, nor
+    /// does a release by owner of the locks acquired before `acquired_at` (the item's).
+    pub(crate) fn ended_for(&self, handle: &LockHandle, acquired_at: DateTime<Utc>) -> bool {
         self.inner()
             .ending(handle.lock_id())
-            .is_some_and(|ending| ending.ends(handle))
+            .is_some_and(|ending| ending.ends(handle, Some(acquired_at)))
     }
 
     /// The lock of `handle` was extended (`applied`): false if this client has started to release
@@ -425,7 +438,7 @@ impl Holds {
         let marked = inner.ending(lock_id);
         if marked
             .as_ref()
-            .is_some_and(|ending| ending.releases(handle))
+            .is_some_and(|ending| ending.releases(handle, Some(applied.acquired_at)))
         {
             return false;
         }
@@ -437,8 +450,11 @@ impl Holds {
         if let Some(hold) = inner.held.get_mut(&lock_id) {
             // Never earlier: answers of two extensions can come in either order.
             hold.until = hold.until.max(applied.until);
-            // As written (remembered at an extension's send, a lock taken elsewhere had none).
-            hold.acquired_at = Some(applied.acquired_at);
+            // As written (remembered at an extension's send, a lock taken elsewhere had none),
+            // the latest: a hand-back writes a later time, and the answer of an extension applied
+            // before it, read after, set it back (a late release by owner then ended the lock
+            // here that DynamoDB spared; found by review).
+            hold.acquired_at = hold.acquired_at.max(Some(applied.acquired_at));
             // Its guards count on it (outside the set's mutex: a guard's state has a lock of its
             // own).
             let extend_guards = hold.extend_guards.clone();
@@ -500,6 +516,21 @@ impl Holds {
         self.inner().held.remove(&lock_id);
     }
 
+    /// [`freed`](Self::freed) by a release by owner of the locks acquired by `acquired_by`
+    /// (`None`: any time), answered: only if the lock is not known acquired after it. Handed back
+    /// to this client while the release was on its way (the item then showing a later time, the
+    /// release's mark did not refuse the hand-back), the hold of the new acquisition went with
+    /// the refused release, its guard left out of `release_all` (found by review).
+    pub(crate) fn freed_acquired_by(&self, lock_id: LockId, acquired_by: Option<DateTime<Utc>>) {
+        let mut inner = self.inner();
+        let spared = inner.held.get(&lock_id).is_some_and(
+            |hold| matches!((acquired_by, hold.acquired_at), (Some(by), Some(at)) if at > by),
+        );
+        if !spared {
+            inner.held.remove(&lock_id);
+        }
+    }
+
     /// Every lock remembered, taken out at once and marked as ended: a guard starting on one of
     /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
     /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
@@ -516,7 +547,7 @@ impl Holds {
             ..
         } = &mut *inner;
         let (kept, taken): (Vec<_>, Vec<_>) = held.drain().partition(|(lock_id, hold)| {
-            hold.until_expiry || !hold.taken_here || underway.contains(*lock_id)
+            hold.until_expiry || !hold.taken_here || underway.contains(*lock_id, hold.acquired_at)
         });
         held.extend(kept);
         taken

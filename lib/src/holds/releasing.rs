@@ -154,7 +154,7 @@ impl Holds {
                 .map(|hold| {
                     // A force release removes every holder; a release by owner, the owner's.
                     let by = match owner {
-                        Some(_) => Ending::released_by(&hold.handle),
+                        Some(_) => Ending::released_by_owner(&hold.handle, acquired_by),
                         None => Ending::released_by_any(),
                     };
                     (hold.handle.lock_id(), by, hold.stop_guards.clone())
@@ -168,9 +168,10 @@ impl Holds {
                 // refused after it, said `NotFound` for a lock its own client released; found by
                 // review). A force release reads the item first, and overtakes as it deletes.
                 let forced = owner.is_none();
-                let reach = match forced {
-                    true => Reach::AnyHolder,
-                    false => Reach::Acquisition,
+                let reach = match (forced, acquired_by) {
+                    (true, _) => Reach::AnyHolder,
+                    (false, Some(by)) => Reach::AcquiredBy(by),
+                    (false, None) => Reach::Acquisition,
                 };
                 let started =
                     ReleaseUnderway::start_in(&self.inner, &mut inner.underway, lock_id, reach);

@@ -116,11 +116,13 @@ impl Holds {
         let lock_id = handle.lock_id();
         let hold = match held.entry(lock_id) {
             Entry::Occupied(hold) => hold.into_mut(),
-            // Being released by this handle (a release by another, refused, counts for nothing).
+            // Being released by this handle (a release by another, refused, counts for nothing,
+            // and so does a release by owner bounded by a moment: the lock, handed back after it,
+            // went on untracked here, its extensions' order unkept; found by review).
             Entry::Vacant(_)
                 if ended
                     .get(lock_id)
-                    .is_some_and(|ending| ending.releases(handle)) =>
+                    .is_some_and(|ending| ending.releases_whenever_acquired(handle)) =>
             {
                 return LeaseToSend::given(lease);
             }

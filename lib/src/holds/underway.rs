@@ -16,6 +16,7 @@ use super::Inner;
 use crate::error::Error;
 use crate::lock::LockId;
 use crate::outcome::ReleaseOutcome;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -67,6 +68,13 @@ pub(crate) enum Reach {
     /// Whoever holds the lock (a force release's): waited for as any, but the lock is never left
     /// to it.
     AnyHolder,
+    /// The acquisition, if acquired by a moment (a release by owner bounded by one, a stopped
+    /// saga run's late stop event): the lock is left to it as to the acquisition's release, but
+    /// refused (a hand-back since wrote a later time) it ended nothing, and it counts as an
+    /// answer only once it may have released the lock (counted as any, a guard of the redriven
+    /// run handed the lock back through this client meanwhile, dropped, sent nothing, and the
+    /// lock stayed held for nobody for a lease; found by review).
+    AcquiredBy(DateTime<Utc>),
 }
 
 /// A release on its way, as the releases that start after it see it.
@@ -92,15 +100,19 @@ impl Underway {
         })
     }
 
-    /// Whether a release of `lock_id` is on its way that the lock is left to: a force release's is
-    /// not (it may be cancelled or fail before its delete, and a guard dropped meanwhile that
-    /// left the lock to it released nothing; found by review), nor one only of a version (see
-    /// [`Reach::Version`]).
-    pub(super) fn contains(&self, lock_id: LockId) -> bool {
+    /// Whether a release of `lock_id` (acquired at `acquired_at`, if known) is on its way that the
+    /// lock is left to: a force release's is not (it may be cancelled or fail before its delete,
+    /// and a guard dropped meanwhile that left the lock to it released nothing; found by review),
+    /// nor one only of a version (see [`Reach::Version`]), nor one of the locks acquired by a
+    /// moment the lock is known acquired after (`release_all` left a lock handed back during it
+    /// to it, refused, and the lock stayed held for nobody; found by review).
+    pub(super) fn contains(&self, lock_id: LockId, acquired_at: Option<DateTime<Utc>>) -> bool {
         self.releases.get(&lock_id).is_some_and(|releases| {
-            releases
-                .iter()
-                .any(|(_, earlier)| earlier.reach == Reach::Acquisition)
+            releases.iter().any(|(_, earlier)| match earlier.reach {
+                Reach::Acquisition => true,
+                Reach::AcquiredBy(by) => acquired_at.is_none_or(|at| at <= by),
+                Reach::Version | Reach::AnyHolder => false,
+            })
         })
     }
 }
@@ -236,7 +248,7 @@ impl ReleaseUnderway {
     /// its lease; found by review). Past the wait, `after_earlier` waits no more (it waited as
     /// long again, and a dropped guard's release behind a stuck one went out after twice the
     /// wait; found by review).
-    pub(crate) async fn earlier_answered(&mut self) -> bool {
+    pub(crate) async fn earlier_answered(&mut self, acquired_at: Option<DateTime<Utc>>) -> bool {
         let ended = tokio::time::timeout(EARLIER_WAIT, async {
             for ended in &self.earlier {
                 let mut ended = ended.may_have_released.clone();
@@ -257,6 +269,13 @@ impl ReleaseUnderway {
                     && match earlier.reach {
                         Reach::Acquisition => true,
                         Reach::Version => *earlier.may_have_released.borrow(),
+                        // Refused, it ended an acquisition by its moment (this one, if acquired
+                        // by then: handed back to a later one since, a release of it by its lock
+                        // id deleted that one's lock), not a later one.
+                        Reach::AcquiredBy(by) => {
+                            *earlier.may_have_released.borrow()
+                                || acquired_at.is_some_and(|at| at <= by)
+                        }
                         Reach::AnyHolder => false,
                     }
             })

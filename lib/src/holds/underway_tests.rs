@@ -1,7 +1,7 @@
 //! The releases on their way ([`underway`](super::underway)), without DynamoDB: which ones a
 //! release waits for, and what it reads of them.
 
-use super::tests::{handle, held_for_a_while};
+use super::tests::{acquired_at, handle, held_for_a_while};
 use super::*;
 
 /// A release started while others of the lock are on their way waits for all of them, whatever
@@ -44,7 +44,10 @@ async fn a_release_behind_a_stuck_one_waits_for_it_once() {
     stuck.sending();
     let mut dropped_guards = holds.release_starts(&lock);
     let start = tokio::time::Instant::now();
-    assert!(!dropped_guards.earlier_answered().await, "never answered");
+    assert!(
+        !dropped_guards.earlier_answered(Some(acquired_at())).await,
+        "never answered"
+    );
     assert_eq!(start.elapsed(), EARLIER_WAIT);
     assert!(
         dropped_guards.after_earlier().await,
@@ -98,6 +101,9 @@ async fn only_an_answered_release_of_the_acquisition_is_left_to() {
     use crate::outcome::ReleaseOutcome;
     use futures_util::FutureExt;
     let holds = Holds::default();
+    let stopped_at = acquired_at() + chrono::TimeDelta::seconds(1);
+    // The release left to the earlier one is of the acquisition handed back after the stop.
+    let later = acquired_at() + chrono::TimeDelta::seconds(5);
     for (i, (reach, answer, left_to_it)) in [
         (Reach::AnyHolder, Ok(ReleaseOutcome::NotFound), false),
         (Reach::AnyHolder, Ok(ReleaseOutcome::Released), false),
@@ -110,6 +116,17 @@ async fn only_an_answered_release_of_the_acquisition_is_left_to() {
         // Refused (a newer version of the same acquisition), it ended nothing.
         (Reach::Version, Ok(ReleaseOutcome::NotFound), false),
         (Reach::Version, Ok(ReleaseOutcome::Released), true),
+        // Bounded by a moment and refused (the lock acquired after it), it ended nothing.
+        (
+            Reach::AcquiredBy(stopped_at),
+            Ok(ReleaseOutcome::NotFound),
+            false,
+        ),
+        (
+            Reach::AcquiredBy(stopped_at),
+            Ok(ReleaseOutcome::Released),
+            true,
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -121,21 +138,60 @@ async fn only_an_answered_release_of_the_acquisition_is_left_to() {
             Reach::AnyHolder => holds.releases_start_on(&resource, None, None).remove(0),
             Reach::Acquisition => holds.release_starts(&lock),
             Reach::Version => holds.release_of_version_starts(&lock),
+            Reach::AcquiredBy(by) => holds
+                .releases_start_on(&resource, Some(lock.owner()), Some(by))
+                .remove(0),
         };
         assert_eq!(
             holds.release_underway(lock.lock_id()),
-            reach == Reach::Acquisition,
+            matches!(reach, Reach::Acquisition | Reach::AcquiredBy(_)),
             "{reach:?}: only a release of the acquisition is one the lock is left to"
         );
         let mut after = holds.release_starts(&lock);
         earlier.answered(&answer);
         drop(earlier);
         assert_eq!(
-            after.earlier_answered().now_or_never(),
+            after.earlier_answered(Some(later)).now_or_never(),
             Some(left_to_it),
             "{reach:?}, {answer:?}"
         );
     }
+}
+
+/// A release by owner of the locks acquired by a moment, refused, ended the acquisition it was
+/// sent for if that one was acquired by the moment (a later one, handed the same lock back, holds
+/// it now): a guard of that acquisition dropped meanwhile leaves the lock to it; a guard of the
+/// later one does not.
+#[tokio::test]
+async fn a_refused_release_by_a_moment_is_left_to_by_the_acquisitions_it_was_for() {
+    use crate::outcome::ReleaseOutcome;
+    use futures_util::FutureExt;
+    let holds = Holds::default();
+    let lock = handle("redriven");
+    held_for_a_while(&holds, &lock);
+    let stopped_at = acquired_at() + chrono::TimeDelta::seconds(1);
+    let late_event = holds
+        .releases_start_on(lock.resource(), Some(lock.owner()), Some(stopped_at))
+        .remove(0);
+    let mut stopped_runs_guard = holds.release_starts(&lock);
+    let mut redriven_runs_guard = holds.release_starts(&lock);
+    late_event.answered(&Ok(ReleaseOutcome::NotFound));
+    drop(late_event);
+    let (before, after) = (acquired_at(), acquired_at() + chrono::TimeDelta::seconds(5));
+    assert_eq!(
+        stopped_runs_guard
+            .earlier_answered(Some(before))
+            .now_or_never(),
+        Some(true)
+    );
+    // (Never sent: the release after it does not wait for it.)
+    drop(stopped_runs_guard);
+    assert_eq!(
+        redriven_runs_guard
+            .earlier_answered(Some(after))
+            .now_or_never(),
+        Some(false)
+    );
 }
 
 /// A release after one that DynamoDB refused (the lock gone, another's) is no resend: that one

@@ -116,7 +116,7 @@ pub(crate) async fn refused(
     // deleted it after DynamoDB decided this refusal.
     let releasing_here = record.as_ref().is_some_and(|record| {
         let handle = LockHandle::new(request.resource, request.owner, record.lock_id);
-        table.holds.ended_for(&handle)
+        table.holds.ended_for(&handle, record.holder.acquired_at)
     });
     let request = &Request {
         idempotent: request.idempotent && !releasing_here,

@@ -43,7 +43,7 @@ pub(crate) const EXTEND_SET_TTL: &str = ", #ttl = :ttl";
 pub(crate) const EXTEND_SET_VERSION: &str = ", #version = :version, #lease_ms = :lease_ms";
 /// …and, for a hand-back, the acquisition time (a late release by owner of the locks acquired by
 /// a moment, a stopped saga run's, spares the lock handed back to its redriven run since)…
-pub(crate) const EXTEND_SET_TAKEN_BACK: &str = ", #acquired_at = :now";
+pub(crate) const EXTEND_SET_TAKEN_BACK: &str = ", #acquired_at = :taken_back_at";
 /// …and may replace the payload…
 pub(crate) const EXTEND_REPLACE_DATA: &str = ", #data = :data";
 /// …or remove it…
@@ -54,6 +54,12 @@ pub(crate) const EXTEND_REMOVE_DATA: &str = " REMOVE #data";
 /// copy of an applied one (its lease end stored) must not apply again over a later write.
 pub(crate) const EXTEND_CONDITION: &str =
     "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at < :expires_at";
+/// A hand-back's first write: an extension's condition, and no later acquisition time stored, so
+/// that the acquisition time never goes back. A hand-back landing late (its answer lost, sent
+/// again) wrote its earlier time over a later hand-back's (a redriven run's), and a stopped run's
+/// late stop event released the lock under the redriven run (found by review); refused, it is
+/// written again over the item it saw, at the later of the two times.
+pub(crate) const TAKE_BACK_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at < :expires_at AND #acquired_at <= :now";
 /// A data change written again at the stored lease end: only over the very item its refusal
 /// showed (its version), so that no copy of it, nor of the extension that stored that lease end,
 /// applies over the other.
@@ -88,6 +94,8 @@ impl<'a> DataChange<'a> {
 struct Rewrite {
     /// The stored item's version: the condition.
     stored_version: String,
+    /// A hand-back's acquisition time: the later of the stored one and the hand-back's.
+    taken_back_at: DateTime<Utc>,
     /// The lease written: the longer of the stored one and the extension's, so that a waiter
     /// that takes over a version it saw unchanged for its lease (the observed-lease rule) waits
     /// at least as long as for the version it replaces, whose lease end this write keeps.
@@ -264,9 +272,12 @@ async fn write(
                         detail: "concurrent extensions of the lock kept moving its lease end; the data (or the version) was not written",
                     });
                 }
-                expires_at = record.holder.expires_at;
+                // The later end: a hand-back refused by a later acquisition time stored keeps
+                // the lease it asked for (its caller counts on it from its send).
+                expires_at = expires_at.max(record.holder.expires_at);
                 rewrite = Some(Rewrite {
                     lease: extension.lease_ms.max(record.lease),
+                    taken_back_at: extension.now.max(record.holder.acquired_at),
                     stored_version: record.version,
                 });
             }
@@ -292,9 +303,10 @@ async fn update_item(
         table.schema.ttl_attribute_name().is_some(),
         extension.new_version,
     );
-    let condition = match rewrite {
-        Some(_) => REWRITE_CONDITION,
-        None => EXTEND_CONDITION,
+    let condition = match (rewrite, extension.new_version) {
+        (Some(_), _) => REWRITE_CONDITION,
+        (None, true) => TAKE_BACK_CONDITION,
+        (None, false) => EXTEND_CONDITION,
     };
     let values = values(table, extension, expires_at, version, rewrite)?;
     let request = table
@@ -358,6 +370,10 @@ fn values(
     if let Some(rewrite) = rewrite {
         values.insert(":stored_version", s(&rewrite.stored_version));
     }
+    if extension.new_version {
+        let taken_back_at = rewrite.map_or(extension.now, |rewrite| rewrite.taken_back_at);
+        values.insert(":taken_back_at", s(timestamp::format(taken_back_at)));
+    }
     Ok(values
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))
@@ -378,11 +394,13 @@ pub(crate) fn read_refused(
         Some(record) if record.version == version => Refusal::OwnWrite(record),
         // Only "to a later lease end" failed: an extension of this very lock to as late a lease
         // end or later was stored first (sent later but applied earlier, or this one is a late
-        // retry); or, for a data change written again, another write moved the version.
+        // retry); or, for a data change written again, another write moved the version; or, for
+        // a hand-back, only "no later acquisition time": another hand-back's, later, is stored.
         Some(record)
             if record.lock_id == handle.lock_id()
                 && record.holder.owner == handle.owner()
-                && record.holder.expires_at >= expires_at =>
+                && (record.holder.expires_at >= expires_at
+                    || record.holder.expires_at >= now && record.holder.acquired_at > now) =>
         {
             Refusal::LaterLeaseStored(record)
         }
@@ -466,6 +484,16 @@ mod tests {
     }
 
     #[test]
+    fn a_later_hand_back_of_our_live_lock_stands() {
+        let h = handle();
+        // A shorter lease than asked, taken back after this request's clock reading.
+        let mut taken_back = record(h.lock_id(), "me", "v3", 20);
+        taken_back.holder.acquired_at = now() + TimeDelta::seconds(1);
+        let refusal = read_refused(&h, "v2", wanted(), Some(taken_back.clone()), now());
+        assert_eq!(refusal, Refusal::LaterLeaseStored(taken_back));
+    }
+
+    #[test]
     fn no_item_is_not_found() {
         let refusal = read_refused(&handle(), "v2", wanted(), None, now());
         assert_eq!(refusal, Refusal::Lost(ExtendOutcome::NotFound));
@@ -529,7 +557,7 @@ mod tests {
         );
         assert_eq!(
             update_expression(DataChange::Keep, false, true),
-            "SET #expires_at = :expires_at, #version = :version, #lease_ms = :lease_ms, #acquired_at = :now"
+            "SET #expires_at = :expires_at, #version = :version, #lease_ms = :lease_ms, #acquired_at = :taken_back_at"
         );
     }
 
@@ -543,6 +571,7 @@ mod tests {
             EXTEND_REPLACE_DATA,
             EXTEND_REMOVE_DATA,
             EXTEND_CONDITION,
+            TAKE_BACK_CONDITION,
             REWRITE_CONDITION,
         ] {
             assert_every_placeholder_named(expr);

@@ -306,7 +306,9 @@ pub(crate) async fn sent_for_ending(
     let outcome = read_overtaken(send.await, overtaken, true);
     for ended in ending {
         if outcome.is_ok() {
-            table.holds.freed(ended.lock_id());
+            table
+                .holds
+                .freed_acquired_by(ended.lock_id(), release.acquired_by);
             let handle = release.handle(ended.lock_id());
             in_flight::look_again_if_resent(table, handle);
         }
