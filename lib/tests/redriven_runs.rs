@@ -359,3 +359,57 @@ async fn release_all_during_the_late_stop_event_releases_a_lock_handed_back_afte
     assert!(guard.lock().is_none(), "the guard's lock was released");
     assert!(raw_item(&resource).await.is_none());
 }
+
+/// The stop event arrives twice at the warm instance, the second sent while the first is on its
+/// way; the redriven run is handed its lock back there meanwhile, and its guard dropped: neither
+/// refusal counts as a release the guard's drop is left to (a review feared the first, overtaken,
+/// would; it is read as overtaken only if it was before it was sent), and the drop releases the
+/// lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_during_a_stop_event_sent_twice_releases_its_lock() {
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let clock = AdjustableClock::new();
+    let instance = client_through(&proxy, Some(clock.clone()));
+    let resource = unique("guard-during-a-twice-sent-event");
+    let (redriven, stopped_at) = handed_back_elsewhere(&instance, &clock, &resource).await;
+    let late_event = || {
+        let (instance, resource) = (instance.clone(), resource.clone());
+        tokio::spawn(async move {
+            instance
+                .release_owned_acquired_by(&resource, OWNER, stopped_at)
+                .await
+        })
+    };
+    let mut first_refusal = proxy.withhold_next_answer("DeleteItem");
+    let first = late_event();
+    first_refusal.applied().await;
+    let mut second_refusal = proxy.withhold_next_answer("DeleteItem");
+    let second = late_event();
+    second_refusal.applied().await;
+    let guard = instance
+        .lock(&resource, &saga_step(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(guard.lock().expect("held").lock_id(), redriven.lock_id());
+    drop(guard);
+    first_refusal.deliver();
+    second_refusal.deliver();
+    let answers = [
+        first.await.unwrap().unwrap(),
+        second.await.unwrap().unwrap(),
+    ];
+    for late in answers {
+        assert!(
+            matches!(
+                late,
+                ReleaseOutcome::NotOwner { .. } | ReleaseOutcome::Unconfirmed
+            ),
+            "{late:?}"
+        );
+    }
+    instance.flush().await;
+    assert!(
+        raw_item(&resource).await.is_none(),
+        "the dropped guard released the lock"
+    );
+}
