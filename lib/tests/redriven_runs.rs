@@ -7,7 +7,7 @@
 use chrono::{TimeDelta, Utc};
 use ddb_lock::{AcquireOptions, ExtendOutcome, LockClient, ReleaseOutcome};
 use ddb_lock_test_kit::clocks::AdjustableClock;
-use ddb_lock_test_kit::proxy::Proxy;
+use ddb_lock_test_kit::proxy::{Proxy, WithheldAnswer};
 use ddb_lock_test_kit::{
     builder, client_through, dynamodb, raw_item, string_attr, unique, OffsetClock,
 };
@@ -152,6 +152,51 @@ async fn a_hand_back_arriving_after_a_later_one_keeps_the_later_time() {
     );
 }
 
+/// The warm Lambda instance that served the stopped run: a client through a proxy, on a clock
+/// the test moves.
+async fn warm_instance() -> (Proxy, std::sync::Arc<AdjustableClock>, LockClient) {
+    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
+    let clock = AdjustableClock::new();
+    let instance = client_through(&proxy, Some(clock.clone()));
+    (proxy, clock, instance)
+}
+
+/// The late stop event of the run that stopped at `stopped_at`, sent through `instance`: its
+/// DeleteItem decided by DynamoDB, its answer held back by `proxy`. Its task, and the answer.
+async fn late_event_unanswered(
+    proxy: &Proxy,
+    instance: &LockClient,
+    resource: &str,
+    stopped_at: chrono::DateTime<Utc>,
+) -> (
+    tokio::task::JoinHandle<Result<ReleaseOutcome, ddb_lock::Error>>,
+    WithheldAnswer,
+) {
+    let mut refusal = proxy.withhold_next_answer("DeleteItem");
+    let late_event = tokio::spawn({
+        let (instance, resource) = (instance.clone(), resource.to_owned());
+        async move {
+            instance
+                .release_owned_acquired_by(&resource, OWNER, stopped_at)
+                .await
+        }
+    });
+    refusal.applied().await;
+    (late_event, refusal)
+}
+
+/// The redriven run's lock handed back to it (an idempotent acquire of the same owner) through
+/// `instance`, under a guard.
+async fn handed_back_here(instance: &LockClient, redriven: &ddb_lock::Lock) -> ddb_lock::LockGuard {
+    let guard = instance
+        .lock(redriven.resource(), &saga_step(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let held = guard.lock().expect("held");
+    assert_eq!(held.lock_id(), redriven.lock_id(), "handed back");
+    guard
+}
+
 /// A lock taken through `stopped_run` (on `clock`) by a run that stopped a second later, and
 /// handed back through another client to the redriven run, five seconds on: the redriven run's
 /// lock, and the stop time.
@@ -182,21 +227,11 @@ async fn handed_back_elsewhere(
 /// applied, was answered `NotFound` (the lock marked released) and the lock deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_answered_before_the_late_stop_events_refusal_keeps_the_lock() {
-    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
-    let clock = AdjustableClock::new();
-    let instance = client_through(&proxy, Some(clock.clone()));
+    let (proxy, clock, instance) = warm_instance().await;
     let resource = unique("extended-during-the-late-event");
     let (redriven, stopped_at) = handed_back_elsewhere(&instance, &clock, &resource).await;
-    let mut refusal = proxy.withhold_next_answer("DeleteItem");
-    let late_event = tokio::spawn({
-        let (instance, resource) = (instance.clone(), resource.clone());
-        async move {
-            instance
-                .release_owned_acquired_by(&resource, OWNER, stopped_at)
-                .await
-        }
-    });
-    refusal.applied().await;
+    let (late_event, refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
     let extended = instance
         .extend(&redriven, Duration::from_secs(60))
         .await
@@ -245,27 +280,12 @@ async fn a_stop_event_delivered_twice_at_once_leaves_the_redriven_runs_lock() {
 /// drop was left to: nothing was sent, and the lock stayed held for nobody for its lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_handed_the_lock_back_during_the_late_stop_event_releases_it_when_dropped() {
-    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
-    let clock = AdjustableClock::new();
-    let instance = client_through(&proxy, Some(clock.clone()));
+    let (proxy, clock, instance) = warm_instance().await;
     let resource = unique("handed-back-during-the-late-event");
     let (redriven, stopped_at) = handed_back_elsewhere(&instance, &clock, &resource).await;
-    let mut refusal = proxy.withhold_next_answer("DeleteItem");
-    let late_event = tokio::spawn({
-        let (instance, resource) = (instance.clone(), resource.clone());
-        async move {
-            instance
-                .release_owned_acquired_by(&resource, OWNER, stopped_at)
-                .await
-        }
-    });
-    refusal.applied().await;
-    let guard = instance
-        .lock(&resource, &saga_step(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    let held = guard.lock().expect("held");
-    assert_eq!(held.lock_id(), redriven.lock_id(), "handed back");
+    let (late_event, refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
+    let guard = handed_back_here(&instance, &redriven).await;
     drop(guard);
     refusal.deliver();
     let late = late_event.await.unwrap().unwrap();
@@ -283,9 +303,7 @@ async fn a_guard_handed_the_lock_back_during_the_late_stop_event_releases_it_whe
 /// id, deleted the redriven run's lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stopped_runs_guard_dropped_during_the_late_stop_event_leaves_the_redriven_runs_lock() {
-    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
-    let clock = AdjustableClock::new();
-    let instance = client_through(&proxy, Some(clock.clone()));
+    let (proxy, clock, instance) = warm_instance().await;
     let resource = unique("stopped-guard-during-the-late-event");
     let minute = Duration::from_secs(60);
     let stopped_runs_guard = instance.lock(&resource, &saga_step(minute)).await.unwrap();
@@ -299,16 +317,8 @@ async fn the_stopped_runs_guard_dropped_during_the_late_stop_event_leaves_the_re
         .unwrap()
         .expect("handed back");
     assert_eq!(redriven.lock_id(), first.lock_id());
-    let mut refusal = proxy.withhold_next_answer("DeleteItem");
-    let late_event = tokio::spawn({
-        let (instance, resource) = (instance.clone(), resource.clone());
-        async move {
-            instance
-                .release_owned_acquired_by(&resource, OWNER, stopped_at)
-                .await
-        }
-    });
-    refusal.applied().await;
+    let (late_event, refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
     drop(stopped_runs_guard);
     refusal.deliver();
     let late = late_event.await.unwrap().unwrap();
@@ -324,26 +334,12 @@ async fn the_stopped_runs_guard_dropped_during_the_late_stop_event_leaves_the_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_all_during_the_late_stop_event_releases_a_lock_handed_back_after_the_stop() {
     use futures_util::FutureExt;
-    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
-    let clock = AdjustableClock::new();
-    let instance = client_through(&proxy, Some(clock.clone()));
+    let (proxy, clock, instance) = warm_instance().await;
     let resource = unique("release-all-during-the-late-event");
     let (redriven, stopped_at) = handed_back_elsewhere(&instance, &clock, &resource).await;
-    let mut refusal = proxy.withhold_next_answer("DeleteItem");
-    let late_event = tokio::spawn({
-        let (instance, resource) = (instance.clone(), resource.clone());
-        async move {
-            instance
-                .release_owned_acquired_by(&resource, OWNER, stopped_at)
-                .await
-        }
-    });
-    refusal.applied().await;
-    let guard = instance
-        .lock(&resource, &saga_step(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    assert_eq!(guard.lock().expect("held").lock_id(), redriven.lock_id());
+    let (late_event, refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
+    let guard = handed_back_here(&instance, &redriven).await;
     // Its first poll takes the locks it releases.
     let mut release_all = Box::pin(instance.release_all());
     let taken = release_all.as_mut().now_or_never();
@@ -367,30 +363,14 @@ async fn release_all_during_the_late_stop_event_releases_a_lock_handed_back_afte
 /// lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_dropped_during_a_stop_event_sent_twice_releases_its_lock() {
-    let proxy = Proxy::start(&ddb_lock_test_kit::endpoint()).await;
-    let clock = AdjustableClock::new();
-    let instance = client_through(&proxy, Some(clock.clone()));
+    let (proxy, clock, instance) = warm_instance().await;
     let resource = unique("guard-during-a-twice-sent-event");
     let (redriven, stopped_at) = handed_back_elsewhere(&instance, &clock, &resource).await;
-    let late_event = || {
-        let (instance, resource) = (instance.clone(), resource.clone());
-        tokio::spawn(async move {
-            instance
-                .release_owned_acquired_by(&resource, OWNER, stopped_at)
-                .await
-        })
-    };
-    let mut first_refusal = proxy.withhold_next_answer("DeleteItem");
-    let first = late_event();
-    first_refusal.applied().await;
-    let mut second_refusal = proxy.withhold_next_answer("DeleteItem");
-    let second = late_event();
-    second_refusal.applied().await;
-    let guard = instance
-        .lock(&resource, &saga_step(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    assert_eq!(guard.lock().expect("held").lock_id(), redriven.lock_id());
+    let (first, first_refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
+    let (second, second_refusal) =
+        late_event_unanswered(&proxy, &instance, &resource, stopped_at).await;
+    let guard = handed_back_here(&instance, &redriven).await;
     drop(guard);
     first_refusal.deliver();
     second_refusal.deliver();
