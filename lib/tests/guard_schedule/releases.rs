@@ -107,8 +107,13 @@ impl World {
             }
             None => held[rng.random_range(0..held.len())],
         };
+        // (A guard may have lost its lock while the twin was taken: its lease ran out, or its
+        // heartbeat found it lost.)
+        let Some(lock) = self.guards[k].2.lock() else {
+            let taken = self.guards[k].0;
+            return format!("{twin} (the guard of step {taken} lost its lock meanwhile)");
+        };
         let (taken, owner, guard) = self.guards.remove(k);
-        let lock = guard.lock().expect("held a moment ago");
         let exclusive = lock.mode() == Mode::Exclusive;
         let payload = (matches!(self.items, Items::Kept) && exclusive && rng.random_bool(0.5))
             .then(|| format!("released at step {step}").into_bytes());
@@ -341,7 +346,11 @@ impl World {
         payload: Option<Vec<u8>>,
         step: usize,
     ) -> Option<First> {
-        let live = guard.is_held() && lock.expires_at() > self.clock.now();
+        // By the latest the clock has read: a lock taken over while the clock was ahead stays
+        // taken when it steps back (by the clock stepped back, a release of a lock taken over
+        // was expected to release it).
+        let now = self.latest.max(self.clock.now());
+        let live = guard.is_held() && lock.expires_at() > now;
         let first = live && !self.first_enders.contains_key(&lock.lock_id());
         self.first_enders.entry(lock.lock_id()).or_insert(step);
         first.then(|| First {
