@@ -63,8 +63,8 @@ impl Releaser {
     /// redriven run's next extension there, applied, was answered `NotFound` and the lock deleted
     /// (found by review).
     fn takes_away(&self, handle: &LockHandle, acquired_at: Option<DateTime<Utc>>) -> bool {
-        let spared = matches!((self.acquired_by, acquired_at), (Some(by), Some(at)) if at > by);
-        *self == Releaser::of(handle, self.acquired_by) && !spared
+        *self == Releaser::of(handle, self.acquired_by)
+            && !super::acquired_after(acquired_at, self.acquired_by)
     }
 }
 

@@ -173,6 +173,13 @@ impl Inner {
     }
 }
 
+/// Whether a lock acquired at `acquired_at` (if known) is known acquired after `moment` (if any):
+/// a release by owner of the locks acquired by that moment cannot have removed it, since an
+/// acquisition time never goes back (a hand-back writes its own, never an earlier one).
+fn acquired_after(acquired_at: Option<DateTime<Utc>>, moment: Option<DateTime<Utc>>) -> bool {
+    matches!((acquired_at, moment), (Some(at), Some(moment)) if at > moment)
+}
+
 struct Hold {
     handle: LockHandle,
     /// As written: a release by owner of locks acquired no later than a moment spares the others.
@@ -523,9 +530,10 @@ impl Holds {
     /// the refused release, its guard left out of `release_all` (found by review).
     pub(crate) fn freed_acquired_by(&self, lock_id: LockId, acquired_by: Option<DateTime<Utc>>) {
         let mut inner = self.inner();
-        let spared = inner.held.get(&lock_id).is_some_and(
-            |hold| matches!((acquired_by, hold.acquired_at), (Some(by), Some(at)) if at > by),
-        );
+        let spared = inner
+            .held
+            .get(&lock_id)
+            .is_some_and(|hold| acquired_after(hold.acquired_at, acquired_by));
         if !spared {
             inner.held.remove(&lock_id);
         }

@@ -110,7 +110,7 @@ impl Underway {
         self.releases.get(&lock_id).is_some_and(|releases| {
             releases.iter().any(|(_, earlier)| match earlier.reach {
                 Reach::Acquisition => true,
-                Reach::AcquiredBy(by) => acquired_at.is_none_or(|at| at <= by),
+                Reach::AcquiredBy(by) => !super::acquired_after(acquired_at, Some(by)),
                 Reach::Version | Reach::AnyHolder => false,
             })
         })

@@ -253,9 +253,9 @@ fn wall_clock_retry_at(
 }
 
 /// Hands back this owner's live lock, extended first (one UpdateItem, a new version, the
-/// acquisition time of the hand-back), its lease counting from that write. The new version is what tells a dropped acquisition's clean-up
-/// (which deletes only the version its write stored) that the lock it may have made was handed
-/// back, in whichever process: handed back as it was, it was deleted under the acquisition that
+/// acquisition time of the hand-back), its lease counting from that write. The new version is
+/// what tells a dropped acquisition's clean-up (which deletes only the version its write stored)
+/// that the lock it may have made was handed back, in whichever process: handed back as it was, it was deleted under the acquisition that
 /// took it back (found by review). Under the observed-lease rule a waiter also times a version
 /// from when it first saw it, which may be long ago, so the wall clock's view of the remaining
 /// lease promised nothing. If the item changed meanwhile, the attempt is retried as after a

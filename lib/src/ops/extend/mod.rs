@@ -54,12 +54,12 @@ pub(crate) const EXTEND_REMOVE_DATA: &str = " REMOVE #data";
 /// copy of an applied one (its lease end stored) must not apply again over a later write.
 pub(crate) const EXTEND_CONDITION: &str =
     "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at < :expires_at";
-/// A hand-back's first write: an extension's condition, and no later acquisition time stored, so
-/// that the acquisition time never goes back. A hand-back landing late (its answer lost, sent
-/// again) wrote its earlier time over a later hand-back's (a redriven run's), and a stopped run's
-/// late stop event released the lock under the redriven run (found by review); refused, it is
-/// written again over the item it saw, at the later of the two times.
-pub(crate) const TAKE_BACK_CONDITION: &str = "#lock_id = :lock_id AND #owner = :owner AND #expires_at >= :now AND #expires_at < :expires_at AND #acquired_at <= :now";
+/// A hand-back's first write adds to the extension's condition: no later acquisition time
+/// stored, so that the acquisition time never goes back. A hand-back landing late (its answer
+/// lost, sent again) wrote its earlier time over a later hand-back's (a redriven run's), and a
+/// stopped run's late stop event released the lock under the redriven run (found by review);
+/// refused, it is written again over the item it saw, at the later of the two times.
+pub(crate) const TAKE_BACK_CLAUSE: &str = " AND #acquired_at <= :now";
 /// A data change written again at the stored lease end: only over the very item its refusal
 /// showed (its version), so that no copy of it, nor of the extension that stored that lease end,
 /// applies over the other.
@@ -113,7 +113,7 @@ struct Extension<'a> {
     now: DateTime<Utc>,
     /// A hand-back's: a new version is written even where a later lease end is stored, and the
     /// acquisition time is the extension's.
-    new_version: bool,
+    hand_back: bool,
 }
 
 /// What the item an extension's condition failed on (`ALL_OLD`) says.
@@ -163,13 +163,13 @@ pub(crate) async fn hand_back(
     extend_writing(table, handle, lease, DataChange::Keep, true).await
 }
 
-/// [`extend`], writing a new version even where a later lease end is stored if `new_version`.
+/// [`extend`], or a hand-back's ([`hand_back`]) if `hand_back`.
 async fn extend_writing(
     table: &LockTable,
     handle: &LockHandle,
     lease: Duration,
     change: DataChange<'_>,
-    new_version: bool,
+    hand_back: bool,
 ) -> Result<Answered, Error> {
     table.check_handle(handle)?;
     let lease = limits::lease(lease)?;
@@ -192,7 +192,7 @@ async fn extend_writing(
             lease_ms: leases.written,
             change,
             now,
-            new_version,
+            hand_back,
         };
         let written = write(table, &extension).await?;
         if let Some(answered) = answered::settle(table, &extension, &leases, written, sent) {
@@ -260,7 +260,7 @@ async fn write(
             // stepped back, or a reclaim by a client whose clock is behind) left the version as
             // it was, and a waiter took over while the caller was told it held for a lease more.
             Refusal::LaterLeaseStored(record) => {
-                let version_restarts_the_lease = extension.new_version
+                let version_restarts_the_lease = extension.hand_back
                     || table.takeover == TakeoverRule::ObservedLease
                         && extension.handle.mode() == Mode::Exclusive;
                 if matches!(extension.change, DataChange::Keep) && !version_restarts_the_lease {
@@ -301,16 +301,16 @@ async fn update_item(
     let update = update_expression(
         extension.change,
         table.schema.ttl_attribute_name().is_some(),
-        extension.new_version,
+        extension.hand_back,
     );
-    let condition = match (rewrite, extension.new_version) {
-        (Some(_), _) => REWRITE_CONDITION,
-        (None, true) => TAKE_BACK_CONDITION,
-        (None, false) => EXTEND_CONDITION,
+    let condition = match (rewrite, extension.hand_back) {
+        (Some(_), _) => REWRITE_CONDITION.to_owned(),
+        (None, true) => format!("{EXTEND_CONDITION}{TAKE_BACK_CLAUSE}"),
+        (None, false) => EXTEND_CONDITION.to_owned(),
     };
     let values = values(table, extension, expires_at, version, rewrite)?;
     let request = table
-        .update_item(resource, &update, condition)
+        .update_item(resource, &update, &condition)
         .set_expression_attribute_values(Some(values))
         .return_values(ReturnValue::AllNew)
         .send();
@@ -370,7 +370,7 @@ fn values(
     if let Some(rewrite) = rewrite {
         values.insert(":stored_version", s(&rewrite.stored_version));
     }
-    if extension.new_version {
+    if extension.hand_back {
         let taken_back_at = rewrite.map_or(extension.now, |rewrite| rewrite.taken_back_at);
         values.insert(":taken_back_at", s(timestamp::format(taken_back_at)));
     }
@@ -571,7 +571,7 @@ mod tests {
             EXTEND_REPLACE_DATA,
             EXTEND_REMOVE_DATA,
             EXTEND_CONDITION,
-            TAKE_BACK_CONDITION,
+            TAKE_BACK_CLAUSE,
             REWRITE_CONDITION,
         ] {
             assert_every_placeholder_named(expr);
