@@ -19,7 +19,7 @@ use crate::limits::{
 /// kept item's record, the line's figures and a fenced write's tombstone marker among them: a TTL
 /// on `Queue` made every release fail on a malformed line, one on `ReleasedAt` every kept
 /// release).
-const LOCK_ATTRIBUTES: [&str; 31] = [
+const LOCK_ATTRIBUTES: [&str; 32] = [
     QUEUE,
     GRANTED_BY,
     RELEASED_BY,
@@ -48,6 +48,7 @@ const LOCK_ATTRIBUTES: [&str; 31] = [
     crate::tasks::CLAIMED_BY,
     crate::tasks::CLAIM_TOKEN,
     crate::tasks::COMPLETED_CLAIM,
+    crate::tasks::LAST_CLAIM,
     crate::tasks::STATUS_WRITE,
     crate::tasks::STATUS_WRITE_AT,
     crate::tasks::REPLACED_STATUS_WRITE,

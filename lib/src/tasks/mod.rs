@@ -43,6 +43,9 @@ pub const CLAIM_TOKEN: &str = "ClaimToken";
 /// recognises its own there, even after another worker claimed the task again (which changes
 /// `ClaimToken`).
 pub const COMPLETED_CLAIM: &str = "CompletedClaim";
+/// The token of the task's last claim, which completions, status writes and give-backs leave: a
+/// copy of that claim delivered late is refused by it, whatever has been written since.
+pub const LAST_CLAIM: &str = "LastClaim";
 /// The id of the task's last status write ([`TaskQueue::set_status`]): a resend of that write
 /// (the SDK's, after its answer was lost) finds its own id, and is refused.
 pub const STATUS_WRITE: &str = "StatusWrite";
@@ -59,8 +62,9 @@ pub const DEFAULT_TASKS_INDEX: &str = "Tasks";
 pub const MAX_CLAIM: usize = 100;
 
 /// Names of the attributes the expressions use.
-const NAMES: [(&str, &str); 9] = [
+const NAMES: [(&str, &str); 10] = [
     ("#task_queue", TASK_QUEUE),
+    ("#last_claim", LAST_CLAIM),
     ("#status_write", STATUS_WRITE),
     ("#status_write_at", STATUS_WRITE_AT),
     ("#replaced_status_write", REPLACED_STATUS_WRITE),
@@ -73,9 +77,12 @@ const NAMES: [(&str, &str); 9] = [
 
 /// A claim: the task exists in this queue and may be claimed now, and this claim's token has not
 /// completed it (a copy of a claim delivered after its completion, with `ClaimableAt` no later than
-/// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it).
-const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token)";
-const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claimable_at = :lease_end";
+/// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it),
+/// nor is the last claim's (a copy delivered after a status write whose `ClaimableAt`, by an
+/// administrator's clock behind, was no later than the copy's `:now`, took the task just made
+/// claimable again).
+const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token) AND (attribute_not_exists(#last_claim) OR #last_claim <> :token)";
+const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #last_claim = :token, #claimable_at = :lease_end";
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
 /// A renewal also moves the lease end only later: a late copy of an earlier renewal (an SDK

@@ -30,6 +30,28 @@ async fn a_late_copy_of_a_completed_claim_does_not_take_the_task_again() {
     assert_status(&name, "job", "failed").await;
 }
 
+/// A copy of a claim delivered after an administrator set the task's status again (its clock
+/// behind the worker's, so the task's `ClaimableAt` is no later than the copy's `:now`): the copy
+/// took the task the administrator had just made claimable, for a whole lease, for a worker whose
+/// completion had been refused (found by review).
+#[tokio::test]
+async fn a_late_copy_of_a_claim_does_not_undo_a_status_write_made_since() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-claim-copy-reset").await;
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimed_by = :owner");
+    let task = claim_until(&queue, 1).await.pop().expect("claimed");
+    clock.set_back(Duration::from_secs(2));
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    assert!(
+        !queue.complete(&task, TaskStatus::Done).await.unwrap(),
+        "the status write ended the claim"
+    );
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    assert_status(&name, "job", "pending").await;
+}
+
 /// An administrative status write whose answer was lost, sent again by the SDK after a worker
 /// claimed the task, took the task from that worker: the next claim ran it a second time.
 #[tokio::test]
