@@ -206,18 +206,82 @@ async fn the_memory_backend_keeps_the_same_contract() {
     assert_eq!(contract(&locks, &clock).await, EXPECTED);
 }
 
-#[tokio::test]
+/// Swept once its lease and the sweep's grace have passed, in time (tokio's, paused here) as well
+/// as by the backend's clock.
+#[tokio::test(start_paused = true)]
 async fn the_memory_backend_sweeps_entries_long_expired() {
     let clock = AdjustableClock::new();
     let locks = MemoryBackend::with_clock(clock.clone());
     let lock = locks.try_lock("swept", TTL).await.unwrap().unwrap();
-    clock.advance(TTL + MemoryBackend::SWEEP_AFTER + Duration::from_secs(1));
+    let later = TTL + MemoryBackend::SWEEP_AFTER + Duration::from_secs(1);
+    clock.advance(later);
+    tokio::time::advance(later).await;
     // Another key's call sweeps it: its holder no longer has anything to release.
     locks.try_lock("another", TTL).await.unwrap().unwrap();
     assert!(matches!(
         locks.release(lock).await,
         Err(BackendError::NotHeld { .. })
     ));
+}
+
+/// A clock that jumps past a lock's lease and the sweep's grace, then back: a call made meanwhile
+/// swept the holder's entry in memory, and the next `try_lock` took its key, while the lock's
+/// lease, by the same clock, still ran (found by review). DynamoDB's time to live deletes by AWS's
+/// clock, which the client's steps do not move.
+async fn a_clock_jump_ahead_and_back(locks: &dyn LockBackend, clock: &AdjustableClock) -> String {
+    let key = unique("backend/swept-step");
+    let a = locks.try_lock(&key, TTL).await.unwrap().unwrap();
+    let jump = TTL + MemoryBackend::SWEEP_AFTER + Duration::from_secs(60);
+    clock.advance(jump);
+    locks
+        .try_lock(&unique("backend/other"), TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    clock.set_back(jump);
+    format!(
+        "try_lock: {}; renew: {}",
+        acquired(&locks.try_lock(&key, TTL).await),
+        done(&locks.renew(&a).await)
+    )
+}
+
+#[tokio::test]
+async fn a_clock_jump_ahead_and_back_leaves_the_holder_on_both_backends() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let dynamodb = a_clock_jump_ahead_and_back(&DynamoDbBackend::new(client), &clock).await;
+    let clock = AdjustableClock::new();
+    let memory =
+        a_clock_jump_ahead_and_back(&MemoryBackend::with_clock(clock.clone()), &clock).await;
+    assert_eq!(dynamodb, "try_lock: held by another; renew: ok");
+    assert_eq!(memory, dynamodb);
+}
+
+/// Two releases of one lock (a handle and its clone), the second called while the first is on its
+/// way: in memory the second finds the lock released already; DynamoDB's read it as a resend of the
+/// first and answered released too (found by review).
+async fn a_second_release_at_once(locks: &dyn LockBackend) -> String {
+    let a = locks
+        .try_lock(&unique("backend/twice"), TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    let first = locks.release(a.clone());
+    let second = locks.release(a);
+    let (first, second) = tokio::join!(first, second);
+    format!("first: {}; second: {}", done(&first), done(&second))
+}
+
+#[tokio::test]
+async fn a_second_release_at_once_finds_the_lock_released_on_both_backends() {
+    lock_client().await;
+    let client = builder(dynamodb()).build().unwrap();
+    let dynamodb = a_second_release_at_once(&DynamoDbBackend::new(client)).await;
+    let memory = a_second_release_at_once(&MemoryBackend::new()).await;
+    assert_eq!(memory, "first: ok; second: not held");
+    assert_eq!(dynamodb, memory);
 }
 
 #[tokio::test]

@@ -130,7 +130,7 @@ impl LockBackend for DynamoDbBackend {
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
         // Ended at the call, as the memory backend ends it: a renewal made before the spawned
         // release has run is refused, not applied ahead of the delete.
-        let underway = self
+        let mut underway = self
             .client
             .settings
             .table
@@ -141,11 +141,23 @@ impl LockBackend for DynamoDbBackend {
         let releasing = self.releasing.start(lock.key());
         // (Not spawned, the task is dropped, and the release under way with it.)
         let spawned = self.client.release_in_background(async move {
-            // Tried again when DynamoDB fails it, as a dropped guard's release is: the caller
-            // may have dropped its future.
-            let released = client
-                .release_retrying(spawned_lock.handle(), DataChange::Keep, Some(underway))
-                .await;
+            // A release of the same lock through this backend answered before it (a clone's):
+            // that one released it, and this one finds it released already, as in memory (read
+            // as a resend of that one, it answered released too; found by review). Else tried
+            // again when DynamoDB fails it, as a dropped guard's release is: the caller may have
+            // dropped its future.
+            let released = if underway
+                .earlier_answered(Some(spawned_lock.acquired_at()))
+                .await
+            {
+                let released = Ok(ReleaseOutcome::NotFound);
+                underway.answered(&released);
+                released
+            } else {
+                client
+                    .release_retrying(spawned_lock.handle(), DataChange::Keep, Some(underway))
+                    .await
+            };
             // Ended before the answer: a `try_lock` after it does not wait.
             drop(releasing);
             let _ = answer.send(released_or_not(released, &spawned_lock));

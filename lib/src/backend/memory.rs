@@ -8,7 +8,9 @@
 //! next `try_lock`, cannot be renewed, but can still be released by its holder until someone
 //! takes it; keys and times to live are checked against the same limits. Entries whose time to
 //! live ended more than [`SWEEP_AFTER`](MemoryBackend::SWEEP_AFTER) ago are swept on every call
-//! (as DynamoDB's time to live deletes items), so a dead holder never wedges a key or memory.
+//! (as DynamoDB's time to live deletes items), so a dead holder never wedges a key or memory;
+//! that time is counted on the monotonic clock, as DynamoDB's deletion follows AWS's clock, which
+//! a step of the backend's clock does not move.
 //! Fencing tokens are as DynamoDB's: the acquisition's time in microseconds (at millisecond
 //! precision), or above every token issued before if that is higher (one counter for the
 //! backend, so nothing is kept per key).
@@ -23,6 +25,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// The owner every in-memory lock is held by (the token tells holders apart).
 const OWNER: &str = "memory";
@@ -62,6 +65,19 @@ struct Holder {
     expires_at: DateTime<Utc>,
     /// The latest lease end a renewal asked for (applied or not).
     latest_asked: Option<DateTime<Utc>>,
+    /// When the entry is swept, on the monotonic clock: its lease and
+    /// [`MemoryBackend::SWEEP_AFTER`] from when it was written or renewed. By the backend's clock,
+    /// a clock that jumped ahead and back swept a live holder's entry, and the next `try_lock`
+    /// took its key (found by review).
+    swept_at: Instant,
+}
+
+impl Holder {
+    /// When an entry whose lease ends at `expires_at`, by a clock that reads `now`, is swept.
+    fn swept_at(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> Instant {
+        let lease = (expires_at - now).to_std().unwrap_or_default();
+        Instant::now() + lease + MemoryBackend::SWEEP_AFTER
+    }
 }
 
 impl Default for MemoryBackend {
@@ -102,18 +118,16 @@ impl MemoryBackend {
         }
     }
 
-    /// The state, with entries swept that ended more than [`Self::SWEEP_AFTER`] before `now`.
+    /// The state, with the entries swept whose time has come (see [`Holder::swept_at`]).
     /// A panic elsewhere while the mutex was held cannot leave a half-made entry (every change
     /// is one map operation), so a poisoned mutex is used as it is.
-    fn state(&self, now: DateTime<Utc>) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State> {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let sweep_before = now - chrono::Duration::from_std(Self::SWEEP_AFTER).unwrap_or_default();
-        state
-            .held
-            .retain(|_, holder| holder.expires_at >= sweep_before);
+        let now = Instant::now();
+        state.held.retain(|_, holder| holder.swept_at > now);
         state
     }
 
@@ -141,7 +155,7 @@ impl LockBackend for MemoryBackend {
             let ttl = limits::lease(ttl)?;
             let now = self.now();
             let expires_at = Self::expiry(now, ttl)?;
-            let mut state = self.state(now);
+            let mut state = self.state();
             if state
                 .held
                 .get(key)
@@ -156,6 +170,7 @@ impl LockBackend for MemoryBackend {
                     token,
                     expires_at,
                     latest_asked: None,
+                    swept_at: Holder::swept_at(now, expires_at),
                 },
             );
             // As a fenced DynamoDB acquisition guesses its token: the clock's microseconds, or
@@ -176,7 +191,7 @@ impl LockBackend for MemoryBackend {
         Box::pin(async move {
             let now = self.now();
             let expires_at = Self::expiry(now, lock.ttl())?;
-            let mut state = self.state(now);
+            let mut state = self.state();
             match state.held.get_mut(lock.key()) {
                 Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
                     // As the DynamoDB backend's client asks: an end a millisecond past every
@@ -188,6 +203,7 @@ impl LockBackend for MemoryBackend {
                         expires_at.max(latest + chrono::TimeDelta::milliseconds(1))
                     });
                     holder.expires_at = holder.expires_at.max(asked);
+                    holder.swept_at = holder.swept_at.max(Holder::swept_at(now, asked));
                     holder.latest_asked = Some(holder.latest_asked.map_or(asked, |l| l.max(asked)));
                     Ok(())
                 }
@@ -199,7 +215,7 @@ impl LockBackend for MemoryBackend {
     /// Released at the call, not when the future is polled: a future dropped unpolled (a
     /// `select!`, a timeout) releases too.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
-        let mut state = self.state(self.now());
+        let mut state = self.state();
         let released = match state.held.get(lock.key()) {
             Some(holder) if holder.token == lock.token() => {
                 state.held.remove(lock.key());
