@@ -26,7 +26,7 @@
 
 use crate::background::{looking_again, retrying};
 use crate::client::LockClient;
-use crate::conditional::{answer, update_refused, Answer};
+use crate::conditional::{answer, update_refused, Answer, Transmissions};
 use crate::error::{Error, InvalidInput};
 use crate::holds::latest::Latest;
 use crate::item::{s, Item, WINDOW};
@@ -263,6 +263,7 @@ impl LockClient {
         };
         let mut item = record::encode(table.key(&resource), &lock, &written);
         item.insert(WINDOW.to_owned(), AttributeValue::N(number.to_string()));
+        let transmissions = Transmissions::default();
         let sent = table
             .dynamodb
             .put_item()
@@ -274,6 +275,8 @@ impl LockClient {
             .expression_attribute_values(":now", s(timestamp::format(now)))
             .expression_attribute_values(":lock_id", s(lock.lock_id().to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .interceptor(transmissions.clone())
             .send();
         let unsettled = UnsettledClaim {
             table: Arc::clone(table),
@@ -287,6 +290,19 @@ impl LockClient {
             PutItemError::ConditionalCheckFailedException(failed) => Some(failed.item().cloned()),
             _ => None,
         }) {
+            // Refused by another claim after an attempt that went unanswered (the SDK sent it
+            // again): that attempt may still land, after the window was given back by the claim
+            // that refused this one, and claim it for nobody, this caller told it taken (found
+            // by review). Given back from the background, as a dropped claim is (it finds
+            // nothing of its own now and looks again later); claims of this client's that it
+            // refuses meanwhile wait for that.
+            Ok(Answer::Refused(item))
+                if transmissions.retried()
+                    && item.as_ref().and_then(record::lock_id) != Some(lock.lock_id()) =>
+            {
+                drop(unsettled);
+                Answer::Refused(item)
+            }
             Ok(answer) => {
                 unsettled.settled();
                 answer

@@ -309,6 +309,58 @@ async fn a_late_copy_of_a_claim_given_back_does_not_take_the_window_again() {
     assert!(matches!(again, WindowClaim::Claimed { .. }), "{again:?}");
 }
 
+/// A claim whose first attempt is held in the network (the SDK sends it again after the attempt's
+/// timeout) is refused by another caller's claim, and told the window taken; that claim is given
+/// back (its caller gone), and the first attempt lands after it: it claimed the window for a
+/// caller told it was taken, and nobody ran the job that window (found by review). The claim
+/// gives its window back, as a dropped claim does.
+#[tokio::test]
+async fn a_first_attempt_landing_after_its_refused_resend_gives_the_window_back() {
+    lock_client().await;
+    let key = unique("window/first-attempt-late");
+    let hourly = Window::every(HOUR);
+    // Bob's claim lands, his caller gone before its answer; his give-back is held.
+    let bobs_proxy = Proxy::start(&endpoint()).await;
+    let bob = ddb_lock_test_kit::quickly_retrying_client(&bobs_proxy.endpoint());
+    let mut bobs_give_back = bobs_proxy.delay_next_request_containing("UpdateItem", ":previous");
+    let mut answer = bobs_proxy.withhold_next_answer("PutItem");
+    let claim = {
+        let (bob, key, hourly) = (bob.clone(), key.clone(), hourly.clone());
+        tokio::spawn(async move { bob.claim_window(&key, &hourly).await })
+    };
+    answer.applied().await;
+    claim.abort();
+    assert!(claim.await.unwrap_err().is_cancelled());
+    answer.drop_it();
+    bobs_give_back.captured().await;
+    // Alice's first attempt is held; the SDK's resend is refused by Bob's claim.
+    let alices_proxy = Proxy::start(&endpoint()).await;
+    let alice = ddb_lock_test_kit::client_with_attempt_timeout(
+        &alices_proxy.endpoint(),
+        Duration::from_millis(500),
+    );
+    let mut first = alices_proxy.delay_next_request_containing("PutItem", "#window");
+    let mut alices_give_back =
+        alices_proxy.delay_next_request_containing("UpdateItem", ":previous");
+    let taken = alice.claim_window(&key, &hourly).await.unwrap();
+    assert!(matches!(taken, WindowClaim::Taken { .. }), "{taken:?}");
+
+    assert!(bobs_give_back.deliver().await, "Bob's give-back landed");
+    bob.flush().await;
+    assert!(first.deliver().await, "Alice's first attempt landed");
+    tokio::time::timeout(Duration::from_secs(20), alices_give_back.captured())
+        .await
+        .expect("the claim told the window taken gives it back");
+    assert!(alices_give_back.deliver().await, "Alice's give-back landed");
+    alice.flush().await;
+    let carol = builder(dynamodb()).owner("carol").build().unwrap();
+    let claimed = carol.claim_window(&key, &hourly).await.unwrap();
+    assert!(
+        matches!(claimed, WindowClaim::Claimed { .. }),
+        "{claimed:?}"
+    );
+}
+
 /// A claim made at once after a dropped claim of the same client landed, while that one's
 /// give-back is held in the network: refused by the dropped claim, it said the window was taken
 /// by this very caller, and the give-back then left the window to nobody. It waits for the
