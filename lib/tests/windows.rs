@@ -339,7 +339,7 @@ async fn a_first_attempt_landing_after_its_refused_resend_gives_the_window_back(
         &alices_proxy.endpoint(),
         Duration::from_millis(500),
     );
-    let mut first = alices_proxy.delay_next_request_containing("PutItem", "#window");
+    let first = alices_proxy.delay_next_request_containing("PutItem", "#window");
     let mut alices_give_back =
         alices_proxy.delay_next_request_containing("UpdateItem", ":previous");
     let taken = alice.claim_window(&key, &hourly).await.unwrap();
