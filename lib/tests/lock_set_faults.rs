@@ -373,6 +373,38 @@ async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release_on_ke
     }
 }
 
+/// The same on a client that deletes items, with an exclusive and a shared member: there nothing
+/// in the members' conditions refuses the copy (the items are gone), and DynamoDB's request token
+/// is what does: a copy of an applied transaction within ten minutes of its token succeeds and
+/// changes nothing. Pinned here, since the set's release counts on it.
+#[tokio::test]
+async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = client_at(&proxy.endpoint());
+    let (a, b) = (unique("set/copy-deleted-a"), unique("set/copy-deleted-b"));
+    let copy = proxy.duplicate_next_request("TransactWriteItems");
+    let set = match client
+        .try_acquire_set(
+            &[(&a, Mode::Exclusive), (&b, Mode::Shared)],
+            &writer_options("s"),
+        )
+        .await
+        .unwrap()
+    {
+        SetAttempt::Acquired(set) => set,
+        other => panic!("a free set: {other:?}"),
+    };
+    for (_, outcome) in client.release_set(&set).await {
+        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
+    }
+    client.flush().await;
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    for resource in [&a, &b] {
+        assert_eq!(raw_item(resource).await, None, "{resource}");
+    }
+}
+
 /// A set tried while a member is held, the transaction's first attempt held in the network past
 /// the SDK's attempt timeout and its resend refused by that member: the first attempt, landing
 /// once the member was released, took every member for nobody, for a whole lease (a request token
