@@ -18,6 +18,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::InvalidInput;
 use crate::limits;
 use chrono::{DateTime, TimeZone, Utc};
+use futures_util::FutureExt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -413,6 +414,17 @@ impl Scheduler {
                 }
             }
         };
+        // The job may end in the poll in which a renewal's answer came, before that branch is
+        // polled (the job's was first, or the job blocked its thread as the answer came): read
+        // now if it is in (a renewal that found the lock gone was dropped unread, and the tick
+        // said its lock held throughout; found by review). One still on its way is not waited
+        // for: the job's outcome does not wait on a renewal.
+        if let Some((_, renew)) = renewal.as_mut() {
+            if let Some(Err(error @ BackendError::NotHeld { .. })) = renew.as_mut().now_or_never() {
+                warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
+                lock_lost = true;
+            }
+        }
         // The job may end in the poll in which the lease ran out, before the timer's branch is
         // picked (a job that blocked its thread, a busy runtime): the lease is over all the same
         // (it said the lock held throughout; found by review).

@@ -4,8 +4,8 @@
 //! the hints without a backend.
 
 use ddb_lock::{
-    DynamoDbBackend, InvalidInput, LockBackend, LockClient, LockingHint, ScheduledJob, Scheduler,
-    TickOutcome,
+    BackendFuture, BackendLock, DynamoDbBackend, InvalidInput, LockBackend, LockClient,
+    LockingHint, ScheduledJob, Scheduler, TickOutcome,
 };
 use ddb_lock_test_kit::clocks::AdjustableClock;
 use ddb_lock_test_kit::proxy::{Faults, Proxy};
@@ -13,6 +13,7 @@ use ddb_lock_test_kit::{
     builder, dynamodb, dynamodb_at, endpoint, lock_client, quickly_retrying_dynamodb, unique,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -341,6 +342,82 @@ async fn the_hints_without_a_backend_and_a_broken_backend() {
             ..
         })
     ));
+}
+
+/// The DynamoDB backend, each renewal sent from a task of its own, which says when the renewal
+/// starts and when its answer is in (before the scheduler reads it).
+struct WatchedRenewals {
+    backend: Arc<DynamoDbBackend>,
+    started: Arc<tokio::sync::Notify>,
+    answered: Arc<AtomicBool>,
+}
+
+impl LockBackend for WatchedRenewals {
+    fn name(&self) -> &str {
+        self.backend.name()
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BackendFuture<'a, Option<BackendLock>> {
+        self.backend.try_lock(key, ttl)
+    }
+
+    fn renew<'a>(&'a self, lock: &'a BackendLock) -> BackendFuture<'a, ()> {
+        let (backend, lock) = (Arc::clone(&self.backend), lock.clone());
+        let answered = Arc::clone(&self.answered);
+        let (answer, answer_in) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = answer.send(backend.renew(&lock).await);
+            answered.store(true, Ordering::SeqCst);
+        });
+        self.started.notify_one();
+        Box::pin(async move { answer_in.await.expect("the renewal's task answers") })
+    }
+
+    fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
+        self.backend.release(lock)
+    }
+
+    fn keep_until_expiry(&self, lock: &BackendLock) -> bool {
+        self.backend.keep_until_expiry(lock)
+    }
+}
+
+/// A renewal that finds the tick's lock gone, answered while the job blocks its thread: the job
+/// ends in the poll in which the answer is in, and the tick reported its lock held throughout
+/// (the answer was dropped unread; found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_answered_as_the_job_ends_that_found_the_lock_gone_reports_it_lost() {
+    lock_client().await;
+    let admin = builder(dynamodb()).build().unwrap();
+    let (started, answered) = (Arc::new(tokio::sync::Notify::new()), Arc::default());
+    let backend = WatchedRenewals {
+        backend: Arc::new(DynamoDbBackend::new(builder(dynamodb()).build().unwrap())),
+        started: Arc::clone(&started),
+        answered: Arc::clone(&answered),
+    };
+    let scheduler = Scheduler::new(Some(Arc::new(backend)));
+    let id = unique("renewal-at-the-end");
+    let job = ScheduledJob::every(id.clone(), HOUR)
+        .expected_run(Duration::from_secs(1))
+        .margin(Duration::from_secs(1));
+    let tick = scheduler.current_tick(&job) + 1;
+    let key = format!("schedule:{id}:{tick}");
+    let outcome = scheduler
+        .run_tick(&job, tick, || async {
+            admin.force_release(&key).await.unwrap();
+            started.notified().await;
+            // Blocks its thread until the renewal's answer is in, then ends.
+            while !answered.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        })
+        .await
+        .unwrap();
+    assert_ran_and_lost_its_lock(&outcome);
 }
 
 #[tokio::test]
