@@ -419,10 +419,16 @@ impl Scheduler {
         // now if it is in (a renewal that found the lock gone was dropped unread, and the tick
         // said its lock held throughout; found by review). One still on its way is not waited
         // for: the job's outcome does not wait on a renewal.
-        if let Some((_, renew)) = renewal.as_mut() {
-            if let Some(Err(error @ BackendError::NotHeld { .. })) = renew.as_mut().now_or_never() {
-                warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
-                lock_lost = true;
+        if let Some((sent, renew)) = renewal.as_mut() {
+            match renew.as_mut().now_or_never() {
+                // Renewed: the lease counts from its send (unread, a renewal that had kept the
+                // lock held said it lost once the first lease was over; found by review).
+                Some(Ok(())) => held_until = held_until.max(*sent + ttl),
+                Some(Err(error @ BackendError::NotHeld { .. })) => {
+                    warn!(job = %job.id, tick, %error, "the tick's lock was lost while the job ran");
+                    lock_lost = true;
+                }
+                Some(Err(_)) | None => {}
             }
         }
         // The job may end in the poll in which the lease ran out, before the timer's branch is

@@ -284,6 +284,25 @@ async fn a_second_release_at_once_finds_the_lock_released_on_both_backends() {
     assert_eq!(dynamodb, memory);
 }
 
+/// Time paused in a test runs on while the system clock does not: swept by the monotonic clock
+/// alone, a holder's entry went while its lease, by the backend's clock, still ran, and the next
+/// `try_lock` took its key (found by review).
+#[tokio::test(start_paused = true)]
+async fn a_memory_backend_in_paused_time_keeps_a_live_holder() {
+    let locks = MemoryBackend::new();
+    let lease = Duration::from_secs(600);
+    let key = "paused";
+    let a = locks.try_lock(key, lease).await.unwrap().unwrap();
+    tokio::time::sleep(lease + MemoryBackend::SWEEP_AFTER + Duration::from_secs(1)).await;
+    locks.try_lock("another", TTL).await.unwrap().unwrap();
+    let answers = format!(
+        "try_lock: {}; renew: {}",
+        acquired(&locks.try_lock(key, TTL).await),
+        done(&locks.renew(&a).await)
+    );
+    assert_eq!(answers, "try_lock: held by another; renew: ok");
+}
+
 #[tokio::test]
 async fn one_memory_backend_serves_many_tasks_and_exactly_one_wins_each_key() {
     let locks = Arc::new(MemoryBackend::new());

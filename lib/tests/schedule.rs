@@ -420,6 +420,43 @@ async fn a_renewal_answered_as_the_job_ends_that_found_the_lock_gone_reports_it_
     assert_ran_and_lost_its_lock(&outcome);
 }
 
+/// A renewal answered renewed while the job blocks its thread, past the first lease: the answer,
+/// unread, left the lease counted from the lock's acquisition, and the tick said its lock lost
+/// though the renewal kept it held (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_answered_as_the_job_ends_that_renewed_the_lock_keeps_it_held() {
+    lock_client().await;
+    let clock = AdjustableClock::new();
+    let (started, answered) = (Arc::new(tokio::sync::Notify::new()), Arc::default());
+    let client = builder(dynamodb()).clock(clock.clone()).build().unwrap();
+    let backend = WatchedRenewals {
+        backend: Arc::new(DynamoDbBackend::new(client)),
+        started: Arc::clone(&started),
+        answered: Arc::clone(&answered),
+    };
+    let scheduler = Scheduler::new(Some(Arc::new(backend))).with_clock(clock.clone());
+    let job = renewed_job("renewed-at-the-end");
+    // Run at the tick's start: locked for a lease.
+    let tick = scheduler.current_tick(&job) + 1;
+    let ahead = (job.tick_start(tick) - ddb_lock::Clock::now(&*clock))
+        .to_std()
+        .unwrap();
+    clock.advance(ahead);
+    let past_the_lease = job.lease() + Duration::from_millis(200);
+    let outcome = scheduler
+        .run_tick(&job, tick, || async {
+            let began = std::time::Instant::now();
+            started.notified().await;
+            // Blocks its thread until the renewal's answer is in and the first lease is over.
+            while !answered.load(Ordering::SeqCst) || began.elapsed() < past_the_lease {
+                std::hint::spin_loop();
+            }
+        })
+        .await
+        .unwrap();
+    assert_ran_holding_its_lock(&outcome);
+}
+
 #[tokio::test]
 async fn a_renewal_left_unanswered_does_not_hold_up_the_job() {
     lock_client().await;

@@ -65,10 +65,10 @@ struct Holder {
     expires_at: DateTime<Utc>,
     /// The latest lease end a renewal asked for (applied or not).
     latest_asked: Option<DateTime<Utc>>,
-    /// When the entry is swept, on the monotonic clock: its lease and
-    /// [`MemoryBackend::SWEEP_AFTER`] from when it was written or renewed. By the backend's clock,
-    /// a clock that jumped ahead and back swept a live holder's entry, and the next `try_lock`
-    /// took its key (found by review).
+    /// When the entry may be swept, on the monotonic clock: its lease and
+    /// [`MemoryBackend::SWEEP_AFTER`] from when it was written or renewed. By the backend's clock
+    /// alone, a clock that jumped ahead and back swept a live holder's entry, and the next
+    /// `try_lock` took its key (found by review).
     swept_at: Instant,
 }
 
@@ -118,16 +118,24 @@ impl MemoryBackend {
         }
     }
 
-    /// The state, with the entries swept whose time has come (see [`Holder::swept_at`]).
-    /// A panic elsewhere while the mutex was held cannot leave a half-made entry (every change
-    /// is one map operation), so a poisoned mutex is used as it is.
-    fn state(&self) -> MutexGuard<'_, State> {
+    /// The state, with the entries swept whose time has come by both clocks: the monotonic one
+    /// (see [`Holder::swept_at`]) and the backend's, which `now` read (time paused in a test
+    /// runs on while the system clock does not: swept by the first alone, a live holder's entry
+    /// went; found by review). A panic elsewhere while the mutex was held cannot leave a
+    /// half-made entry (every change is one map operation), so a poisoned mutex is used as it is.
+    fn state(&self, now: DateTime<Utc>) -> MutexGuard<'_, State> {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        state.held.retain(|_, holder| holder.swept_at > now);
+        let (instant, grace) = (
+            Instant::now(),
+            chrono::Duration::from_std(Self::SWEEP_AFTER),
+        );
+        let sweep_before = now - grace.unwrap_or_default();
+        state
+            .held
+            .retain(|_, holder| holder.swept_at > instant || holder.expires_at >= sweep_before);
         state
     }
 
@@ -155,7 +163,7 @@ impl LockBackend for MemoryBackend {
             let ttl = limits::lease(ttl)?;
             let now = self.now();
             let expires_at = Self::expiry(now, ttl)?;
-            let mut state = self.state();
+            let mut state = self.state(now);
             if state
                 .held
                 .get(key)
@@ -191,7 +199,7 @@ impl LockBackend for MemoryBackend {
         Box::pin(async move {
             let now = self.now();
             let expires_at = Self::expiry(now, lock.ttl())?;
-            let mut state = self.state();
+            let mut state = self.state(now);
             match state.held.get_mut(lock.key()) {
                 Some(holder) if holder.token == lock.token() && holder.expires_at >= now => {
                     // As the DynamoDB backend's client asks: an end a millisecond past every
@@ -215,7 +223,7 @@ impl LockBackend for MemoryBackend {
     /// Released at the call, not when the future is polled: a future dropped unpolled (a
     /// `select!`, a timeout) releases too.
     fn release(&self, lock: BackendLock) -> BackendFuture<'_, ()> {
-        let mut state = self.state();
+        let mut state = self.state(self.now());
         let released = match state.held.get(lock.key()) {
             Some(holder) if holder.token == lock.token() => {
                 state.held.remove(lock.key());
