@@ -195,6 +195,23 @@ impl HandlerError {
 }
 
 impl HandlerError {
+    /// This error, from a request on the resource the event's `field` named (the execution's
+    /// input, a path): a resource the library refused by its name is reported on that field, not
+    /// on a `resource` the event does not have (found by review).
+    pub(crate) fn of_resource_in(self, field: &'static str) -> Self {
+        match self {
+            HandlerError::InvalidRequest(invalid)
+                if invalid.field == "resource" && field != "resource" =>
+            {
+                HandlerError::InvalidRequest(RequestError::new(
+                    field,
+                    format!("names an invalid resource: {}", invalid.problem),
+                ))
+            }
+            other => other,
+        }
+    }
+
     /// This error, from a request on the set the event's `field` lists: a member the library
     /// refused by its resource name, or the set by its size, is reported on that field (a path
     /// event has neither `resource` nor `resources`).

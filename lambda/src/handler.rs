@@ -187,7 +187,10 @@ impl Handler {
             Request::Extend { lock, lease, data } => {
                 self.extend(client, lock, lease, data, attempts).await
             }
-            Request::Status { resource } => self.status(client, resource).await,
+            Request::Status { resource, named_in } => self
+                .status(client, resource)
+                .await
+                .map_err(|err| err.of_resource_in(named_in)),
             Request::ForceRelease { resource } => {
                 self.force_release(client, resource, attempts).await
             }
@@ -369,10 +372,13 @@ impl Handler {
             Some(stopped_at) => {
                 client
                     .release_owned_acquired_by(&resource, &owner, stopped_at)
-                    .await?
+                    .await
             }
-            None => client.release_owned(&resource, &owner).await?,
+            None => client.release_owned(&resource, &owner).await,
         };
+        // The resource came from the execution's input: a bad one is that field's.
+        let outcome =
+            outcome.map_err(|err| HandlerError::from(err).of_resource_in("execution_input"))?;
         // Another execution holds the lock: this one has nothing there to release, which is no
         // failure of the clean-up (an error made EventBridge invoke it again, twice, for nothing).
         // The same execution's later lock (a redrive's) stays an ownership mismatch.

@@ -226,3 +226,13 @@ async fn a_release_retried_in_its_instance_after_another_took_the_lock_is_unconf
         .unwrap();
     assert_eq!(status["owner"], "exec-2");
 }
+
+/// A resource the table refuses, named in the execution's input, is reported on
+/// `execution_input` (it was reported on `resource`, which the event does not have; found by
+/// review).
+#[tokio::test]
+async fn release_execution_of_an_empty_resource_names_the_execution_input() {
+    let handler = handler().await;
+    let refused = invoke(&handler, execution_ended(EXECUTION, "")).await;
+    assert_eq!(invalid_field(refused), "execution_input");
+}

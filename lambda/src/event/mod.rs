@@ -91,6 +91,8 @@ pub enum Request {
     Status {
         /// The resource.
         resource: String,
+        /// The event's field that named it: `resource`, or `path`.
+        named_in: &'static str,
     },
     /// Delete a lock whoever holds it.
     ForceRelease {
@@ -202,7 +204,10 @@ pub fn namespace(event: &Value) -> Result<Option<Namespace>, RequestError> {
 /// use serde_json::json;
 ///
 /// let request = parse(&json!({"op": "status", "resource": "orders/42"})).unwrap();
-/// assert_eq!(request, Request::Status { resource: "orders/42".into() });
+/// assert_eq!(
+///     request,
+///     Request::Status { resource: "orders/42".into(), named_in: "resource" }
+/// );
 ///
 /// let err = parse(&json!({"op": "acquire", "resource": "r", "owner": "o", "lease_ms": -1}))
 ///     .unwrap_err();

@@ -233,6 +233,7 @@ impl Event {
                 data,
             },
             Event::Status { resource, path } => Request::Status {
+                named_in: if path.is_some() { "path" } else { "resource" },
                 resource: set::one_resource(resource, path)?,
             },
             Event::ForceRelease { resource } => Request::ForceRelease { resource },
