@@ -443,8 +443,27 @@ async fn a_release_refused_for_another_handle_leaves_the_holders_extension_alone
         .unwrap()
         .expect("a free lock");
     let as_exclusive = ddb_lock::LockHandle::new(&resource, "saga-1", shared.lock_id());
-    let released = client.release(&as_exclusive).await.unwrap();
-    assert_ne!(released, ddb_lock::ReleaseOutcome::Released);
+    // Refused by its mode (it said `NotFound` while the hold stood; found by review).
+    let released = client.release(&as_exclusive).await;
+    assert!(
+        matches!(
+            released,
+            Err(ddb_lock::Error::InvalidInput(
+                ddb_lock::InvalidInput::ModeMismatch { .. }
+            ))
+        ),
+        "{released:?}"
+    );
+    let extended = client.extend(&as_exclusive, Duration::from_secs(60)).await;
+    assert!(
+        matches!(
+            extended,
+            Err(ddb_lock::Error::InvalidInput(
+                ddb_lock::InvalidInput::ModeMismatch { .. }
+            ))
+        ),
+        "{extended:?}"
+    );
     extends_through(&client, &shared).await;
     assert!(
         matches!(

@@ -46,6 +46,27 @@ pub(crate) fn decode_all(resource: &str, item: &Item) -> Result<Vec<(Mode, Recor
     Ok(all)
 }
 
+/// Refuses a handle of mode `given` whose lock id holds `item`'s lock in another mode kept in a
+/// set (shared, or an intention): its requests' conditions never match that entry, and its caller
+/// is told of the mistake, not that the lock is gone (a release without the shared mode was
+/// answered `NotFound`, "released already, or expired", while the hold stood; found by review).
+pub(crate) fn check_mode(
+    resource: &str,
+    item: &Item,
+    lock_id: LockId,
+    given: Mode,
+) -> Result<(), Error> {
+    match decode_all(resource, item)?
+        .into_iter()
+        .find(|(_, record)| record.lock_id == lock_id)
+    {
+        Some((held, _)) if held != given => {
+            Err(crate::error::InvalidInput::ModeMismatch { given, held }.into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The attribute of the shared holder `lock_id`.
 pub(crate) fn attribute(lock_id: LockId) -> String {
     format!("{SHARED_HOLDER_PREFIX}{lock_id}")

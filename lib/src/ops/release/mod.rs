@@ -8,10 +8,8 @@
 //! so after an SDK retry of an attempt left unanswered a refusal on someone else's item may
 //! follow our own first attempt's success, and is reported as `NotFound`, never `NotOwner`. A
 //! successful release asks for nothing back (the old item would only serve a log line, at a cost
-//! in bytes on every release).
-//!
-//! Every release through a client wakes that client's first waiter for the resource, whether or not
-//! the item was deleted: either way this client no longer holds it.
+//! in bytes on every release). Every release through a client wakes that client's first waiter
+//! for the resource, whether or not the item was deleted: this client no longer holds it.
 
 use super::extend::DataChange;
 use super::in_flight;
@@ -226,10 +224,9 @@ pub(crate) fn start(
     }
     // From here the lock may be free at any moment: no guard of it says "held" any more, and
     // this client hands it back to no idempotent acquisition. Not for a handle of another mode
-    // than the hold this client took, which the item refuses (a set mode's, with
-    // `ModeMismatch`) or does not show (an exclusive one's: `NotFound`), nor of another owner
-    // (`NotOwner`): marked first, the real hold's guards turned lost and its heartbeat stopped,
-    // for a release that changed nothing.
+    // than the hold this client took, which the item refuses (`ModeMismatch`), nor of another
+    // owner (`NotOwner`): marked first, the real hold's guards turned lost and its heartbeat
+    // stopped, for a release that changed nothing.
     let mismatched = release
         .lock_id
         .is_some_and(|lock_id| table.holds.held_by_another_handle(&release.handle(lock_id)));
@@ -493,6 +490,9 @@ async fn send_started(
                 };
                 info!(resource, owner, ?outcome, "lock not released");
                 return Ok(outcome);
+            }
+            if let (Some(item), Some(lock_id)) = (&item, lock_id) {
+                shared::holders::check_mode(resource, item, lock_id, mode)?;
             }
             let retried = retried || resent;
             let record = table.record(resource, item.as_ref())?;
