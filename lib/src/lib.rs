@@ -117,8 +117,8 @@ pub use schema::{
 };
 pub use takeover::TakeoverRule;
 pub use tasks::{
-    ClaimedTask, TaskQueue, TaskStatus, CLAIMABLE_AT, CLAIMED_BY, CLAIM_TOKEN, COMPLETED_CLAIM,
-    DEFAULT_TASKS_INDEX, LAST_CLAIM, MAX_CLAIM, REPLACED_STATUS_WRITE, STATUS_WRITE,
+    ClaimedTask, TaskQueue, TaskStatus, CLAIMABLE_AT, CLAIMED_BY, CLAIM_AT, CLAIM_TOKEN,
+    COMPLETED_CLAIM, DEFAULT_TASKS_INDEX, MAX_CLAIM, REPLACED_STATUS_WRITE, STATUS_WRITE,
     STATUS_WRITE_AT, TASK_QUEUE, TASK_STATUS,
 };
 pub use wait::backoff::BackoffBounds;

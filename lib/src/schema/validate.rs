@@ -48,7 +48,7 @@ const LOCK_ATTRIBUTES: [&str; 32] = [
     crate::tasks::CLAIMED_BY,
     crate::tasks::CLAIM_TOKEN,
     crate::tasks::COMPLETED_CLAIM,
-    crate::tasks::LAST_CLAIM,
+    crate::tasks::CLAIM_AT,
     crate::tasks::STATUS_WRITE,
     crate::tasks::STATUS_WRITE_AT,
     crate::tasks::REPLACED_STATUS_WRITE,

@@ -19,7 +19,7 @@ use crate::lock_table::LockTable;
 use crate::namespace::Namespace;
 use crate::timestamp;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 pub use status::TaskStatus;
 use std::time::Duration;
@@ -43,9 +43,10 @@ pub const CLAIM_TOKEN: &str = "ClaimToken";
 /// recognises its own there, even after another worker claimed the task again (which changes
 /// `ClaimToken`).
 pub const COMPLETED_CLAIM: &str = "CompletedClaim";
-/// The token of the task's last claim, which completions, status writes and give-backs leave: a
-/// copy of that claim delivered late is refused by it, whatever has been written since.
-pub const LAST_CLAIM: &str = "LastClaim";
+/// When the task's last claim was made, in milliseconds since the Unix epoch (by the claimant's
+/// clock, or just after the claim before it), which completions, status writes and give-backs
+/// leave: a copy of any earlier claim delivered late is refused by it, whatever was written since.
+pub const CLAIM_AT: &str = "ClaimAt";
 /// The id of the task's last status write ([`TaskQueue::set_status`]): a resend of that write
 /// (the SDK's, after its answer was lost) finds its own id, and is refused.
 pub const STATUS_WRITE: &str = "StatusWrite";
@@ -64,7 +65,7 @@ pub const MAX_CLAIM: usize = 100;
 /// Names of the attributes the expressions use.
 const NAMES: [(&str, &str); 10] = [
     ("#task_queue", TASK_QUEUE),
-    ("#last_claim", LAST_CLAIM),
+    ("#claim_at", CLAIM_AT),
     ("#status_write", STATUS_WRITE),
     ("#status_write_at", STATUS_WRITE_AT),
     ("#replaced_status_write", REPLACED_STATUS_WRITE),
@@ -75,14 +76,18 @@ const NAMES: [(&str, &str); 10] = [
     ("#completed_claim", COMPLETED_CLAIM),
 ];
 
-/// A claim: the task exists in this queue and may be claimed now, and this claim's token has not
-/// completed it (a copy of a claim delivered after its completion, with `ClaimableAt` no later than
-/// the copy's `:now`, a completer's clock behind, took the task again for a worker done with it),
-/// nor is the last claim's (a copy delivered after a status write whose `ClaimableAt`, by an
-/// administrator's clock behind, was no later than the copy's `:now`, took the task just made
-/// claimable again).
-const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token) AND (attribute_not_exists(#last_claim) OR #last_claim <> :token)";
-const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #last_claim = :token, #claimable_at = :lease_end";
+/// A claim: the task exists in this queue and may be claimed now, this claim's token has not
+/// completed it, and it comes after the task's last claim (`ClaimAt`): a copy of a claim
+/// delivered late finds its own time or a later one there. (With `ClaimableAt` no later than the
+/// copy's `:now`, a completer's or an administrator's clock behind, a copy delivered after the
+/// claim's completion, or after a status write, took the task again, for a lease, for a worker
+/// done with it; found by review. Remembering only the last claim's token, a copy delivered after
+/// one more claim still did.)
+const CLAIM_CONDITION: &str = "attribute_exists(#pk) AND #task_queue = :queue AND #claimable_at <= :now AND NOT contains(#completed_claim, :token) AND (attribute_not_exists(#claim_at) OR #claim_at < :at)";
+const CLAIM_UPDATE: &str = "SET #task_status = :in_progress, #claimed_by = :owner, #claim_token = :token, #claim_at = :at, #claimable_at = :lease_end";
+/// How many times a claim is sent at most, when the task's last claim was made later by its
+/// claimant's clock (a clock ahead) and this one goes just after it.
+const CLAIM_TRIES: usize = 3;
 /// A completion or renewal: the claim is still this one.
 const OWN_CLAIM: &str = "#claim_token = :token AND #task_status = :in_progress";
 /// A renewal also moves the lease end only later: a late copy of an earlier renewal (an SDK
@@ -295,36 +300,48 @@ impl TaskQueue {
     ) -> Result<Option<ClaimedTask>, Error> {
         let (id, token, now) = (claim.id.as_str(), claim.token.clone(), claim.now);
         let lease_end = crate::time::after(now, lease, "lease")?;
-        let sent = self
-            .update_item(id, CLAIM_UPDATE, CLAIM_CONDITION)?
-            .expression_attribute_values(":queue", s(self.queue.as_str()))
-            .expression_attribute_values(":now", s(timestamp::format(now)))
-            .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
-            .expression_attribute_values(":owner", s(self.client.default_owner()))
-            .expression_attribute_values(":token", s(token.as_str()))
-            .expression_attribute_values(":lease_end", s(timestamp::format(lease_end)))
-            .send();
-        let answer = answer("UpdateItem", sent.await, update_refused)?;
-        Ok(match answer {
-            Answer::Applied(_) => Some(ClaimedTask {
-                id: id.to_owned(),
-                token,
-                lease_end,
-            }),
+        let claimed = ClaimedTask {
+            id: id.to_owned(),
+            token: token.clone(),
+            lease_end,
+        };
+        let mut at = now.timestamp_millis();
+        for _ in 0..CLAIM_TRIES {
+            let sent = self
+                .update_item(id, CLAIM_UPDATE, CLAIM_CONDITION)?
+                .expression_attribute_values(":queue", s(self.queue.as_str()))
+                .expression_attribute_values(":now", s(timestamp::format(now)))
+                .expression_attribute_values(":at", AttributeValue::N(at.to_string()))
+                .expression_attribute_values(":in_progress", s(TaskStatus::InProgress.as_str()))
+                .expression_attribute_values(":owner", s(self.client.default_owner()))
+                .expression_attribute_values(":token", s(token.as_str()))
+                .expression_attribute_values(":lease_end", s(timestamp::format(lease_end)))
+                .send();
+            let item = match answer("UpdateItem", sent.await, update_refused)? {
+                Answer::Applied(_) => return Ok(Some(claimed)),
+                Answer::Refused(item) => item.unwrap_or_default(),
+            };
             // Our own claim, applied by an attempt whose answer was lost: the SDK's retry finds
             // its token there.
-            Answer::Refused(Some(item)) if token_of(&item) == Some(token.as_str()) => {
-                Some(ClaimedTask {
-                    id: id.to_owned(),
-                    token,
-                    lease_end,
-                })
+            if token_of(&item) == Some(token.as_str()) {
+                return Ok(Some(claimed));
             }
-            Answer::Refused(_) => {
-                debug!(task = id, "a candidate was claimed by another worker first");
-                None
+            // Claimable, but claimed last at a later time by its claimant's clock (one ahead of
+            // this worker's): this claim goes just after it.
+            match claimed_at(&item) {
+                Some(last) if last >= at && self.claimable(&item, now) => at = last + 1,
+                _ => break,
             }
-        })
+        }
+        debug!(task = id, "a candidate was claimed by another worker first");
+        Ok(None)
+    }
+
+    /// Whether `item`, a task's, may be claimed at `now` but for the order of claims.
+    fn claimable(&self, item: &Item, now: DateTime<Utc>) -> bool {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok());
+        text(TASK_QUEUE).map(String::as_str) == Some(self.queue.as_str())
+            && text(CLAIMABLE_AT).is_some_and(|at| *at <= timestamp::format(now))
     }
 
     /// Ends `task`'s claim with `status` (`Done`, `Failed`, …): true, or false if the claim was
@@ -505,6 +522,13 @@ fn partial(claimed: Vec<ClaimedTask>, error: Error) -> Result<Vec<ClaimedTask>, 
 }
 
 /// The claim token an item carries.
+/// When `item`'s task was claimed last (`ClaimAt`), in milliseconds since the Unix epoch.
+fn claimed_at(item: &Item) -> Option<i64> {
+    item.get(CLAIM_AT)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
 fn token_of(item: &Item) -> Option<&str> {
     item.get(CLAIM_TOKEN)
         .and_then(|v| v.as_s().ok())

@@ -52,6 +52,46 @@ async fn a_late_copy_of_a_claim_does_not_undo_a_status_write_made_since() {
     assert_status(&name, "job", "pending").await;
 }
 
+/// A copy of a claim delivered after that claim was completed (its completer's clock stepped back)
+/// and one more claim was made and completed: with only the last claim's token remembered, the
+/// copy found neither its token nor its completion there, and took the finished task again, for a
+/// lease (found by review). Claims are ordered by their time: a copy's is no later than the last.
+#[tokio::test]
+async fn a_late_copy_of_a_claim_does_not_take_the_task_after_another_claim() {
+    let (name, proxy, clock, queue) = queue_through_a_proxy("q-claim-copy-twice").await;
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let copy = proxy.duplicate_next_request_containing("UpdateItem", "#claimed_by = :owner");
+    let first = claim_until(&queue, 1).await.pop().expect("claimed");
+    clock.set_back(Duration::from_secs(2));
+    assert!(queue.complete(&first, TaskStatus::Failed).await.unwrap());
+    let second = claim_until(&queue, 1).await.pop().expect("claimed again");
+    assert!(queue.complete(&second, TaskStatus::Done).await.unwrap());
+
+    assert!(copy.deliver().await, "the copy reached the endpoint");
+    assert_status(&name, "job", "done").await;
+}
+
+/// A claim by a worker whose clock is ahead, then one by a worker whose clock is not, once the
+/// task is claimable again: the second goes just after the first by the order of claims, and
+/// claims the task.
+#[tokio::test]
+async fn a_claim_after_one_from_a_clock_ahead_still_claims() {
+    let (name, _proxy, clock, queue) = queue_through_a_proxy("q-claim-ahead").await;
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    let ahead = AdjustableClock::new();
+    ahead.advance(Duration::from_secs(3600));
+    let ahead = queue_of(builder(dynamodb()).clock(ahead).build().unwrap(), &name);
+    let task = claim_until(&ahead, 1).await.pop().expect("claimed ahead");
+    assert!(ahead.complete(&task, TaskStatus::Failed).await.unwrap());
+    // Claimable again by this worker's clock: failed at a time behind it.
+    clock.advance(Duration::from_secs(1));
+    queue.set_status("job", TaskStatus::Pending).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let again = claim_until(&queue, 1).await;
+    assert_eq!(again.len(), 1, "claimed after the claim from the clock ahead");
+}
+
 /// An administrative status write whose answer was lost, sent again by the SDK after a worker
 /// claimed the task, took the task from that worker: the next claim ran it a second time.
 #[tokio::test]
