@@ -188,6 +188,26 @@ fn unescape(escaped: &str) -> Option<String> {
     Some(segment)
 }
 
+/// The fence that fenced path locks draw their tokens from besides their own, given the fenced
+/// members of a set: the root's, if one of them is a path other than the root (the root's own
+/// fence is raised as a member's). A path's fence alone ordered only the holders of that very
+/// path: an exclusive lock of `["acct"]` and one of `["acct", "42"]` exclude each other, and
+/// each drew its tokens from its own fence, so a holder superseded by the other could hold the
+/// higher token, and its fenced writes were let through after the newer holder's (found by
+/// review). Every path lock writes the root already: raising its fence too adds an item to the
+/// transaction, and no contention.
+pub(crate) fn common_fence<'a>(fenced: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let root = LockPath::root().resource();
+    let mut paths = false;
+    for resource in fenced {
+        if resource == root {
+            return None;
+        }
+        paths |= LockPath::from_resource(resource).is_some();
+    }
+    paths.then_some(root)
+}
+
 /// The lock-set members of several paths, each in its mode.
 fn members_of(paths: &[(LockPath, Mode)]) -> Vec<(String, Mode)> {
     paths

@@ -211,6 +211,61 @@ async fn a_fenced_exclusive_path_gets_a_token_and_its_ancestors_intentions_none(
     client.release_set(&set).await;
 }
 
+/// Exclusive locks of a path and of its descendant exclude each other, so their fencing tokens
+/// follow the order of their holds: each drew its tokens from its own path's fence, and a holder
+/// of the descendant, whose fence a clock ahead had raised, held a higher token than the holder of
+/// the path who took over once its lease was over; its fenced writes went through after the newer
+/// holder's (found by review).
+#[tokio::test]
+async fn fenced_locks_of_a_path_and_its_descendant_get_tokens_in_the_order_of_their_holds() {
+    lock_client().await;
+    let namespace = ddb_lock::Namespace::new(unique("fenced-paths")).unwrap();
+    let client_on = |clock: std::sync::Arc<AdjustableClock>| {
+        builder(dynamodb())
+            .clock(clock)
+            .build()
+            .unwrap()
+            .in_namespace(namespace.clone())
+            .unwrap()
+    };
+    let ahead_clock = AdjustableClock::new();
+    ahead_clock.advance(Duration::from_secs(3600));
+    let later_clock = AdjustableClock::new();
+    let (ahead, earlier, later) = (
+        client_on(ahead_clock),
+        client_on(AdjustableClock::new()),
+        client_on(later_clock.clone()),
+    );
+    let (account, one) = (LockPath::new(["acct"]), LockPath::new(["acct", "42"]));
+    let fenced = |owner: &str| opts(owner).fencing(true);
+    let skewed = ahead
+        .acquire_paths(&[(one.clone(), Mode::Exclusive)], &fenced("skewed"))
+        .await
+        .unwrap();
+    ahead.release_set(&skewed).await;
+    let superseded = earlier
+        .acquire_paths(
+            &[(one.clone(), Mode::Exclusive)],
+            &fenced("superseded").lease(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    later_clock.advance(Duration::from_secs(2));
+    let newer = later
+        .acquire_paths(&[(account.clone(), Mode::Exclusive)], &fenced("newer"))
+        .await
+        .unwrap();
+    let token = |set: &ddb_lock::LockSet, path: &LockPath| {
+        set.get(&path.resource())
+            .and_then(ddb_lock::Lock::fencing_token)
+            .expect("a fenced member")
+    };
+    assert!(
+        token(&newer, &account) > token(&superseded, &one),
+        "{newer:?} after {superseded:?}"
+    );
+}
+
 /// Every path lock writes an intention on the root: a namespace holds at most 100 live path locks
 /// of one intention mode, and the 101st, on a path that conflicts with none of them, is refused at
 /// the root (a documented limit, pinned here).

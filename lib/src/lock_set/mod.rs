@@ -130,7 +130,9 @@ fn member_options(
     }
     // Fencing orders the writes of exclusive holders; a shared member takes no token.
     let fenced = |mode: Mode| opts.is_fencing() && mode == Mode::Exclusive;
-    let fences = members.iter().filter(|(_, mode)| fenced(*mode)).count();
+    let fenced_members = members.iter().filter(|(_, mode)| fenced(*mode));
+    let common = crate::path::common_fence(fenced_members.clone().map(|(r, _)| r.as_str()));
+    let fences = fenced_members.count() + usize::from(common.is_some());
     if members.len() + fences > MAX_SET_MEMBERS {
         return Err(InvalidInput::TooManyWrites {
             members: members.len(),

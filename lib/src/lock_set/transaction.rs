@@ -4,11 +4,13 @@
 //! ```text
 //! TransactWriteItems  [member 1's write] [member 2's write] …     (each asks for ALL_OLD)
 //!                     [fence of fenced member 1] …                 (fenced sets: one per exclusive member)
+//!                     [the root path's fence]                      (fenced path locks)
 //! ```
 //!
-//! A fenced set's exclusive members each raise their fence item's token in the same transaction,
-//! guessed as a single fenced acquisition guesses it; a fence that refuses a stale guess gives its
-//! current token, and the set is sent again with the next one.
+//! A fenced set's exclusive members take one token, and each raises its fence item's token to it
+//! in the same transaction, guessed as a single fenced acquisition guesses it; path locks raise
+//! the root path's fence too ([`common_fence`](crate::path::common_fence)); a fence that refuses
+//! a stale guess gives its current token, and the set is sent again with the next one.
 //!
 //! A cancellation carries one reason per member, in order. A member whose condition failed is read
 //! as its single acquisition would read it: held (the set is refused, naming it and its holder),
@@ -22,6 +24,7 @@
 use super::LockSet;
 use crate::conditional::{answer, Answer, Transmissions};
 use crate::error::Error;
+use crate::fencing::FencingToken;
 use crate::item::{Item, LOCK_ID};
 use crate::lock::{Holder, Lock, LockId};
 use crate::lock_table::LockTable;
@@ -172,6 +175,19 @@ pub(crate) async fn attempt(
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    // One token for every fenced member, above every first guess; raised at the root path's
+    // fence too for path locks.
+    let common_fence = crate::path::common_fence(
+        members
+            .iter()
+            .filter(|member| member.lock().fencing_token().is_some())
+            .map(Member::resource),
+    );
+    let token = members
+        .iter()
+        .filter_map(|member| member.lock().fencing_token())
+        .max();
+    set_token(&mut members, token);
     // The members' lock ids and versions are the same in every transaction of the attempt.
     let mut after_resend = AfterResend::new(
         table,
@@ -186,10 +202,22 @@ pub(crate) async fn attempt(
             .collect(),
     );
     for _ in 0..MAX_WRITES {
+        let token = members
+            .iter()
+            .filter_map(|member| member.lock().fencing_token())
+            .max();
+        let common_write = match (&common_fence, token) {
+            (Some(resource), Some(token)) => Some(
+                fenced_acquire::fence_write(table, resource, token)
+                    .map(|update| TransactWriteItem::builder().update(update).build()),
+            ),
+            _ => None,
+        };
         let writes = members
             .iter()
             .map(|member| member.write(table))
             .chain(members.iter().filter_map(|member| member.fence(table)))
+            .chain(common_write)
             .collect::<Result<Vec<_>, Error>>()?;
         let in_flight: Vec<InFlightAcquisition<'_>> = members
             .iter()
@@ -280,24 +308,25 @@ pub(crate) async fn attempt(
                 holder: holder.clone(),
             });
         }
-        // The fences' reasons follow the members', in the order of the fenced members.
+        // The fences' reasons follow the members', in the order of the fenced members, then the
+        // root path's.
         let mut stale = Vec::new();
         let fenced = members
             .iter()
-            .enumerate()
-            .filter(|(_, member)| member.lock().fencing_token().is_some());
-        for ((index, member), reason) in fenced.zip(reasons.iter().skip(members.len())) {
+            .filter(|member| member.lock().fencing_token().is_some())
+            .map(|member| (member.resource(), member.lock().acquired_at()));
+        let acquired_at = members.first().map(|member| member.lock().acquired_at());
+        let common = common_fence.as_deref().zip(acquired_at);
+        for ((resource, acquired_at), reason) in
+            fenced.chain(common).zip(reasons.iter().skip(members.len()))
+        {
             match reason.code() {
-                Some("ConditionalCheckFailed") => {
-                    let lock = member.lock();
-                    let next = fenced_acquire::next_guess(
-                        table,
-                        lock.resource(),
-                        lock.acquired_at(),
-                        reason.item(),
-                    )?;
-                    stale.push((index, next));
-                }
+                Some("ConditionalCheckFailed") => stale.push(fenced_acquire::next_guess(
+                    table,
+                    resource,
+                    acquired_at,
+                    reason.item(),
+                )?),
                 Some("TransactionConflict") => conflict = true,
                 _ => {}
             }
@@ -319,10 +348,8 @@ pub(crate) async fn attempt(
         }
         // Refused by conditions, each read: nothing of this transaction was written.
         settled();
-        for (index, token) in stale {
-            if let Some(Member::Exclusive { new, .. }) = members.get_mut(index) {
-                new.lock = new.lock.clone().with_fencing_token(Some(token));
-            }
+        if let Some(next) = stale.into_iter().max() {
+            set_token(&mut members, Some(next));
         }
         for (member, refusal) in members.iter_mut().zip(refusals) {
             match (member, refusal) {
@@ -338,6 +365,17 @@ pub(crate) async fn attempt(
         }
     }
     Ok(Attempt::Conflict)
+}
+
+/// Gives every fenced member of `members` the token `token`.
+fn set_token(members: &mut [Member<'_>], token: Option<FencingToken>) {
+    for member in members {
+        if let Member::Exclusive { new, .. } = member {
+            if new.lock.fencing_token().is_some() {
+                new.lock = new.lock.clone().with_fencing_token(token);
+            }
+        }
+    }
 }
 
 /// Reads the refusal of `member` from the item that refused it.
