@@ -89,7 +89,11 @@ async fn a_claim_after_one_from_a_clock_ahead_still_claims() {
     queue.set_status("job", TaskStatus::Pending).await.unwrap();
     clock.advance(Duration::from_secs(1));
     let again = claim_until(&queue, 1).await;
-    assert_eq!(again.len(), 1, "claimed after the claim from the clock ahead");
+    assert_eq!(
+        again.len(),
+        1,
+        "claimed after the claim from the clock ahead"
+    );
 }
 
 /// An administrative status write whose answer was lost, sent again by the SDK after a worker
