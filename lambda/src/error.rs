@@ -114,6 +114,10 @@ pub enum HandlerError {
     /// See [`name::BACKEND_UNAVAILABLE`].
     #[error("{0}")]
     Backend(ddb_lock::Error),
+    /// See [`name::BACKEND_UNAVAILABLE`]: DynamoDB had not answered the operation when the
+    /// invocation's deadline drew near.
+    #[error("DynamoDB had not answered when the invocation's deadline drew near; the operation's outcome is unknown (an acquire is cleaned up; try again)")]
+    Unanswered,
 }
 
 impl HandlerError {
@@ -130,7 +134,7 @@ impl HandlerError {
             HandlerError::MalformedItem(_) => name::MALFORMED_LOCK_ITEM,
             HandlerError::NotALockItem(_) => name::NOT_A_LOCK_ITEM,
             HandlerError::LockItemMissing(_) => name::LOCK_ITEM_MISSING,
-            HandlerError::Backend(_) => name::BACKEND_UNAVAILABLE,
+            HandlerError::Backend(_) | HandlerError::Unanswered => name::BACKEND_UNAVAILABLE,
         }
     }
 

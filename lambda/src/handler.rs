@@ -96,8 +96,11 @@ impl Handler {
             .and_then(|namespace| event::parse(&payload).map(|request| (namespace, request)))
         {
             Ok((namespace, request)) => {
-                let budget = wait_budget(context.deadline, now_ms(), self.config.deadline_margin);
-                self.execute(namespace, request, budget, &mut attempts)
+                let now = now_ms();
+                let budget = wait_budget(context.deadline, now, self.config.deadline_margin);
+                let deadline = wait_budget(context.deadline, now, Duration::ZERO)
+                    .map(|left| Instant::now() + left);
+                self.execute(namespace, request, budget, deadline, &mut attempts)
                     .await
             }
             Err(invalid) => Err(invalid.into()),
@@ -124,12 +127,14 @@ impl Handler {
     }
 
     /// Runs `request` in `namespace` within the time `budget`, counting its conditional writes in
-    /// `attempts` (each is billed, so they are counted whether the operation succeeds or not).
+    /// `attempts` (each is billed, so they are counted whether the operation succeeds or not), and
+    /// answers before the invocation's `deadline`, if it has one.
     async fn execute(
         &self,
         namespace: Option<Namespace>,
         request: Request,
         budget: Option<Duration>,
+        deadline: Option<Instant>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
         let scoped;
@@ -140,17 +145,41 @@ impl Handler {
             }
             None => &self.client,
         };
-        let done = self.run(client, namespace, request, budget, attempts).await;
+        // An operation may end after its budget (its last attempt's answer comes late, up to an
+        // attempt's timeout): it is cut a quarter of the margin before the deadline, and answered
+        // `BackendUnavailable`, so that the caller gets a stable error name (Lambda's own timeout
+        // reached it as `Sandbox.Timedout`, which a saga's retries do not name; found by review).
+        // What it left (the clean-up of a write that may have landed) is done below.
+        let run = self.run(client, namespace, request, budget, attempts);
+        let done = match deadline {
+            Some(deadline) => {
+                let cut_at = deadline - self.config.deadline_margin / 4;
+                tokio::time::timeout_at(cut_at, run)
+                    .await
+                    .unwrap_or(Err(HandlerError::Unanswered))
+            }
+            None => run.await,
+        };
         // The background work the operation left (the release of an acquisition whose write may
         // have landed though its answer never came, a waiting writer's withdrawal) is done before
         // the answer: once answered, the sandbox may be frozen, and the lock left held by nobody
         // until a thaw or its lease end (a clean-up sent on thaw spares a lock a retry was handed
         // back meanwhile: it releases only the version its write stored).
-        // However long it takes, even past the invocation's budget: an operation may end after
-        // its budget (its last attempt's answer comes late), and at the deadline Lambda stops the
-        // sandbox and resets it, spawned work and all, which harms nobody; what that work would
-        // have released expires with its lease. The work is bounded: a few tries of one request.
-        client.flush().await;
+        // Until the deadline at most, less a tenth of the margin to send the answer: the sandbox
+        // frozen then, the work goes on at a thaw, or, reset, what it would have released
+        // expires with its lease. The work is bounded: a few tries of one request.
+        match deadline {
+            Some(deadline) => {
+                let flushed = deadline - self.config.deadline_margin / 10;
+                if tokio::time::timeout_at(flushed, client.flush())
+                    .await
+                    .is_err()
+                {
+                    info!("the invocation's background work goes on past its answer");
+                }
+            }
+            None => client.flush().await,
+        }
         done
     }
 
@@ -175,7 +204,11 @@ impl Handler {
             Request::ReleaseSet { owner, locks } => {
                 self.release_set(client, owner, locks, attempts).await
             }
-            Request::Release { lock, data } => self.release(client, lock, data, attempts).await,
+            Request::Release {
+                lock,
+                data,
+                expires_at,
+            } => self.release(client, lock, data, expires_at, attempts).await,
             Request::ReleaseExecution {
                 resource,
                 owner,
@@ -303,7 +336,7 @@ impl Handler {
         let mut released = Vec::new();
         let mut failures = Vec::new();
         for ((lock, outcome), held) in locks.into_iter().zip(outcomes).zip(&handles) {
-            let outcome = outcome.map(|outcome| released_before(client, held, outcome));
+            let outcome = outcome.map(|outcome| released_before(client, held, None, outcome));
             let answer = outcome.map_err(HandlerError::from).and_then(|outcome| {
                 release_answer(
                     lock.resource,
@@ -341,6 +374,7 @@ impl Handler {
         client: &LockClient,
         lock: HeldLock,
         data: Option<Option<String>>,
+        expires_at: Option<DateTime<Utc>>,
         attempts: &mut u32,
     ) -> Result<Done, HandlerError> {
         *attempts = 1;
@@ -353,7 +387,7 @@ impl Handler {
             }
         };
         let lock_id = Some(lock.lock_id.to_string());
-        let outcome = released_before(client, &held, outcome);
+        let outcome = released_before(client, &held, expires_at, outcome);
         release_answer(lock.resource, lock.owner, lock_id, outcome)
     }
 
@@ -513,24 +547,34 @@ impl Handler {
     }
 }
 
-/// The answer to a release (see [`ReleaseResponse::of`]) and its metrics outcome.
 /// `outcome`, of a release of `held` through `client`: one that finds the lock another's, where
 /// this client released the acquisition before (Step Functions retried a release whose answer it
 /// never got, in this warm instance, and another execution took the lock meanwhile), is
-/// unconfirmed, not the mismatch a saga takes for a lock lost during its work (found by review).
+/// unconfirmed, not the mismatch a saga takes for a lock lost during its work (found by review);
+/// so is one whose holder acquired the lock by `expires_at`, the lease end the release's event
+/// gives (the same retry on another instance, found by review): a takeover of a lease that ended
+/// writes a later time (see [`LockClient::may_have_taken_over`]), so the acquisition was
+/// released.
 fn released_before(
     client: &LockClient,
     held: &LockHandle,
+    expires_at: Option<DateTime<Utc>>,
     outcome: ReleaseOutcome,
 ) -> ReleaseOutcome {
     match outcome {
         ReleaseOutcome::NotOwner { .. } if client.released_here(held) => {
             ReleaseOutcome::Unconfirmed
         }
+        ReleaseOutcome::NotOwner { holder }
+            if expires_at.is_some_and(|end| !client.may_have_taken_over(&holder, end)) =>
+        {
+            ReleaseOutcome::Unconfirmed
+        }
         outcome => outcome,
     }
 }
 
+/// The answer to a release (see [`ReleaseResponse::of`]) and its metrics outcome.
 fn release_answer(
     resource: String,
     owner: String,

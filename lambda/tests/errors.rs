@@ -237,6 +237,37 @@ async fn an_acquisition_lost_at_the_end_of_the_budget_is_released_before_the_ans
     assert_eq!(raw_item(&resource).await, None);
 }
 
+/// An acquisition whose request DynamoDB leaves unanswered (a connection that hangs, and no
+/// attempt timeout to give it up) when the invocation's deadline draws near: answered
+/// `BackendUnavailable` before the deadline, a name the saga retries (it ran past the deadline,
+/// and Lambda's own timeout reached the saga as `Sandbox.Timedout`; found by review).
+#[tokio::test]
+async fn an_acquisition_unanswered_near_the_deadline_is_backend_unavailable() {
+    let _ = handler().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let settings = config(&[]);
+    let handler = Handler::new(
+        settings
+            .lock_client(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+            .unwrap(),
+        settings,
+    );
+    let resource = unique("h-unanswered");
+    let mut hung = proxy.delay_next_request("PutItem");
+    let mut context = Context::default();
+    context.deadline = common::now_ms() + 2_000;
+    let event = json!({"op": "acquire", "resource": resource, "owner": "saga-1", "wait_ms": 60000});
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        common::invoke_with(&handler, event, context),
+    )
+    .await
+    .expect("answered while its request hangs");
+    assert_eq!(error_name(answer), name::BACKEND_UNAVAILABLE);
+    assert!(hung.is_captured(), "the acquisition's request was held");
+    drop(hung);
+}
+
 /// A set's release where one member's lock was taken by another owner and DynamoDB failed the
 /// other member's release: the answer is the retryable `BackendUnavailable`, whatever the order
 /// of the members, so that the saga's retry releases that member (answered

@@ -236,3 +236,48 @@ async fn release_execution_of_an_empty_resource_names_the_execution_input() {
     let refused = invoke(&handler, execution_ended(EXECUTION, "")).await;
     assert_eq!(invalid_field(refused), "execution_input");
 }
+
+/// A release retried on another warm instance after its answer was lost, once another execution
+/// took the lock: with the lease end its acquire answered in the event, the new holder acquired
+/// the lock by then, so the lock was released, not taken over at its expiry, and the release is
+/// unconfirmed (it was `LockOwnershipMismatch`, which a saga takes for a lock lost during its
+/// work; found by review). Without it the instance cannot tell, and the mismatch stands; so it
+/// does for a holder that took the lock over once the lease had ended.
+#[tokio::test]
+async fn a_release_retried_on_another_instance_after_another_execution_took_the_lock() {
+    let (first, second) = (handler().await, handler().await);
+    let resource = unique("h-retried-elsewhere");
+    let lock = take(&first, &resource, "exec-1").await;
+    let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
+        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"]});
+    invoke(&first, release.clone()).await.unwrap();
+    take(&second, &resource, "exec-2").await;
+
+    let again = invoke(&second, release.clone()).await.unwrap();
+    assert_eq!(again["released"], false, "{again}");
+    assert_eq!(again["reason"], reason::UNCONFIRMED, "{again}");
+    let mut without = release;
+    without.as_object_mut().unwrap().remove("expires_at");
+    assert_eq!(
+        error_name(invoke(&second, without).await),
+        name::LOCK_OWNERSHIP_MISMATCH
+    );
+
+    // Taken over once its lease had ended (by a clock an hour ahead): a lock lost.
+    let resource = unique("h-taken-over");
+    let lock = take(&first, &resource, "exec-1").await;
+    let ahead = ddb_lock_test_kit::AdjustableClock::new();
+    ahead.advance(std::time::Duration::from_secs(3600));
+    let later = builder(dynamodb()).clock(ahead).build().unwrap();
+    later
+        .try_acquire(&resource, &AcquireOptions::new().owner("exec-2"))
+        .await
+        .unwrap()
+        .expect("taken over");
+    let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
+        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"]});
+    assert_eq!(
+        error_name(invoke(&second, release).await),
+        name::LOCK_OWNERSHIP_MISMATCH
+    );
+}

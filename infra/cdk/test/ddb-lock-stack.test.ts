@@ -176,6 +176,11 @@ describe('saga', () => {
     expect(states.ProtectedWork.Catch[0]).toMatchObject({ ErrorEquals: ['States.ALL'], Next: 'Compensate' });
     expect(states.ProtectedWork.Next).toBe('LeaseStillRunning');
     expect(states.Compensate.Parameters.Payload.op).toBe('release');
+    // The lease end the acquire answered: a retried release that finds another execution's
+    // lock taken by then was released, not lost.
+    for (const release of [states.Compensate, states.ReleaseLock, states.ReleaseLapsedLock]) {
+      expect(release.Parameters.Payload['expires_at.$']).toBe('$.lock.expires_at');
+    }
     expect(states.Compensate.Retry[0].MaxAttempts).toBeGreaterThanOrEqual(10);
     expect(states[states.Compensate.Next].Type).toBe('Fail');
   });

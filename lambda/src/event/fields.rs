@@ -28,6 +28,22 @@ pub(super) fn epoch_millis<'de, D: Deserializer<'de>>(
     })
 }
 
+/// An instant as the function answers it (`expires_at`: RFC 3339 in UTC, to the millisecond).
+pub(super) fn answered_instant<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    text.map(|text| {
+        ddb_lock::timestamp::parse(&text).ok_or_else(|| {
+            de::Error::invalid_value(
+                Unexpected::Str(&text),
+                &"an instant as the function answers it, such as 2026-11-21T09:05:07.000Z",
+            )
+        })
+    })
+    .transpose()
+}
+
 /// Reads an optional whole number of milliseconds and converts it; serde's errors then say what
 /// was `expecting` (`1.5` is "floating point `1.5`, expected a whole number of milliseconds…").
 struct Millis<T> {

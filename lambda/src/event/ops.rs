@@ -4,7 +4,8 @@
 //! make.
 
 use super::fields::{
-    cursor, duration, epoch_millis, flag, json_text, lock_id, mode, optional_lock_id, replacement,
+    answered_instant, cursor, duration, epoch_millis, flag, json_text, lock_id, mode,
+    optional_lock_id, replacement,
 };
 use super::set::{self, Held, SetLock, SetMember, Target};
 use super::{kind, HeldLock, NewLock, NewSet, Request, RequestError};
@@ -40,6 +41,8 @@ pub(super) enum Event {
         /// Absent: keep the data; `null`: remove it.
         #[serde(default, deserialize_with = "replacement")]
         data: Option<Option<String>>,
+        #[serde(default, deserialize_with = "answered_instant")]
+        expires_at: Option<DateTime<Utc>>,
     },
     ReleaseExecution {
         owner: String,
@@ -190,6 +193,7 @@ impl Event {
                 locks,
                 mode,
                 data,
+                expires_at,
             } => match set::held(resource, lock_id, mode, locks, data.is_some())? {
                 Held::One(resource, lock_id) => Request::Release {
                     lock: HeldLock {
@@ -199,7 +203,11 @@ impl Event {
                         mode: mode.unwrap_or_default(),
                     },
                     data,
+                    expires_at,
                 },
+                Held::Set(_) if expires_at.is_some() => {
+                    return Err(set::not_with("expires_at", "locks"))
+                }
                 Held::Set(locks) => Request::ReleaseSet {
                     locks: locks.into_iter().map(|l| l.held(&owner)).collect(),
                     owner,

@@ -5,10 +5,11 @@ use super::LockClient;
 use crate::error::{Error, InvalidInput};
 use crate::holds::{Held, ReleaseUnderway};
 use crate::limits;
-use crate::lock::LockHandle;
+use crate::lock::{Holder, LockHandle};
 use crate::ops::extend::DataChange;
 use crate::ops::release::{self, Release};
 use crate::outcome::{LockLost, ReleaseOutcome};
+use crate::takeover::TakeoverRule;
 use chrono::{DateTime, Utc};
 
 impl LockClient {
@@ -192,6 +193,34 @@ impl LockClient {
             .table
             .holds
             .released_on_request(lock.as_ref().lock_id())
+    }
+
+    /// Whether `holder`, found holding a lock that an acquisition held with its lease ending no
+    /// earlier than `lease_end`, may have taken it over once that lease was over. Under the
+    /// wall-clock rule a takeover's condition is the stored `ExpiresAt` < its `:now`, which it
+    /// writes as `AcquiredAt`: a holder that acquired the lock by `lease_end` did not take it
+    /// over, and the acquisition had been released (by its holder, or forced). Under the
+    /// observed-lease rule, which compares no clocks, any holder may have. No request.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(client: ddb_lock::LockClient, lock: ddb_lock::Lock) -> Result<(), ddb_lock::Error> {
+    /// use ddb_lock::ReleaseOutcome;
+    ///
+    /// match client.release(&lock).await? {
+    ///     ReleaseOutcome::NotOwner { holder }
+    ///         if !client.may_have_taken_over(&holder, lock.expires_at()) =>
+    ///     {
+    ///         println!("released before {} took it", holder.owner)
+    ///     }
+    ///     outcome => println!("{outcome:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn may_have_taken_over(&self, holder: &Holder, lease_end: DateTime<Utc>) -> bool {
+        self.settings.table.takeover == TakeoverRule::ObservedLease
+            || holder.acquired_at > lease_end
     }
 
     /// Releases a lock: one DeleteItem conditioned on the acquisition's `LockID` and `Owner`.
