@@ -150,14 +150,20 @@ impl Handler {
         // `BackendUnavailable`, so that the caller gets a stable error name (Lambda's own timeout
         // reached it as `Sandbox.Timedout`, which a saga's retries do not name; found by review).
         // What it left (the clean-up of a write that may have landed) is done below.
+        // (A margin longer than the time left counts as that time: the operation still gets
+        // three quarters of it; cut at once, every operation was `BackendUnavailable`.)
+        let before_deadline = |share: u32| {
+            deadline.map(|deadline| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                deadline - self.config.deadline_margin.min(left) / share
+            })
+        };
+        let (cut_at, flushed_by) = (before_deadline(4), before_deadline(10));
         let run = self.run(client, namespace, request, budget, attempts);
-        let done = match deadline {
-            Some(deadline) => {
-                let cut_at = deadline - self.config.deadline_margin / 4;
-                tokio::time::timeout_at(cut_at, run)
-                    .await
-                    .unwrap_or(Err(HandlerError::Unanswered))
-            }
+        let done = match cut_at {
+            Some(cut_at) => tokio::time::timeout_at(cut_at, run)
+                .await
+                .unwrap_or(Err(HandlerError::Unanswered)),
             None => run.await,
         };
         // The background work the operation left (the release of an acquisition whose write may
@@ -168,10 +174,9 @@ impl Handler {
         // Until the deadline at most, less a tenth of the margin to send the answer: the sandbox
         // frozen then, the work goes on at a thaw, or, reset, what it would have released
         // expires with its lease. The work is bounded: a few tries of one request.
-        match deadline {
-            Some(deadline) => {
-                let flushed = deadline - self.config.deadline_margin / 10;
-                if tokio::time::timeout_at(flushed, client.flush())
+        match flushed_by {
+            Some(flushed_by) => {
+                if tokio::time::timeout_at(flushed_by, client.flush())
                     .await
                     .is_err()
                 {
@@ -208,7 +213,14 @@ impl Handler {
                 lock,
                 data,
                 expires_at,
-            } => self.release(client, lock, data, expires_at, attempts).await,
+                retried,
+            } => {
+                // Only a retry may have been released by an earlier attempt of its own: a first
+                // release that finds the lock another's, acquired before its lease end, lost it
+                // to a force release or a stop event (found by review).
+                let expires_at = expires_at.filter(|_| retried);
+                self.release(client, lock, data, expires_at, attempts).await
+            }
             Request::ReleaseExecution {
                 resource,
                 owner,
@@ -551,10 +563,11 @@ impl Handler {
 /// this client released the acquisition before (Step Functions retried a release whose answer it
 /// never got, in this warm instance, and another execution took the lock meanwhile), is
 /// unconfirmed, not the mismatch a saga takes for a lock lost during its work (found by review);
-/// so is one whose holder acquired the lock by `expires_at`, the lease end the release's event
-/// gives (the same retry on another instance, found by review): a takeover of a lease that ended
-/// writes a later time (see [`LockClient::may_have_taken_over`]), so the acquisition was
-/// released.
+/// so is one whose holder acquired the lock by `expires_at`, the lease end a retried release's
+/// event gives (the same retry on another instance, found by review): a takeover of a lease that
+/// ended writes a later time (see [`LockClient::may_have_taken_over`]), so the acquisition was
+/// released, by the release's earlier attempt or by another hand, which this cannot tell apart;
+/// nor a takeover, early by a clock ahead, whose holder has passed the lock on since.
 fn released_before(
     client: &LockClient,
     held: &LockHandle,

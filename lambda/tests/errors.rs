@@ -268,6 +268,19 @@ async fn an_acquisition_unanswered_near_the_deadline_is_backend_unavailable() {
     drop(hung);
 }
 
+/// A deadline margin longer than the time the invocation has left: the operation still runs (it
+/// was cut at once, and every operation answered `BackendUnavailable`; found by review).
+#[tokio::test]
+async fn a_margin_longer_than_the_time_left_still_lets_the_operation_run() {
+    let handler = common::handler_with(config(&[("DDB_LOCK_DEADLINE_MARGIN_MS", "60000")])).await;
+    let mut context = Context::default();
+    context.deadline = common::now_ms() + 2_000;
+    let resource = unique("h-long-margin");
+    let event = json!({"op": "try_acquire", "resource": resource, "owner": "saga-1"});
+    let answer = common::invoke_with(&handler, event, context).await.unwrap();
+    assert_eq!(answer["resource"], resource);
+}
+
 /// A set's release where one member's lock was taken by another owner and DynamoDB failed the
 /// other member's release: the answer is the retryable `BackendUnavailable`, whatever the order
 /// of the members, so that the saga's retry releases that member (answered

@@ -242,14 +242,16 @@ async fn release_execution_of_an_empty_resource_names_the_execution_input() {
 /// the lock by then, so the lock was released, not taken over at its expiry, and the release is
 /// unconfirmed (it was `LockOwnershipMismatch`, which a saga takes for a lock lost during its
 /// work; found by review). Without it the instance cannot tell, and the mismatch stands; so it
-/// does for a holder that took the lock over once the lease had ended.
+/// does for a holder that took the lock over once the lease had ended, and for a first release
+/// (a retry count of zero), which no earlier attempt of its own released: the lock was forced
+/// away (found by review).
 #[tokio::test]
 async fn a_release_retried_on_another_instance_after_another_execution_took_the_lock() {
     let (first, second) = (handler().await, handler().await);
     let resource = unique("h-retried-elsewhere");
     let lock = take(&first, &resource, "exec-1").await;
     let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
-        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"]});
+        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"], "retry_count": 1});
     invoke(&first, release.clone()).await.unwrap();
     take(&second, &resource, "exec-2").await;
 
@@ -275,7 +277,23 @@ async fn a_release_retried_on_another_instance_after_another_execution_took_the_
         .unwrap()
         .expect("taken over");
     let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
-        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"]});
+        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"], "retry_count": 1});
+    assert_eq!(
+        error_name(invoke(&second, release).await),
+        name::LOCK_OWNERSHIP_MISMATCH
+    );
+
+    // Forced away before the work ended, and taken: its first release learns it lost the lock.
+    let resource = unique("h-forced-away");
+    let lock = take(&first, &resource, "exec-1").await;
+    ddb_lock_test_kit::lock_client()
+        .await
+        .force_release(&resource)
+        .await
+        .unwrap();
+    take(&second, &resource, "exec-2").await;
+    let release = json!({"op": "release", "resource": resource, "owner": "exec-1",
+        "lock_id": lock["lock_id"], "expires_at": lock["expires_at"], "retry_count": 0});
     assert_eq!(
         error_name(invoke(&second, release).await),
         name::LOCK_OWNERSHIP_MISMATCH

@@ -284,6 +284,16 @@ pub enum InvalidInput {
         /// The option.
         field: &'static str,
     },
+    /// A fenced acquisition of a path's resource name alone (`path:/…`, not the root): fenced
+    /// path locks draw their tokens from a counter shared with the path's ancestors and
+    /// descendants, which only [`acquire_paths`](crate::LockClient::acquire_paths) and the other
+    /// path calls raise (alone, it drew from the path's own, and a holder of a descendant could
+    /// hold a higher token than this newer, excluding holder; found by review).
+    #[error("`fencing` cannot be used on the path resource {resource:?} alone: lock the path with acquire_paths, whose tokens follow those of its ancestors and descendants")]
+    FencedPathName {
+        /// The resource name.
+        resource: String,
+    },
     /// An option a fair acquisition ([`AcquireOptions::fair`](crate::AcquireOptions::fair))
     /// does not offer.
     #[error("`{field}` cannot be used with a fair acquisition")]
@@ -369,6 +379,7 @@ impl InvalidInput {
             InvalidInput::NeedsBackend => "hint",
             InvalidInput::ClaimOnly => "status",
             InvalidInput::ClaimLimit { .. } => "limit",
+            InvalidInput::FencedPathName { .. } => "fencing",
         }
     }
 }

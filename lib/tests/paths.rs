@@ -266,6 +266,31 @@ async fn fenced_locks_of_a_path_and_its_descendant_get_tokens_in_the_order_of_th
     );
 }
 
+/// A path's resource name locked alone and fenced is refused: its tokens would come from the
+/// path's own fence, unordered with those of its ancestors' and descendants' fenced locks, which
+/// it excludes (found by review). The root alone draws from the root's fence, as path locks do.
+#[tokio::test]
+async fn a_fenced_lock_of_a_paths_name_alone_is_refused() {
+    let client = lock_client().await;
+    let name = path(&unique("fenced-name"), &["acct"]).resource();
+    let refused = client
+        .try_acquire(&name, &opts("alone").fencing(true))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            ddb_lock::Error::InvalidInput(ddb_lock::InvalidInput::FencedPathName { .. })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        ddb_lock_test_kit::raw_item(&name).await,
+        None,
+        "nothing was written"
+    );
+}
+
 /// Every path lock writes an intention on the root: a namespace holds at most 100 live path locks
 /// of one intention mode, and the 101st, on a path that conflicts with none of them, is refused at
 /// the root (a documented limit, pinned here).

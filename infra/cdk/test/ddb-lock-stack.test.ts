@@ -180,6 +180,7 @@ describe('saga', () => {
     // lock taken by then was released, not lost.
     for (const release of [states.Compensate, states.ReleaseLock, states.ReleaseLapsedLock]) {
       expect(release.Parameters.Payload['expires_at.$']).toBe('$.lock.expires_at');
+      expect(release.Parameters.Payload['retry_count.$']).toBe('$$.State.RetryCount');
     }
     expect(states.Compensate.Retry[0].MaxAttempts).toBeGreaterThanOrEqual(10);
     expect(states[states.Compensate.Next].Type).toBe('Fail');

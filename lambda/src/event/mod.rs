@@ -64,10 +64,14 @@ pub enum Request {
         /// (the event's `"data": null`) removes it, `None` (no `data`) keeps it. Only where
         /// items are kept on release (`DDB_LOCK_DELETE_ON_RELEASE=false`).
         data: Option<Option<String>>,
-        /// The lease end its acquire (or last extend) answered, if the event gives it: a lock
-        /// found another's that was acquired by then was released, not taken over at its expiry
+        /// The lease end its acquire (or last extend) answered, if the event gives it: where
+        /// the release is `retried`, a lock found another's that was acquired by then was
+        /// released, perhaps by an earlier attempt of this release, not taken over at its expiry
         /// (a release sent again after its answer was lost, on another warm instance).
         expires_at: Option<DateTime<Utc>>,
+        /// Whether the release is sent again (the event's `retry_count`, Step Functions'
+        /// `$$.State.RetryCount`, above zero).
+        retried: bool,
     },
     /// Release the lock an ended Step Functions execution holds on the resource named in its
     /// input, whatever the lock id (sent by an EventBridge rule on failed, timed-out or aborted

@@ -43,6 +43,8 @@ pub(super) enum Event {
         data: Option<Option<String>>,
         #[serde(default, deserialize_with = "answered_instant")]
         expires_at: Option<DateTime<Utc>>,
+        #[serde(default)]
+        retry_count: u32,
     },
     ReleaseExecution {
         owner: String,
@@ -194,6 +196,7 @@ impl Event {
                 mode,
                 data,
                 expires_at,
+                retry_count,
             } => match set::held(resource, lock_id, mode, locks, data.is_some())? {
                 Held::One(resource, lock_id) => Request::Release {
                     lock: HeldLock {
@@ -204,6 +207,7 @@ impl Event {
                     },
                     data,
                     expires_at,
+                    retried: retry_count > 0,
                 },
                 Held::Set(_) if expires_at.is_some() => {
                     return Err(set::not_with("expires_at", "locks"))

@@ -2,7 +2,7 @@
 //! variants, and the request both resolve from the caller's options.
 
 use super::LockClient;
-use crate::error::Error;
+use crate::error::{Error, InvalidInput};
 use crate::limits;
 use crate::lock::Lock;
 use crate::ops::acquire::Request;
@@ -63,7 +63,7 @@ impl LockClient {
         resource: &str,
         opts: &AcquireOptions,
     ) -> Result<AcquireAttempt, Error> {
-        let request = self.request(resource, opts)?;
+        let request = self.single_request(resource, opts)?;
         wait::try_once(&self.settings.table, &request, self.settings.backoff).await
     }
 
@@ -123,7 +123,7 @@ impl LockClient {
             waited: Duration::ZERO,
         };
         // Not a helper `async fn`: every layer of future here nests in the callers' futures.
-        let result = match self.request(resource, opts).and_then(|request| {
+        let result = match self.single_request(resource, opts).and_then(|request| {
             let timeout = opts
                 .timeout_duration()
                 .unwrap_or(self.settings.acquire_timeout);
@@ -144,6 +144,23 @@ impl LockClient {
         };
         stats.waited = started.elapsed();
         (result, stats)
+    }
+
+    /// [`request`](Self::request) for a lock taken alone, not as a lock set's member: a fenced
+    /// one of a path's resource name is refused (see [`InvalidInput::FencedPathName`]).
+    fn single_request<'a>(
+        &'a self,
+        resource: &'a str,
+        opts: &'a AcquireOptions,
+    ) -> Result<Request<'a>, Error> {
+        let request = self.request(resource, opts)?;
+        if opts.is_fencing() && crate::path::common_fence([resource]).is_some() {
+            return Err(InvalidInput::FencedPathName {
+                resource: resource.to_owned(),
+            }
+            .into());
+        }
+        Ok(request)
     }
 
     /// The validated acquisition request of `opts`, with this client's defaults.
