@@ -332,27 +332,12 @@ async fn a_set_refused_by_a_lease_that_ended_before_the_refusal_was_read_is_answ
     }
 }
 
-/// A copy of a set's transaction (the network delivered it twice, the second time late) that
-/// lands after the set was released, on a client that keeps items: the kept items are free, and
-/// the copy must not take them again for a holder that has gone. DynamoDB answers a copy within
-/// ten minutes of its token as the first was, changing nothing (pinned here); past them, or after
-/// a resend of it was cancelled, the members' condition that the attempt has not written the item
-/// already refuses it (as for a single keeping acquisition).
-#[tokio::test]
-async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release_on_kept_items() {
-    lock_client().await;
-    let proxy = Proxy::start(&endpoint()).await;
-    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
-        .delete_on_release(false)
-        .build()
-        .unwrap();
-    let (a, b) = (unique("set/copy-a"), unique("set/copy-b"));
+/// `client` (through `proxy`) takes `members` as a set and releases it, and a copy of the set's
+/// transaction (the network delivered it twice, the second time late) lands after the release.
+async fn late_copy_after_release(client: &LockClient, proxy: &Proxy, members: &[(&str, Mode)]) {
     let copy = proxy.duplicate_next_request("TransactWriteItems");
     let set = match client
-        .try_acquire_set(
-            &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
-            &writer_options("s"),
-        )
+        .try_acquire_set(members, &writer_options("s"))
         .await
         .unwrap()
     {
@@ -362,7 +347,30 @@ async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release_on_ke
     for (_, outcome) in client.release_set(&set).await {
         assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
     }
+    client.flush().await;
     assert!(copy.deliver().await, "the copy reached the endpoint");
+}
+
+/// A copy of a set's transaction landing after the set was released, on a client that keeps
+/// items: the kept items are free, and the copy must not take them again for a holder that has
+/// gone. DynamoDB answers a copy within ten minutes of its token as the first was, changing
+/// nothing; past them, or after a resend of it was cancelled, the members' condition that the
+/// attempt has not written the item already refuses it (as for a single keeping acquisition).
+#[tokio::test]
+async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release_on_kept_items() {
+    lock_client().await;
+    let proxy = Proxy::start(&endpoint()).await;
+    let client = ddb_lock_test_kit::builder(ddb_lock_test_kit::dynamodb_at(&proxy.endpoint()))
+        .delete_on_release(false)
+        .build()
+        .unwrap();
+    let (a, b) = (unique("set/copy-a"), unique("set/copy-b"));
+    late_copy_after_release(
+        &client,
+        &proxy,
+        &[(&a, Mode::Exclusive), (&b, Mode::Exclusive)],
+    )
+    .await;
     for resource in [&a, &b] {
         assert_eq!(
             client.status(resource).await.unwrap(),
@@ -383,23 +391,12 @@ async fn a_late_copy_of_a_sets_transaction_takes_nothing_after_its_release() {
     let proxy = Proxy::start(&endpoint()).await;
     let client = client_at(&proxy.endpoint());
     let (a, b) = (unique("set/copy-deleted-a"), unique("set/copy-deleted-b"));
-    let copy = proxy.duplicate_next_request("TransactWriteItems");
-    let set = match client
-        .try_acquire_set(
-            &[(&a, Mode::Exclusive), (&b, Mode::Shared)],
-            &writer_options("s"),
-        )
-        .await
-        .unwrap()
-    {
-        SetAttempt::Acquired(set) => set,
-        other => panic!("a free set: {other:?}"),
-    };
-    for (_, outcome) in client.release_set(&set).await {
-        assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
-    }
-    client.flush().await;
-    assert!(copy.deliver().await, "the copy reached the endpoint");
+    late_copy_after_release(
+        &client,
+        &proxy,
+        &[(&a, Mode::Exclusive), (&b, Mode::Shared)],
+    )
+    .await;
     for resource in [&a, &b] {
         assert_eq!(raw_item(resource).await, None, "{resource}");
     }
