@@ -460,6 +460,19 @@ mod tests {
         );
         let cleanup = parse(&json!({"op": "cleanup", "cursor": null})).unwrap();
         assert_eq!(cleanup, Request::Cleanup { cursor: None });
+        let release = parse(&json!({"op": "release", "resource": "r", "owner": "o",
+            "lock_id": "67e55044-10b1-426f-9247-bb680e5fe0c8", "expires_at": null,
+            "retry_count": null}))
+        .unwrap();
+        let Request::Release {
+            expires_at,
+            retried,
+            ..
+        } = release
+        else {
+            panic!("parsed as {release:?}")
+        };
+        assert_eq!((expires_at, retried), (None, false));
         let err = parse(&json!({"op": "status", "resource": null})).unwrap_err();
         assert_eq!(err.field, "resource");
         assert!(err.problem.contains("null"), "{err}");

@@ -44,7 +44,7 @@ pub(super) enum Event {
         #[serde(default, deserialize_with = "answered_instant")]
         expires_at: Option<DateTime<Utc>>,
         #[serde(default)]
-        retry_count: u32,
+        retry_count: Option<u32>,
     },
     ReleaseExecution {
         owner: String,
@@ -207,7 +207,7 @@ impl Event {
                     },
                     data,
                     expires_at,
-                    retried: retry_count > 0,
+                    retried: retry_count.is_some_and(|count| count > 0),
                 },
                 Held::Set(_) if expires_at.is_some() => {
                     return Err(set::not_with("expires_at", "locks"))
