@@ -267,13 +267,13 @@ pub enum InvalidInput {
         /// The most a set can hold.
         max: usize,
     },
-    /// A fenced lock set whose members and fence items (one per exclusive member) are more
-    /// writes than one transaction takes.
+    /// A fenced lock set whose members and fence items (one per exclusive member, and the root
+    /// path's for fenced path locks) are more writes than one transaction takes.
     #[error("`resources`: {members} members and {fences} fence items are {total} writes, over the limit of {max} (one DynamoDB transaction)", total = members + fences)]
     TooManyWrites {
         /// Distinct resources named.
         members: usize,
-        /// Exclusive members, each with its fence item.
+        /// Fence items: each exclusive member's, and the root path's for fenced path locks.
         fences: usize,
         /// The most writes of one transaction.
         max: usize,
