@@ -435,7 +435,11 @@ async fn a_renewal_answered_as_the_job_ends_that_renewed_the_lock_keeps_it_held(
         answered: Arc::clone(&answered),
     };
     let scheduler = Scheduler::new(Some(Arc::new(backend))).with_clock(clock.clone());
-    let job = renewed_job("renewed-at-the-end");
+    // A four-second lease, renewed at a third of it: the renewal keeps the lock held until well
+    // after the job, which ends a little past the first lease.
+    let job = ScheduledJob::every(unique("renewed-at-the-end"), HOUR)
+        .expected_run(Duration::from_secs(2))
+        .margin(Duration::from_secs(2));
     // Run at the tick's start: locked for a lease.
     let tick = scheduler.current_tick(&job) + 1;
     let ahead = (job.tick_start(tick) - ddb_lock::Clock::now(&*clock))
