@@ -4,13 +4,69 @@
 
 use super::ended::Ending;
 use super::underway::Reach;
-use super::{Holds, ReleaseUnderway, StopGuard};
+use super::{acquired_after, Held, Holds, Inner, ReleaseUnderway, StopGuard};
 use crate::lock::{LockHandle, LockId};
 use crate::mode::Mode;
 use crate::outcome::LockLost;
 use chrono::{DateTime, Utc};
 
 impl Holds {
+    /// The client no longer holds the lock `lock_id`.
+    pub(crate) fn freed(&self, lock_id: LockId) {
+        self.inner().held.remove(&lock_id);
+    }
+
+    /// [`freed`](Self::freed) by a release by owner of the locks acquired by `acquired_by`
+    /// (`None`: any time), answered: only if the lock is not known acquired after it. Handed back
+    /// to this client while the release was on its way (the item then showing a later time, the
+    /// release's mark did not refuse the hand-back), the hold of the new acquisition went with
+    /// the refused release, its guard left out of `release_all` (found by review).
+    pub(crate) fn freed_acquired_by(&self, lock_id: LockId, acquired_by: Option<DateTime<Utc>>) {
+        let mut inner = self.inner();
+        let spared = inner
+            .held
+            .get(&lock_id)
+            .is_some_and(|hold| acquired_after(hold.acquired_at, acquired_by));
+        if !spared {
+            inner.held.remove(&lock_id);
+        }
+    }
+
+    /// Every lock remembered, taken out at once and marked as ended: a guard starting on one of
+    /// them from now on starts lost ([`guarded`](Self::guarded) says false), no idempotent
+    /// acquisition is handed one back, and `release_all` puts back ([`acquired`](Self::acquired))
+    /// those whose release failed.
+    /// Those kept to their lease end ([`keep_until_expiry`](Self::keep_until_expiry)) stay, and
+    /// so do those only extended through this client (taken elsewhere), and those whose release
+    /// is on its way ([`underway`]; a failed one's lock is taken by the next call).
+    pub(crate) fn take_all(&self) -> Vec<Held> {
+        let mut inner = self.inner();
+        let Inner {
+            held,
+            ended,
+            underway,
+            ..
+        } = &mut *inner;
+        let (kept, taken): (Vec<_>, Vec<_>) = held.drain().partition(|(lock_id, hold)| {
+            hold.until_expiry || !hold.taken_here || underway.contains(*lock_id, hold.acquired_at)
+        });
+        held.extend(kept);
+        taken
+            .into_iter()
+            .map(|(lock_id, hold)| {
+                // Marked with the take, not when each release's task first runs: an idempotent
+                // acquisition in between was handed back a lock about to be released.
+                ended.insert(lock_id, Ending::released_by(&hold.handle));
+                Held {
+                    handle: hold.handle,
+                    acquired_at: hold.acquired_at,
+                    until: hold.until,
+                    stop_guards: hold.stop_guards,
+                }
+            })
+            .collect()
+    }
+
     /// A release of the lock of `handle` starts: it is marked as ended (whether or not this
     /// client took it), and its guards turn lost, as released, before the request is sent. It is
     /// on its way while the answer is kept (see [`underway`]).
