@@ -183,10 +183,7 @@ pub(crate) async fn attempt(
             .filter(|member| member.lock().fencing_token().is_some())
             .map(Member::resource),
     );
-    let token = members
-        .iter()
-        .filter_map(|member| member.lock().fencing_token())
-        .max();
+    let token = set_token_of(&members);
     set_token(&mut members, token);
     // The members' lock ids and versions are the same in every transaction of the attempt.
     let mut after_resend = AfterResend::new(
@@ -202,11 +199,7 @@ pub(crate) async fn attempt(
             .collect(),
     );
     for _ in 0..MAX_WRITES {
-        let token = members
-            .iter()
-            .filter_map(|member| member.lock().fencing_token())
-            .max();
-        let common_write = match (&common_fence, token) {
+        let common_write = match (&common_fence, set_token_of(&members)) {
             (Some(resource), Some(token)) => Some(
                 fenced_acquire::fence_write(table, resource, token)
                     .map(|update| TransactWriteItem::builder().update(update).build()),
@@ -365,6 +358,15 @@ pub(crate) async fn attempt(
         }
     }
     Ok(Attempt::Conflict)
+}
+
+/// The highest token of the fenced members of `members` (all of them carry it once
+/// [`set_token`] gave it).
+fn set_token_of(members: &[Member<'_>]) -> Option<FencingToken> {
+    members
+        .iter()
+        .filter_map(|member| member.lock().fencing_token())
+        .max()
 }
 
 /// Gives every fenced member of `members` the token `token`.
